@@ -1,0 +1,23 @@
+#pragma once
+/// The backward engine.
+///
+/// Note [Per-device backward threads]: every device that appears in a graph has
+/// one persistent worker thread; a node runs on the worker of its device, and
+/// the calling thread waits. A graph spanning cpu:0 and cpu:1 (DataParallel
+/// replicas) therefore runs both halves concurrently, each on its own thread
+/// with its share of the caller's CPU threads. Within a device, ready nodes run
+/// newest first (highest sequence number), i.e. in reverse forward order.
+
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace tandem::autograd {
+
+/// Computes gradients of roots (seeded with grad_roots, one per root) and
+/// accumulates them into the leaves. Throws the first error any node raised,
+/// after the whole graph task has stopped.
+void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                  bool retain_graph);
+
+}  // namespace tandem::autograd

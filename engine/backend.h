@@ -1,0 +1,140 @@
+#pragma once
+/// Backend: the kernels of one device type. Op front-ends (engine/ops/) check
+/// their arguments, allocate outputs, call these kernels through
+/// backend_for(device), and record autograd; the kernels only compute.
+///
+/// Kernel contract, unless a method says otherwise:
+/// - all tensors live on one device of this backend and are contiguous;
+/// - outputs are allocated by the caller with the right shape and dtype;
+/// - compute ops take float32.
+/// Shapes are written beside each kernel: (N, C, H, W) is NCHW.
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/allocator.h"
+#include "engine/device.h"
+#include "engine/tensor.h"
+
+namespace tandem {
+
+enum class UnaryOp { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
+enum class BinaryOp {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Equal,         ///< 1.0 where a == b, else 0.0
+  ReluBackward,  ///< a * (b > 0): a = grad of output, b = relu output
+};
+
+struct Conv2dOptions {
+  int64_t stride = 1;
+  int64_t padding = 0;
+};
+
+struct Pool2dOptions {
+  int64_t kernel_size = 2;
+  int64_t stride = 2;
+  int64_t padding = 0;
+};
+
+/// One SGD step with PyTorch's semantics (torch.optim.SGD).
+struct SgdStepOptions {
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  bool first_step = false;  ///< momentum buffer is initialised to the gradient, as PyTorch does
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Allocator& allocator(Device device) = 0;
+  /// Number of devices of this type; CPU devices are virtual, so unbounded (returns INT32_MAX).
+  virtual int device_count() = 0;
+  /// Blocks until all queued work on the device is done (no-op on CPU).
+  virtual void synchronize(Device device) = 0;
+
+  // --- memory. copy() may be called with src or dst on another device (one of them is this
+  // backend's); src may be strided, dst is contiguous; same dtype and numel.
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& dst, double value) = 0;
+  /// Converts between dtypes element by element (float→int truncates toward zero).
+  virtual void cast(const Tensor& src, Tensor& dst) = 0;
+
+  // --- elementwise. binary(): a and b are contiguous and broadcast to out's shape; out may
+  // alias a (in-place accumulation). scalar is used by the *Scalar unary ops.
+  virtual void unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out) = 0;
+  virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
+
+  // --- reductions
+  /// out has in's shape with each reduced dim set to 1.
+  virtual void sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) = 0;
+  /// in: (N, K) float32 → out: (N) int64, first maximum wins.
+  virtual void argmax_rows(const Tensor& in, Tensor& out) = 0;
+
+  // --- matmul: c = alpha * op(a) @ op(b) + beta * c, all 2-D row-major.
+  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b,
+                    float beta, Tensor& c) = 0;
+
+  // --- convolution. x: (N, C, H, W), w: (K, C, R, S), bias: (K) or undefined, y: (N, K, P, Q)
+  virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                              const Conv2dOptions& options, Tensor& y) = 0;
+  virtual void conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
+                                     const Conv2dOptions& options, Tensor& grad_x) = 0;
+  /// grad_bias may be undefined (no bias).
+  virtual void conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
+                                      const Conv2dOptions& options, Tensor& grad_w,
+                                      Tensor& grad_bias) = 0;
+
+  // --- batch norm over (N, H, W) per channel. gamma, beta, mean, var: (C).
+  /// Batch statistics: save_mean and save_var (biased) are outputs.
+  virtual void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                           float eps, Tensor& y, Tensor& save_mean,
+                                           Tensor& save_var) = 0;
+  virtual void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
+                                            const Tensor& beta, const Tensor& running_mean,
+                                            const Tensor& running_var, float eps, Tensor& y) = 0;
+  virtual void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_var, float eps,
+                                   Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) = 0;
+
+  // --- pooling. x: (N, C, H, W), y: (N, C, P, Q)
+  /// workspace is allocated by the backend: whatever its backward needs besides x and y.
+  virtual void max_pool2d_forward(const Tensor& x, const Pool2dOptions& options, Tensor& y,
+                                  Tensor& workspace) = 0;
+  virtual void max_pool2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& y,
+                                   const Tensor& workspace, const Pool2dOptions& options,
+                                   Tensor& grad_x) = 0;
+  /// Output size is y's (P, Q); bins as torch.nn.AdaptiveAvgPool2d.
+  virtual void adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void adaptive_avg_pool2d_backward(const Tensor& grad_y, Tensor& grad_x) = 0;
+
+  // --- softmax and loss. logits: (N, K), labels: (N) int64.
+  virtual void log_softmax_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void log_softmax_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x) = 0;
+  /// loss: () mean negative log-likelihood; log_probs: (N, K) saved for backward.
+  /// Throws when a label is outside [0, K).
+  virtual void cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& loss,
+                                     Tensor& log_probs) = 0;
+  /// grad_loss: () → grad_logits = grad_loss * (softmax - onehot) / N.
+  virtual void cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
+                                      const Tensor& labels, Tensor& grad_logits) = 0;
+
+  // --- optimizer: updates param and momentum_buffer in place.
+  virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
+                        const SgdStepOptions& options) = 0;
+};
+
+/// The backend that runs kernels for `device`. CUDA in a build without CUDA throws.
+Backend& backend_for(Device device);
+
+/// Defined by engine/cuda when Tandem is built with CUDA, else by engine/no_cuda (throws).
+Backend& cuda_backend();
+bool cuda_available();
+
+}  // namespace tandem

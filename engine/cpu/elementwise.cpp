@@ -1,0 +1,123 @@
+// Elementwise kernels: unary ops and broadcasting binary ops, plain C++ that
+// the compiler vectorises, split over threads with OpenMP.
+
+#include <cmath>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/parallel.h"
+
+namespace tandem::cpu {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;
+
+template <typename Fn>
+void map_unary(const float* in, float* out, int64_t n, Fn fn) {
+  parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = fn(in[i]);
+  });
+}
+
+// A broadcast binary op seen as rows of the (coalesced) innermost dimension.
+struct BroadcastLayout {
+  Shape shape;     // coalesced output shape
+  Shape a_stride;  // per dim, 0 where a is broadcast
+  Shape b_stride;
+};
+
+BroadcastLayout coalesce(const Shape& out_shape, Shape a_stride, Shape b_stride) {
+  BroadcastLayout layout;
+  for (size_t i = 0; i < out_shape.size(); ++i) {
+    if (out_shape[i] == 1) continue;  // size-1 dims carry no data
+    if (!layout.shape.empty()) {
+      const size_t last = layout.shape.size() - 1;
+      const bool mergeable = layout.a_stride[last] == a_stride[i] * out_shape[i] &&
+                             layout.b_stride[last] == b_stride[i] * out_shape[i];
+      if (mergeable) {
+        layout.shape[last] *= out_shape[i];
+        layout.a_stride[last] = a_stride[i];
+        layout.b_stride[last] = b_stride[i];
+        continue;
+      }
+    }
+    layout.shape.push_back(out_shape[i]);
+    layout.a_stride.push_back(a_stride[i]);
+    layout.b_stride.push_back(b_stride[i]);
+  }
+  if (layout.shape.empty()) layout = {{1}, {0}, {0}};
+  return layout;
+}
+
+template <typename T, typename Fn>
+void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
+  const T* pa = static_cast<const T*>(a.data_ptr());
+  const T* pb = static_cast<const T*>(b.data_ptr());
+  float* po = static_cast<float*>(out.data_ptr());
+  const int64_t n = out.numel();
+  if (n == 0) return;
+  if (a.shape() == out.shape() && b.shape() == out.shape()) {
+    parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = fn(pa[i], pb[i]);
+    });
+    return;
+  }
+  const BroadcastLayout layout = coalesce(out.shape(), broadcast_strides(a.shape(), out.shape()),
+                                          broadcast_strides(b.shape(), out.shape()));
+  const int64_t rank = static_cast<int64_t>(layout.shape.size());
+  const int64_t inner = layout.shape.back();
+  const int64_t sa = layout.a_stride.back();
+  const int64_t sb = layout.b_stride.back();
+  const int64_t rows = n / inner;
+  parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      int64_t remaining = row;
+      int64_t oa = 0;
+      int64_t ob = 0;
+      for (int64_t d = rank - 2; d >= 0; --d) {
+        const int64_t index = remaining % layout.shape[d];
+        remaining /= layout.shape[d];
+        oa += index * layout.a_stride[d];
+        ob += index * layout.b_stride[d];
+      }
+      float* o = po + row * inner;
+      for (int64_t i = 0; i < inner; ++i) o[i] = fn(pa[oa + i * sa], pb[ob + i * sb]);
+    }
+  });
+}
+
+}  // namespace
+
+void CpuBackend::unary(UnaryOp op, const Tensor& in, float s, Tensor& out) {
+  const float* x = in.data<float>();
+  float* y = out.data<float>();
+  const int64_t n = in.numel();
+  switch (op) {
+    case UnaryOp::Neg: return map_unary(x, y, n, [](float v) { return -v; });
+    case UnaryOp::Relu: return map_unary(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; });
+    case UnaryOp::Exp: return map_unary(x, y, n, [](float v) { return std::exp(v); });
+    case UnaryOp::Log: return map_unary(x, y, n, [](float v) { return std::log(v); });
+    case UnaryOp::Sqrt: return map_unary(x, y, n, [](float v) { return std::sqrt(v); });
+    case UnaryOp::AddScalar: return map_unary(x, y, n, [s](float v) { return v + s; });
+    case UnaryOp::MulScalar: return map_unary(x, y, n, [s](float v) { return v * s; });
+    case UnaryOp::PowScalar: return map_unary(x, y, n, [s](float v) { return std::pow(v, s); });
+  }
+}
+
+void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  switch (op) {
+    case BinaryOp::Add: return map_binary<float>(a, b, out, [](float x, float y) { return x + y; });
+    case BinaryOp::Sub: return map_binary<float>(a, b, out, [](float x, float y) { return x - y; });
+    case BinaryOp::Mul: return map_binary<float>(a, b, out, [](float x, float y) { return x * y; });
+    case BinaryOp::Div: return map_binary<float>(a, b, out, [](float x, float y) { return x / y; });
+    case BinaryOp::ReluBackward:
+      return map_binary<float>(a, b, out, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
+    case BinaryOp::Equal:
+      if (a.dtype() == DType::Int64) {
+        return map_binary<int64_t>(a, b, out,
+                                   [](int64_t x, int64_t y) { return x == y ? 1.0f : 0.0f; });
+      }
+      return map_binary<float>(a, b, out, [](float x, float y) { return x == y ? 1.0f : 0.0f; });
+  }
+}
+
+}  // namespace tandem::cpu

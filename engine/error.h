@@ -1,0 +1,47 @@
+#pragma once
+/// Errors: every failed check in Tandem throws tandem::Error carrying the
+/// failing expression, file:line and a message that starts with the op name,
+/// e.g. "[conv2d] weight has 3 dims, expected 4".
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace tandem {
+
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& what) : std::runtime_error(what) {}
+};
+
+namespace detail {
+
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
+}
+
+[[noreturn]] void throw_error(const char* file, int line, const char* expression,
+                              const std::string& message);
+
+}  // namespace detail
+}  // namespace tandem
+
+/// TANDEM_CHECK(cond, "[op] message ", value, ...) throws tandem::Error when
+/// cond is false. The message parts are only formatted on failure.
+/// Note [Variadic checks]: DESIGN.md sketches `TANDEM_CHECK(cond) << msg`; the
+/// variadic form (as PyTorch's TORCH_CHECK) says the same without a throwing
+/// destructor, which STYLE.md rules out.
+#define TANDEM_CHECK(cond, ...)                                                  \
+  do {                                                                           \
+    if (!(cond)) [[unlikely]] {                                                  \
+      ::tandem::detail::throw_error(__FILE__, __LINE__, #cond,                   \
+                                    ::tandem::detail::concat(__VA_ARGS__));      \
+    }                                                                            \
+  } while (false)
+
+/// Unconditional failure, for unreachable branches and unsupported cases.
+#define TANDEM_FAIL(...) \
+  ::tandem::detail::throw_error(__FILE__, __LINE__, nullptr, ::tandem::detail::concat(__VA_ARGS__))

@@ -1,0 +1,15 @@
+// Linked when Tandem is built without CUDA: asking for a CUDA device fails with
+// a clear message instead of a link error or a crash.
+
+#include "engine/backend.h"
+
+namespace tandem {
+
+Backend& cuda_backend() {
+  TANDEM_FAIL("[cuda] this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
+              "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
+}
+
+bool cuda_available() { return false; }
+
+}  // namespace tandem

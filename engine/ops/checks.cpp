@@ -1,0 +1,40 @@
+#include "engine/ops/checks.h"
+
+namespace tandem::ops {
+
+void check_defined(const char* op, const char* name, const Tensor& t) {
+  TANDEM_CHECK(t.defined(), "[", op, "] ", name, " is an undefined tensor");
+}
+
+void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
+  check_defined(op, name, t);
+  TANDEM_CHECK(t.dtype() == dtype, "[", op, "] ", name, " is ", dtype_name(t.dtype()), ", expected ",
+               dtype_name(dtype));
+}
+
+void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
+  check_defined(op, name, t);
+  TANDEM_CHECK(t.dim() == dim, "[", op, "] ", name, " has ", t.dim(), " dims (shape ",
+               shape_str(t.shape()), "), expected ", dim);
+}
+
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected) {
+  check_defined(op, name, t);
+  TANDEM_CHECK(t.shape() == expected, "[", op, "] ", name, " has shape ", shape_str(t.shape()),
+               ", expected ", shape_str(expected));
+}
+
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* t : tensors) {
+    if (t == nullptr || !t->defined()) continue;
+    if (first == nullptr) {
+      first = t;
+      continue;
+    }
+    TANDEM_CHECK(t->device() == first->device(), "[", op, "] tensors on different devices: ",
+                 first->device(), " and ", t->device());
+  }
+}
+
+}  // namespace tandem::ops

@@ -1,0 +1,18 @@
+#pragma once
+/// Argument checks shared by the op front-ends. Each names the op so that the
+/// error reads "[conv2d] weight has 3 dims, expected 4".
+
+#include <initializer_list>
+
+#include "engine/tensor.h"
+
+namespace tandem::ops {
+
+void check_defined(const char* op, const char* name, const Tensor& t);
+void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
+void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim);
+void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected);
+/// All defined tensors must live on the first one's device.
+void check_same_device(const char* op, std::initializer_list<const Tensor*> tensors);
+
+}  // namespace tandem::ops

@@ -1,0 +1,184 @@
+#include "engine/ops/elementwise.h"
+
+#include "engine/autograd/node.h"
+#include "engine/backend.h"
+#include "engine/ops/checks.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/reduce.h"
+
+namespace tandem {
+namespace {
+
+const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "add";
+    case BinaryOp::Sub: return "sub";
+    case BinaryOp::Mul: return "mul";
+    case BinaryOp::Div: return "div";
+    case BinaryOp::Equal: return "equal";
+    case BinaryOp::ReluBackward: return "relu_backward";
+  }
+  return "binary";
+}
+
+// Runs a binary kernel on broadcast inputs; no autograd.
+Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_name(op);
+  ops::check_same_device(name, {&a, &b});
+  if (op == BinaryOp::Equal) {
+    TANDEM_CHECK(a.dtype() == b.dtype(), "[equal] dtypes differ: ", dtype_name(a.dtype()), " and ",
+                 dtype_name(b.dtype()));
+  } else {
+    ops::check_dtype(name, "a", a, DType::Float32);
+    ops::check_dtype(name, "b", b, DType::Float32);
+  }
+  const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Tensor out = empty(shape, {.dtype = DType::Float32, .device = a.device()});
+  backend_for(a.device()).binary(op, a.detach().contiguous(), b.detach().contiguous(), out);
+  return out;
+}
+
+Tensor unary_kernel(UnaryOp op, const Tensor& a, float scalar, const char* name) {
+  ops::check_dtype(name, "input", a, DType::Float32);
+  Tensor out = empty(a.shape(), {.dtype = DType::Float32, .device = a.device()});
+  backend_for(a.device()).unary(op, a.detach().contiguous(), scalar, out);
+  return out;
+}
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Add, a, b);
+  autograd::record("add", {&a, &b}, {&out},
+                   [sa = a.shape(), sb = b.shape()](const Grads& g, const Needs& needs) {
+                     return Grads{needs[0] ? sum_to(g[0], sa) : Tensor(),
+                                  needs[1] ? sum_to(g[0], sb) : Tensor()};
+                   });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Sub, a, b);
+  autograd::record("sub", {&a, &b}, {&out},
+                   [sa = a.shape(), sb = b.shape()](const Grads& g, const Needs& needs) {
+                     return Grads{needs[0] ? sum_to(g[0], sa) : Tensor(),
+                                  needs[1] ? sum_to(neg(g[0]), sb) : Tensor()};
+                   });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Mul, a, b);
+  autograd::record("mul", {&a, &b}, {&out},
+                   [sa = a.detach(), sb = b.detach()](const Grads& g, const Needs& needs) {
+                     return Grads{needs[0] ? sum_to(mul(g[0], sb), sa.shape()) : Tensor(),
+                                  needs[1] ? sum_to(mul(g[0], sa), sb.shape()) : Tensor()};
+                   });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::Div, a, b);
+  autograd::record("div", {&a, &b}, {&out},
+                   [sa = a.detach(), sb = b.detach()](const Grads& g, const Needs& needs) {
+                     Tensor ga, gb;
+                     if (needs[0]) ga = sum_to(div(g[0], sb), sa.shape());
+                     if (needs[1]) gb = sum_to(neg(div(mul(g[0], sa), mul(sb, sb))), sb.shape());
+                     return Grads{ga, gb};
+                   });
+  return out;
+}
+
+Tensor add(const Tensor& a, float scalar) {
+  Tensor out = unary_kernel(UnaryOp::AddScalar, a, scalar, "add_scalar");
+  autograd::record("add_scalar", {&a}, {&out},
+                   [](const Grads& g, const Needs&) { return Grads{g[0]}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, float scalar) {
+  Tensor out = unary_kernel(UnaryOp::MulScalar, a, scalar, "mul_scalar");
+  autograd::record("mul_scalar", {&a}, {&out},
+                   [scalar](const Grads& g, const Needs&) { return Grads{mul(g[0], scalar)}; });
+  return out;
+}
+
+Tensor neg(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Neg, a, 0.0f, "neg");
+  autograd::record("neg", {&a}, {&out}, [](const Grads& g, const Needs&) { return Grads{neg(g[0])}; });
+  return out;
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Relu, a, 0.0f, "relu");
+  autograd::record("relu", {&a}, {&out}, [y = out.detach()](const Grads& g, const Needs&) {
+    return Grads{binary_kernel(BinaryOp::ReluBackward, g[0], y)};
+  });
+  return out;
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Exp, a, 0.0f, "exp");
+  autograd::record("exp", {&a}, {&out},
+                   [y = out.detach()](const Grads& g, const Needs&) { return Grads{mul(g[0], y)}; });
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Log, a, 0.0f, "log");
+  autograd::record("log", {&a}, {&out},
+                   [x = a.detach()](const Grads& g, const Needs&) { return Grads{div(g[0], x)}; });
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_kernel(UnaryOp::Sqrt, a, 0.0f, "sqrt");
+  autograd::record("sqrt", {&a}, {&out}, [y = out.detach()](const Grads& g, const Needs&) {
+    return Grads{div(mul(g[0], 0.5f), y)};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, float exponent) {
+  Tensor out = unary_kernel(UnaryOp::PowScalar, a, exponent, "pow");
+  autograd::record("pow", {&a}, {&out}, [x = a.detach(), exponent](const Grads& g, const Needs&) {
+    return Grads{mul(g[0], mul(pow(x, exponent - 1.0f), exponent))};
+  });
+  return out;
+}
+
+Tensor equal(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Equal, a, b); }
+
+Tensor& add_(Tensor& self, const Tensor& other) {
+  ops::check_same_device("add_", {&self, &other});
+  ops::check_dtype("add_", "self", self, DType::Float32);
+  ops::check_shape("add_", "other", other, self.shape());
+  TANDEM_CHECK(self.is_contiguous(), "[add_] needs a contiguous destination");
+  backend_for(self.device()).binary(BinaryOp::Add, self, other.detach().contiguous(), self);
+  return self;
+}
+
+Tensor expand(const Tensor& a, const Shape& shape) {
+  const Shape target = broadcast_shapes(a.shape(), shape, "expand");
+  TANDEM_CHECK(target == shape, "[expand] cannot expand ", shape_str(a.shape()), " to ",
+               shape_str(shape));
+  if (a.shape() == shape) return a;
+  // A stride-0 view read by the strided copy kernel: no arithmetic, one pass.
+  Shape strides(shape.size(), 0);
+  const size_t lead = shape.size() - a.shape().size();
+  for (size_t i = 0; i < a.shape().size(); ++i) {
+    strides[lead + i] = a.shape()[i] == 1 ? 0 : a.strides()[i];
+  }
+  const Tensor view(std::make_shared<TensorImpl>(a.storage(), shape, strides, a.offset(), a.dtype()));
+  Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
+  backend_for(a.device()).copy(view, out);
+  autograd::record("expand", {&a}, {&out}, [sa = a.shape()](const Grads& g, const Needs&) {
+    return Grads{sum_to(g[0], sa)};
+  });
+  return out;
+}
+
+}  // namespace tandem

@@ -1,0 +1,68 @@
+#include "engine/ops/matmul.h"
+
+#include "engine/autograd/node.h"
+#include "engine/backend.h"
+#include "engine/ops/checks.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/reduce.h"
+
+namespace tandem {
+namespace {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+// op(a) @ op(b) into a new tensor; inputs are made contiguous, no autograd.
+Tensor gemm(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b) {
+  const Tensor ca = a.detach().contiguous();
+  const Tensor cb = b.detach().contiguous();
+  const int64_t m = transpose_a ? ca.size(1) : ca.size(0);
+  const int64_t n = transpose_b ? cb.size(0) : cb.size(1);
+  Tensor c = empty({m, n}, {.device = a.device()});
+  backend_for(a.device()).gemm(transpose_a, transpose_b, 1.0f, ca, cb, 0.0f, c);
+  return c;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  ops::check_dtype("matmul", "a", a, DType::Float32);
+  ops::check_dtype("matmul", "b", b, DType::Float32);
+  ops::check_dim("matmul", "a", a, 2);
+  ops::check_dim("matmul", "b", b, 2);
+  ops::check_same_device("matmul", {&a, &b});
+  TANDEM_CHECK(a.size(1) == b.size(0), "[matmul] shapes ", shape_str(a.shape()), " and ",
+               shape_str(b.shape()), " cannot be multiplied");
+  Tensor out = gemm(false, false, a, b);
+  autograd::record("matmul", {&a, &b}, {&out},
+                   [sa = a.detach(), sb = b.detach()](const Grads& g, const Needs& needs) {
+                     return Grads{needs[0] ? gemm(false, true, g[0], sb) : Tensor(),
+                                  needs[1] ? gemm(true, false, sa, g[0]) : Tensor()};
+                   });
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  ops::check_dtype("linear", "input", x, DType::Float32);
+  ops::check_dim("linear", "input", x, 2);
+  ops::check_dim("linear", "weight", weight, 2);
+  ops::check_same_device("linear", {&x, &weight, &bias});
+  TANDEM_CHECK(x.size(1) == weight.size(1), "[linear] input ", shape_str(x.shape()),
+               " has ", x.size(1), " features but weight ", shape_str(weight.shape()), " expects ",
+               weight.size(1));
+  if (bias.defined()) ops::check_shape("linear", "bias", bias, {weight.size(0)});
+  Tensor out = gemm(false, true, x, weight);
+  if (bias.defined()) {
+    backend_for(out.device()).binary(BinaryOp::Add, out, bias.detach().contiguous(), out);
+  }
+  autograd::record(
+      "linear", {&x, &weight, &bias}, {&out},
+      [sx = x.detach(), sw = weight.detach()](const Grads& g, const Needs& needs) {
+        return Grads{needs[0] ? gemm(false, false, g[0], sw) : Tensor(),
+                     needs[1] ? gemm(true, false, g[0], sx) : Tensor(),
+                     needs[2] ? sum(g[0], {0}) : Tensor()};
+      });
+  return out;
+}
+
+}  // namespace tandem

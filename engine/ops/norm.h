@@ -1,0 +1,21 @@
+#pragma once
+/// Batch normalisation over (N, H, W) for each channel of an (N, C, H, W) input.
+
+#include "engine/tensor.h"
+
+namespace tandem {
+
+struct BatchNormOptions {
+  bool training = true;
+  float momentum = 0.1f;  ///< running = (1 - momentum) * running + momentum * batch, as PyTorch
+  float eps = 1e-5f;
+};
+
+/// Training: normalises with batch statistics and, when running_mean/var are defined, updates
+/// them in place (unbiased variance for running_var, as PyTorch). Inference: normalises with
+/// the running statistics. gamma and beta (C) may require grad; running stats never do.
+Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& running_mean, const Tensor& running_var,
+                    const BatchNormOptions& options = {});
+
+}  // namespace tandem

@@ -1,0 +1,158 @@
+#pragma once
+/// Tensor: a view (shape, strides, offset, dtype) onto shared Storage, plus the
+/// autograd metadata that makes it part of a define-by-run graph.
+///
+/// Tensor is a cheap handle (one shared_ptr); copies alias the same data, as in
+/// PyTorch. Use clone() for an independent copy.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/device.h"
+#include "engine/dtype.h"
+#include "engine/error.h"
+#include "engine/shape.h"
+#include "engine/storage.h"
+
+namespace tandem {
+
+namespace autograd {
+class Node;
+}
+
+class TensorImpl;
+
+struct TensorOptions {
+  DType dtype = DType::Float32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+class Tensor {
+ public:
+  /// A hook that runs right after a gradient has been accumulated into this leaf's .grad().
+  using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
+
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+
+  // --- metadata
+  const Shape& shape() const;
+  const Shape& strides() const;
+  int64_t offset() const;
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  /// Size of dimension d; negative d counts from the end.
+  int64_t size(int64_t d) const;
+  int64_t numel() const;
+  DType dtype() const;
+  Device device() const;
+  bool is_contiguous() const;
+  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
+  const std::shared_ptr<Storage>& storage() const;
+
+  /// Pointer to the first element (storage data + offset).
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const {
+    TANDEM_CHECK(dtype() == DTypeOf<T>::value, "[data] tensor is ", dtype_name(dtype()),
+                 ", asked for ", dtype_name(DTypeOf<T>::value));
+    return static_cast<T*>(data_ptr());
+  }
+
+  // --- views and copies (differentiable)
+  Tensor contiguous() const;
+  Tensor view(const Shape& shape) const;     ///< needs a contiguous tensor; one size may be -1
+  Tensor reshape(const Shape& shape) const;  ///< view if possible, else copy
+  Tensor slice(int64_t start, int64_t end) const;  ///< rows [start, end) of dim 0, a view
+  Tensor flatten(int64_t start_dim = 1) const;
+  Tensor to(Device device) const;
+  Tensor to(DType dtype) const;  ///< not differentiable (casts are for data, not for training)
+  Tensor clone() const;
+  /// Same data, no autograd history.
+  Tensor detach() const;
+
+  // --- host access (synchronises with the device)
+  template <typename T>
+  std::vector<T> to_vector() const;
+  /// The value of a one-element tensor, as double.
+  double item() const;
+
+  // --- in-place (never recorded by autograd)
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0.0); }
+  Tensor& copy_(const Tensor& src);  ///< same shape and dtype; may cross devices
+
+  // --- autograd
+  bool requires_grad() const;
+  /// Marks a leaf as a parameter to differentiate with respect to.
+  Tensor& set_requires_grad(bool requires_grad);
+  bool is_leaf() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  uint32_t output_nr() const;
+  /// Runs backward from this tensor; a one-element tensor may omit `grad`.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /// Returns an id for remove_hook(). Hooks run in registration order on the
+  /// backward worker thread of this tensor's device.
+  int register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
+  void remove_hook(int id) const;
+
+  TensorImpl* impl() const { return impl_.get(); }
+  /// Two handles on the same tensor (not just the same storage).
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  const TensorImpl& checked_impl() const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Autograd state of one tensor. Leaves own their gradient and hooks; non-leaves
+/// point at the node that produced them.
+struct AutogradMeta {
+  bool requires_grad = false;
+  Tensor grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  uint32_t output_nr = 0;  ///< which output of grad_fn this tensor is
+  std::weak_ptr<autograd::Node> grad_accumulator;  ///< shared by all graphs using this leaf
+  std::vector<std::pair<int, Tensor::PostAccumulateGradHook>> post_accumulate_hooks;
+  int next_hook_id = 0;
+  std::mutex mutex;  ///< guards grad_accumulator and hooks (several devices may touch them)
+};
+
+class TensorImpl {
+ public:
+  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype)
+      : storage_(std::move(storage)),
+        shape_(std::move(shape)),
+        strides_(std::move(strides)),
+        offset_(offset),
+        dtype_(dtype) {}
+
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  const Shape& shape() const { return shape_; }
+  const Shape& strides() const { return strides_; }
+  int64_t offset() const { return offset_; }
+  DType dtype() const { return dtype_; }
+
+  /// Created on first use; null for tensors that never took part in autograd.
+  AutogradMeta* autograd() const { return autograd_.get(); }
+  AutogradMeta& mutable_autograd();
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  Shape strides_;
+  int64_t offset_;
+  DType dtype_;
+  std::unique_ptr<AutogradMeta> autograd_;
+};
+
+std::ostream& operator<<(std::ostream& out, const Tensor& tensor);
+
+}  // namespace tandem

@@ -1,0 +1,1 @@
+#include "tests/support/reference_ops.h"
