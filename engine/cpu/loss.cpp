@@ -14,8 +14,9 @@ void log_softmax_row(const float* x, float* y, int64_t k) {
   for (int64_t j = 1; j < k; ++j) max = std::max(max, x[j]);
   double total = 0.0;
   for (int64_t j = 0; j < k; ++j) total += std::exp(static_cast<double>(x[j] - max));
-  const float shift = max + static_cast<float>(std::log(total));
-  for (int64_t j = 0; j < k; ++j) y[j] = x[j] - shift;
+  // (x - max) first: folding max into the shift would lose precision for large logits.
+  const float log_total = static_cast<float>(std::log(total));
+  for (int64_t j = 0; j < k; ++j) y[j] = (x[j] - max) - log_total;
 }
 
 }  // namespace

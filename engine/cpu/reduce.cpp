@@ -66,15 +66,7 @@ void CpuBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor&
       double total = 0.0;
       for (int64_t r = 0; r < rows; ++r) {
         const float* row = base + unravel_offset(r, reduced);
-        float partial = 0.0f;  // short float run, then widen: fast and accurate enough
-        for (int64_t i = 0; i < inner.size; ++i) {
-          partial += row[i * inner.stride];
-          if ((i & 255) == 255) {
-            total += partial;
-            partial = 0.0f;
-          }
-        }
-        total += partial;
+        for (int64_t i = 0; i < inner.size; ++i) total += row[i * inner.stride];
       }
       y[o] = static_cast<float>(total);
     }

@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/autograd/node.h"
+#include "engine/tandem.h"
+#include "tests/support/gradcheck.h"
+
+namespace tandem {
+namespace {
+
+using testing::check_gradients;
+using Inputs = std::vector<Tensor>;
+
+Tensor param(const Shape& shape, uint64_t seed, float low = -1.0f, float high = 1.0f) {
+  Generator generator(seed);
+  return uniform(shape, low, high, generator).set_requires_grad(true);
+}
+
+TEST(Elementwise, BroadcastsPerChannel) {
+  // (N, C, H, W) + (C, 1, 1): the per-channel case batch-norm and biases need.
+  const Tensor x = zeros({2, 3, 2, 2});
+  const Tensor bias = from_vector<float>({1, 2, 3}, {3, 1, 1});
+  const std::vector<float> out = add(x, bias).to_vector<float>();
+  ASSERT_EQ(out.size(), 24u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], static_cast<float>(1 + (i / 4) % 3)) << i;
+}
+
+TEST(Elementwise, BroadcastsRowAndColumn) {
+  const Tensor column = from_vector<float>({1, 2}, {2, 1});
+  const Tensor row = from_vector<float>({10, 20, 30}, {3});
+  EXPECT_EQ(mul(column, row).to_vector<float>(), (std::vector<float>{10, 20, 30, 20, 40, 60}));
+  EXPECT_EQ(sub(row, column).shape(), (Shape{2, 3}));
+  EXPECT_EQ(div(row, column).to_vector<float>(), (std::vector<float>{10, 20, 30, 5, 10, 15}));
+}
+
+TEST(Elementwise, UnaryValues) {
+  const Tensor x = from_vector<float>({-1.0f, 0.5f, 4.0f}, {3});
+  EXPECT_EQ(relu(x).to_vector<float>(), (std::vector<float>{0, 0.5f, 4}));
+  EXPECT_EQ(neg(x).to_vector<float>(), (std::vector<float>{1, -0.5f, -4}));
+  EXPECT_EQ((x + 1.0f).to_vector<float>(), (std::vector<float>{0, 1.5f, 5}));
+  EXPECT_EQ((x * 2.0f).to_vector<float>(), (std::vector<float>{-2, 1, 8}));
+  EXPECT_FLOAT_EQ(sqrt(x).to_vector<float>()[2], 2.0f);
+  EXPECT_FLOAT_EQ(exp(x).to_vector<float>()[0], std::exp(-1.0f));
+  EXPECT_FLOAT_EQ(log(x).to_vector<float>()[2], std::log(4.0f));
+  EXPECT_FLOAT_EQ(pow(x, 3.0f).to_vector<float>()[1], 0.125f);
+}
+
+TEST(Elementwise, EqualComparesFloatsAndLabels) {
+  const Tensor a = from_vector<int64_t>({1, 2, 3}, {3}, {.dtype = DType::Int64});
+  const Tensor b = from_vector<int64_t>({1, 0, 3}, {3}, {.dtype = DType::Int64});
+  EXPECT_EQ(equal(a, b).to_vector<float>(), (std::vector<float>{1, 0, 1}));
+  EXPECT_THROW(equal(a, zeros({3})), Error);
+}
+
+TEST(Elementwise, InPlaceAddIsNotRecorded) {
+  Tensor acc = zeros({2});
+  const Tensor x = from_vector<float>({1, 2}, {2}, {.requires_grad = true});
+  add_(acc, x);
+  add_(acc, x);
+  EXPECT_EQ(acc.to_vector<float>(), (std::vector<float>{2, 4}));
+  EXPECT_FALSE(acc.requires_grad());
+}
+
+TEST(ElementwiseGrad, AddSubWithBroadcast) {
+  const Tensor a = param({2, 3, 2}, 1);
+  const Tensor b = param({3, 1}, 2);
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return add(in[0], in[1]); }, {a, b}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return sub(in[0], in[1]); }, {a, b}));
+}
+
+TEST(ElementwiseGrad, MulDivWithBroadcast) {
+  const Tensor a = param({2, 3}, 3);
+  const Tensor b = param({3}, 4, 0.5f, 2.0f);  // away from 0 for div
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return mul(in[0], in[1]); }, {a, b}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return div(in[0], in[1]); }, {a, b}));
+}
+
+TEST(ElementwiseGrad, ScalarOps) {
+  const Tensor a = param({4, 3}, 5);
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return in[0] * 3.0f + 2.0f; }, {a}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return -in[0]; }, {a}));
+}
+
+TEST(ElementwiseGrad, Relu) {
+  // Values at least 0.1 from the kink so that ±eps never crosses it.
+  Tensor a = from_vector<float>({-0.9f, -0.3f, 0.2f, 0.7f, -0.5f, 1.1f}, {2, 3}, {.requires_grad = true});
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return relu(in[0]); }, {a}));
+}
+
+TEST(ElementwiseGrad, ExpLogSqrtPow) {
+  const Tensor positive = param({3, 4}, 6, 0.5f, 2.0f);
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return exp(in[0]); }, {positive}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return log(in[0]); }, {positive}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return sqrt(in[0]); }, {positive}));
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return pow(in[0], 2.5f); }, {positive}));
+}
+
+TEST(ElementwiseGrad, Expand) {
+  const Tensor a = param({3, 1}, 7);
+  EXPECT_TRUE(check_gradients([](const Inputs& in) { return expand(in[0], {2, 3, 4}); }, {a}));
+}
+
+TEST(ElementwiseGrad, CheckerCatchesAWrongBackward) {
+  // A deliberately wrong backward (gradient doubled) must be reported.
+  const Tensor a = param({3}, 8);
+  const auto wrong = [](const Inputs& in) {
+    Tensor broken = in[0].detach() * 1.0f;
+    autograd::record("broken", {&in[0]}, {&broken},
+                     [](const std::vector<Tensor>& g, const std::vector<bool>&) {
+                       return std::vector<Tensor>{g[0] * 2.0f};
+                     });
+    return broken;
+  };
+  EXPECT_FALSE(check_gradients(wrong, {a}));
+}
+
+}  // namespace
+}  // namespace tandem

@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include <omp.h>
+
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "engine/cpu/parallel.h"
+#include "engine/tandem.h"
+
+namespace tandem {
+namespace {
+
+// Runs fn and returns the message of the tandem::Error it throws.
+template <typename Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Errors, NameTheOpAndTheShapes) {
+  EXPECT_NE(error_of([] { add(zeros({2, 3}), zeros({4})); }).find("[add] shapes [2, 3] and [4] do not broadcast"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { matmul(zeros({2, 3}), zeros({2, 3})); })
+                .find("[matmul] shapes [2, 3] and [2, 3] cannot be multiplied"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { linear(zeros({2, 3}), zeros({4, 5})); }).find("[linear] input [2, 3] has 3 features"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { relu(zeros({2}, {.dtype = DType::Int64})); }).find("[relu] input is int64, expected float32"),
+            std::string::npos);
+}
+
+TEST(Errors, NameTheDevices) {
+  const std::string message =
+      error_of([] { mul(zeros({2}, {.device = Device::cpu(0)}), zeros({2}, {.device = Device::cpu(1)})); });
+  EXPECT_NE(message.find("[mul] tensors on different devices: cpu:0 and cpu:1"), std::string::npos) << message;
+}
+
+TEST(Errors, CarryFileAndLine) {
+  const std::string message = error_of([] { zeros({2}).item(); });
+  EXPECT_NE(message.find("[item]"), std::string::npos);
+  EXPECT_NE(message.find("tensor.cpp:"), std::string::npos) << message;
+}
+
+TEST(Errors, UndefinedTensorsAreRejected) {
+  EXPECT_THROW(Tensor().shape(), Error);
+  EXPECT_THROW(relu(Tensor()), Error);
+}
+
+TEST(Threads, GuardOverridesOnlyTheCallingThread) {
+  const int global = num_threads();
+  {
+    ThreadCountGuard guard(1);
+    EXPECT_EQ(num_threads(), 1);
+    int other = 0;
+    std::thread([&] { other = num_threads(); }).join();
+    EXPECT_EQ(other, global);
+  }
+  EXPECT_EQ(num_threads(), global);
+  EXPECT_THROW(ThreadCountGuard(0), Error);
+}
+
+TEST(Threads, ParallelForUsesTheCallersShare) {
+  const auto threads_used = [] {
+    std::mutex mutex;
+    std::set<int> ids;
+    cpu::parallel_for(1 << 20, 1, [&](int64_t, int64_t) {
+      std::lock_guard lock(mutex);
+      ids.insert(omp_get_thread_num());
+    });
+    return ids.size();
+  };
+  {
+    ThreadCountGuard guard(1);
+    EXPECT_EQ(threads_used(), 1u);
+  }
+  {
+    ThreadCountGuard guard(3);  // may exceed the cores: OpenMP still makes the team
+    EXPECT_EQ(threads_used(), 3u);
+  }
+}
+
+TEST(Threads, SetNumThreadsChangesTheDefault) {
+  const int before = num_threads();
+  set_num_threads(2);
+  EXPECT_EQ(num_threads(), 2);
+  set_num_threads(before);
+  EXPECT_THROW(set_num_threads(0), Error);
+}
+
+}  // namespace
+}  // namespace tandem
