@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Tandem builds against, only those missing.
+# Idempotent and non-interactive; needs root (or sudo) only when something is missing.
+set -euo pipefail
+
+packages=(
+  cmake g++ make
+  libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+)
+
+missing=()
+for package in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "== dependencies: all present"
+  exit 0
+fi
+
+echo "== dependencies: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "error: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
