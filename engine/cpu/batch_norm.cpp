@@ -1,7 +1,96 @@
-// PLACEHOLDER: oneDNN batch norm arrives in the next commit.
+// Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
+// cached per shape. Statistics are per channel over (N, H, W).
+
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/dnnl_context.h"
+#include "engine/ops/factory.h"
+
 namespace tandem::cpu {
-void CpuBackend::batch_norm_forward_training(const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&, Tensor&) { TANDEM_FAIL("[batch_norm2d] not implemented yet"); }
-void CpuBackend::batch_norm_forward_inference(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&) { TANDEM_FAIL("[batch_norm2d] not implemented yet"); }
-void CpuBackend::batch_norm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float, Tensor&, Tensor&, Tensor&) { TANDEM_FAIL("[batch_norm2d] not implemented yet"); }
+namespace {
+
+namespace ctx = dnnl_context;
+using dnnl::memory;
+using dnnl::normalization_flags;
+
+struct BatchNormPrimitives {
+  dnnl::batch_normalization_forward::primitive_desc training_pd;
+  dnnl::batch_normalization_forward training;
+  dnnl::batch_normalization_forward::primitive_desc inference_pd;
+  dnnl::batch_normalization_forward inference;
+  dnnl::batch_normalization_backward::primitive_desc backward_pd;
+  dnnl::batch_normalization_backward backward;
+};
+
+// x: (N, C, H, W)
+BatchNormPrimitives create(const Shape& x, float eps) {
+  const memory::desc x_md = ctx::plain_desc(x);
+  const auto affine = normalization_flags::use_scale | normalization_flags::use_shift;
+  auto& engine = ctx::engine();
+  const auto& attr = ctx::attributes();
+  dnnl::batch_normalization_forward::primitive_desc training_pd(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, x_md, eps, affine),
+      attr, engine);
+  dnnl::batch_normalization_forward::primitive_desc inference_pd(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, x_md, eps,
+                                              affine | normalization_flags::use_global_stats),
+      attr, engine);
+  dnnl::batch_normalization_backward::primitive_desc backward_pd(
+      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, eps, affine),
+      attr, engine, training_pd);
+  return {training_pd,  dnnl::batch_normalization_forward(training_pd),
+          inference_pd, dnnl::batch_normalization_forward(inference_pd),
+          backward_pd,  dnnl::batch_normalization_backward(backward_pd)};
+}
+
+std::shared_ptr<const BatchNormPrimitives> primitives_for(const Shape& x, float eps) {
+  static ctx::PrimitiveCache<BatchNormPrimitives> cache;
+  return cache.get(shape_str(x) + "eps" + std::to_string(eps), [&] { return create(x, eps); });
+}
+
+}  // namespace
+
+void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
+                                             const Tensor& beta, float eps, Tensor& y,
+                                             Tensor& save_mean, Tensor& save_var) {
+  const auto p = primitives_for(x.shape(), eps);
+  ctx::execute(p->training, p->training_pd.scratchpad_desc(),
+               {{DNNL_ARG_SRC, ctx::wrap(x)},
+                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
+                {DNNL_ARG_SHIFT, ctx::wrap(beta)},
+                {DNNL_ARG_DST, ctx::wrap(y)},
+                {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
+                {DNNL_ARG_VARIANCE, ctx::wrap(save_var)}});
+}
+
+void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
+                                              const Tensor& beta, const Tensor& running_mean,
+                                              const Tensor& running_var, float eps, Tensor& y) {
+  const auto p = primitives_for(x.shape(), eps);
+  ctx::execute(p->inference, p->inference_pd.scratchpad_desc(),
+               {{DNNL_ARG_SRC, ctx::wrap(x)},
+                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
+                {DNNL_ARG_SHIFT, ctx::wrap(beta)},
+                {DNNL_ARG_MEAN, ctx::wrap(running_mean)},
+                {DNNL_ARG_VARIANCE, ctx::wrap(running_var)},
+                {DNNL_ARG_DST, ctx::wrap(y)}});
+}
+
+void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
+                                     const Tensor& save_mean, const Tensor& save_var, float eps,
+                                     Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+  const auto p = primitives_for(x.shape(), eps);
+  // oneDNN 2.6 insists on a shift input to backward although gradients do not depend on it.
+  const Tensor unused_shift = zeros_like(gamma);
+  ctx::execute(p->backward, p->backward_pd.scratchpad_desc(),
+               {{DNNL_ARG_SRC, ctx::wrap(x)},
+                {DNNL_ARG_SHIFT, ctx::wrap(unused_shift)},
+                {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
+                {DNNL_ARG_VARIANCE, ctx::wrap(save_var)},
+                {DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
+                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
+                {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
+                {DNNL_ARG_DIFF_SCALE, ctx::wrap(grad_gamma)},
+                {DNNL_ARG_DIFF_SHIFT, ctx::wrap(grad_beta)}});
+}
+
 }  // namespace tandem::cpu

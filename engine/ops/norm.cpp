@@ -1,5 +1,113 @@
-// PLACEHOLDER: implemented with the oneDNN kernels.
 #include "engine/ops/norm.h"
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/backend.h"
+#include "engine/ops/checks.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/reduce.h"
+
 namespace tandem {
-Tensor batch_norm2d(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const BatchNormOptions&) { TANDEM_FAIL("[batch_norm2d] not implemented yet"); }
+namespace {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                     const Tensor& running_mean, const Tensor& running_var) {
+  ops::check_dtype("batch_norm2d", "input", x, DType::Float32);
+  ops::check_dim("batch_norm2d", "input", x, 4);
+  const Shape channels = {x.size(1)};
+  if (gamma.defined()) ops::check_shape("batch_norm2d", "weight", gamma, channels);
+  if (beta.defined()) ops::check_shape("batch_norm2d", "bias", beta, channels);
+  if (running_mean.defined()) ops::check_shape("batch_norm2d", "running_mean", running_mean, channels);
+  if (running_var.defined()) ops::check_shape("batch_norm2d", "running_var", running_var, channels);
+  TANDEM_CHECK(running_mean.defined() == running_var.defined(),
+               "[batch_norm2d] give both running_mean and running_var, or neither");
+  ops::check_same_device("batch_norm2d", {&x, &gamma, &beta, &running_mean, &running_var});
+}
+
+// running = (1 - momentum) * running + momentum * batch, in place (modules hold these tensors).
+void update_running(const Tensor& running, const Tensor& batch, float momentum) {
+  Tensor target = running;
+  target.copy_(add(mul(running, 1.0f - momentum), mul(batch, momentum)));
+}
+
+Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        const Tensor& running_mean, const Tensor& running_var,
+                        const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
+  const int64_t count = x.size(0) * x.size(2) * x.size(3);
+  TANDEM_CHECK(count > 1, "[batch_norm2d] training needs more than one value per channel, got input ",
+               shape_str(x.shape()));
+  const Tensor cx = x.detach().contiguous();
+  const TensorOptions on_device{.device = x.device()};
+  Tensor out = empty(x.shape(), on_device);
+  Tensor mean = empty({x.size(1)}, on_device);
+  Tensor var = empty({x.size(1)}, on_device);
+  backend_for(x.device()).batch_norm_forward_training(cx, g, b, options.eps, out, mean, var);
+  if (running_mean.defined()) {
+    NoGradGuard no_grad;
+    update_running(running_mean, mean, options.momentum);
+    // PyTorch keeps the unbiased variance in running_var.
+    update_running(running_var, mul(var, static_cast<float>(count) / static_cast<float>(count - 1)),
+                   options.momentum);
+  }
+  autograd::record("batch_norm2d", {&x, &gamma, &beta}, {&out},
+                   [cx, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+                     Tensor grad_x = empty_like(cx);
+                     Tensor grad_gamma = empty_like(g);
+                     Tensor grad_beta = empty_like(g);
+                     backend_for(cx.device())
+                         .batch_norm_backward(grads[0].contiguous(), cx, g, mean, var, eps, grad_x,
+                                              grad_gamma, grad_beta);
+                     return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
+                                  needs[2] ? grad_beta : Tensor()};
+                   });
+  return out;
+}
+
+Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& running_mean, const Tensor& running_var,
+                         const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
+  TANDEM_CHECK(running_mean.defined(), "[batch_norm2d] inference needs running_mean and running_var");
+  // Snapshots: the module may update its running stats before this graph's backward runs.
+  const Tensor mean = running_mean.detach().clone();
+  const Tensor var = running_var.detach().clone();
+  Tensor out = empty(x.shape(), {.device = x.device()});
+  backend_for(x.device()).batch_norm_forward_inference(x.detach().contiguous(), g, b, mean, var,
+                                                       options.eps, out);
+  // Rarely needed (fine-tuning with frozen statistics), so composed from elementwise ops.
+  autograd::record("batch_norm2d_inference", {&x, &gamma, &beta}, {&out},
+                   [cx = x.detach(), g, mean, var, eps = options.eps](const Grads& grads,
+                                                                     const Needs& needs) {
+                     const Shape per_channel = {1, cx.size(1), 1, 1};
+                     const Tensor invstd = pow(add(var, eps), -0.5f).view(per_channel);
+                     const Tensor& grad_y = grads[0];
+                     Tensor grad_x, grad_gamma, grad_beta;
+                     if (needs[0]) grad_x = mul(grad_y, mul(g.view(per_channel), invstd));
+                     if (needs[1]) {
+                       const Tensor x_hat = mul(sub(cx, mean.view(per_channel)), invstd);
+                       grad_gamma = sum(mul(grad_y, x_hat), {0, 2, 3});
+                     }
+                     if (needs[2]) grad_beta = sum(grad_y, {0, 2, 3});
+                     return Grads{grad_x, grad_gamma, grad_beta};
+                   });
+  return out;
+}
+
+}  // namespace
+
+Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& running_mean, const Tensor& running_var,
+                    const BatchNormOptions& options) {
+  check_arguments(x, gamma, beta, running_mean, running_var);
+  const TensorOptions on_device{.device = x.device()};
+  // affine=false: the kernels still take a scale and shift, so use the identity ones.
+  const Tensor g = gamma.defined() ? gamma.detach().contiguous() : ones({x.size(1)}, on_device);
+  const Tensor b = beta.defined() ? beta.detach().contiguous() : zeros({x.size(1)}, on_device);
+  return options.training ? training_forward(x, gamma, beta, running_mean, running_var, options, g, b)
+                          : inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+}
+
 }  // namespace tandem

@@ -1,0 +1,53 @@
+#pragma once
+/// What the oneDNN-backed kernels share: the CPU engine, plain (row-major)
+/// memory descriptors for our tensors, a per-shape primitive cache and an
+/// execute() that supplies the scratchpad.
+///
+/// Note [oneDNN scratchpad]: primitives are created with a user-managed
+/// scratchpad and each call allocates its own, so two DataParallel replicas
+/// may run the same cached primitive at the same time.
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "engine/tensor.h"
+
+namespace tandem::cpu::dnnl_context {
+
+dnnl::engine& engine();
+
+/// float32 descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).
+dnnl::memory::desc plain_desc(const Shape& shape);
+/// A oneDNN memory over the tensor's data (no copy).
+dnnl::memory wrap(const Tensor& tensor);
+dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
+
+/// Attributes every cached primitive is built with (user scratchpad).
+const dnnl::primitive_attr& attributes();
+
+/// Executes with this calling thread's OpenMP thread count and a fresh scratchpad; waits.
+void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
+             std::unordered_map<int, dnnl::memory> args);
+
+/// Primitives keyed by a string describing shapes and options; creation is slow, reuse is fast.
+template <typename Entry>
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const Entry> get(const std::string& key, const std::function<Entry()>& create) {
+    std::lock_guard lock(mutex_);
+    auto& slot = entries_[key];
+    if (!slot) slot = std::make_shared<const Entry>(create());
+    return slot;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const Entry>> entries_;
+};
+
+}  // namespace tandem::cpu::dnnl_context
