@@ -1,9 +1,12 @@
 // Convolution through oneDNN: forward, backward-data and backward-weights
 // primitives, created once per shape and cached.
 //
-// Note [oneDNN layouts]: tensors stay in plain NCHW / KCRS and the primitives
-// are created for those layouts, so no reorders run per call. bench_conv2d
-// measures what that gives at the ResNet-20 shapes.
+// Note [oneDNN layouts]: tensors stay in plain NCHW / KCRS. Forward and
+// backward-data run on those layouts directly. Backward-weights lets oneDNN
+// choose blocked layouts (format_tag::any) and pays for reorders, because its
+// plain-layout implementation (gemm:jit) took ~46 ms per call at N=128, 16
+// channels, 32x32 (AVX-512, 2 threads): forward+backward went from 64 ms to
+// 26 ms with the blocked one, reorders included (bench_conv2d, 2026-11-22).
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
@@ -43,9 +46,13 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
   dnnl::convolution_backward_data::primitive_desc backward_data_pd(
       dnnl::convolution_backward_data::desc(algorithm, x_md, w_md, y_md, strides, padding, padding),
       attr, engine, forward_pd);
+  const auto any = [](const Shape& shape) {
+    return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+                        memory::format_tag::any);
+  };
   dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
-      dnnl::convolution_backward_weights::desc(algorithm, x_md, w_md, b_md, y_md, strides, padding,
-                                               padding),
+      dnnl::convolution_backward_weights::desc(algorithm, any(x), any(w), b_md, any(y), strides,
+                                               padding, padding),
       attr, engine, forward_pd);
   return {forward_pd,       dnnl::convolution_forward(forward_pd),
           backward_data_pd, dnnl::convolution_backward_data(backward_data_pd),
@@ -85,11 +92,16 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
                                         Tensor& grad_bias) {
   const bool has_bias = grad_bias.defined();
   const auto p = primitives_for(x.shape(), grad_w.shape(), grad_y.shape(), has_bias, options);
-  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, ctx::wrap(x)},
-                                          {DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
-                                          {DNNL_ARG_DIFF_WEIGHTS, ctx::wrap(grad_w)}};
+  const auto& pd = p->backward_weights_pd;
+  Tensor x_holder, grad_y_holder, grad_w_holder;
+  const memory grad_w_memory = ctx::output_in_layout(grad_w, pd.diff_weights_desc(), grad_w_holder);
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, ctx::as_layout(x, pd.src_desc(), x_holder)},
+      {DNNL_ARG_DIFF_DST, ctx::as_layout(grad_y, pd.diff_dst_desc(), grad_y_holder)},
+      {DNNL_ARG_DIFF_WEIGHTS, grad_w_memory}};
   if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, ctx::wrap(grad_bias));
-  ctx::execute(p->backward_weights, p->backward_weights_pd.scratchpad_desc(), std::move(args));
+  ctx::execute(p->backward_weights, pd.scratchpad_desc(), std::move(args));
+  ctx::copy_to_plain(grad_w_memory, grad_w);
 }
 
 }  // namespace tandem::cpu

@@ -27,6 +27,40 @@ memory wrap(const memory::desc& desc, const Tensor& tensor) {
 
 memory wrap(const Tensor& tensor) { return wrap(plain_desc(tensor.shape()), tensor); }
 
+namespace {
+
+memory buffer_for(const memory::desc& layout, Tensor& holder) {
+  holder = empty({static_cast<int64_t>(layout.get_size())}, {.dtype = DType::UInt8});
+  return memory(layout, engine(), holder.data_ptr());
+}
+
+void reorder(const memory& from, const memory& to) {
+  use_tandem_thread_count();
+  dnnl::stream stream(engine());
+  dnnl::reorder(from, to).execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
+  stream.wait();
+}
+
+}  // namespace
+
+memory as_layout(const Tensor& tensor, const memory::desc& desired, Tensor& holder) {
+  const memory plain = wrap(tensor);
+  if (plain.get_desc() == desired) return plain;
+  memory converted = buffer_for(desired, holder);
+  reorder(plain, converted);
+  return converted;
+}
+
+memory output_in_layout(const Tensor& tensor, const memory::desc& layout, Tensor& holder) {
+  if (plain_desc(tensor.shape()) == layout) return wrap(tensor);
+  return buffer_for(layout, holder);
+}
+
+void copy_to_plain(const memory& result, const Tensor& tensor) {
+  if (result.get_data_handle() == tensor.data_ptr()) return;
+  reorder(result, wrap(tensor));
+}
+
 const dnnl::primitive_attr& attributes() {
   static const dnnl::primitive_attr attr = [] {
     dnnl::primitive_attr a;

@@ -27,6 +27,14 @@ dnnl::memory::desc plain_desc(const Shape& shape);
 dnnl::memory wrap(const Tensor& tensor);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 
+/// A memory in layout `desired` holding the tensor's values: the tensor itself when
+/// its plain layout already is `desired`, else a reordered copy owned by `holder`.
+dnnl::memory as_layout(const Tensor& tensor, const dnnl::memory::desc& desired, Tensor& holder);
+/// A memory in layout `layout` for a result that copy_to_plain() later moves into `tensor`.
+dnnl::memory output_in_layout(const Tensor& tensor, const dnnl::memory::desc& layout, Tensor& holder);
+/// Reorders `result` into the tensor when they differ (no-op when it already is the tensor).
+void copy_to_plain(const dnnl::memory& result, const Tensor& tensor);
+
 /// Attributes every cached primitive is built with (user scratchpad).
 const dnnl::primitive_attr& attributes();
 
