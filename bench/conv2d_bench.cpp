@@ -57,8 +57,14 @@ void BM_Conv2dForwardBackward(benchmark::State& state) {
 // {channels, pixels}: the three stages of ResNet-20.
 #define RESNET20_SHAPES Args({16, 32})->Args({32, 16})->Args({64, 8})
 
-BENCHMARK(BM_Conv2dForward)->RESNET20_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-BENCHMARK(BM_Conv2dForwardBackward)->RESNET20_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_Conv2dForward)
+    ->RESNET20_SHAPES->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
+BENCHMARK(BM_Conv2dForwardBackward)
+    ->RESNET20_SHAPES->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 
 }  // namespace
 

@@ -11,7 +11,8 @@ void* CpuAllocator::allocate(size_t nbytes) {
   const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   void* ptr = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
   TANDEM_CHECK(ptr != nullptr, "[cpu allocator] out of memory allocating ", nbytes, " bytes");
-  const int64_t now = allocated_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
+  const int64_t now =
+      allocated_.fetch_add(static_cast<int64_t>(nbytes)) + static_cast<int64_t>(nbytes);
   int64_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }

@@ -78,8 +78,8 @@ class Backend {
   virtual void argmax_rows(const Tensor& in, Tensor& out) = 0;
 
   // --- matmul: c = alpha * op(a) @ op(b) + beta * c, all 2-D row-major.
-  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a, const Tensor& b,
-                    float beta, Tensor& c) = 0;
+  virtual void gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
+                    const Tensor& b, float beta, Tensor& c) = 0;
 
   // --- convolution. x: (N, C, H, W), w: (K, C, R, S), bias: (K) or undefined, y: (N, K, P, Q)
   virtual void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,

@@ -20,7 +20,8 @@ Device Device::parse(std::string_view text) {
   }
   if (colon != std::string_view::npos) {
     const std::string_view digits = text.substr(colon + 1);
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), device.index);
+    const auto [end, error] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), device.index);
     TANDEM_CHECK(error == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
                      device.index >= 0,
                  "[device] cannot parse '", text, "': the index must be a non-negative integer");
@@ -32,6 +33,8 @@ std::string Device::str() const {
   return std::string(is_cpu() ? "cpu:" : "cuda:") + std::to_string(index);
 }
 
-std::ostream& operator<<(std::ostream& out, const Device& device) { return out << device.str(); }
+std::ostream& operator<<(std::ostream& out, const Device& device) {
+  return out << device.str();
+}
 
 }  // namespace tandem

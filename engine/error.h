@@ -34,12 +34,12 @@ std::string concat(const Args&... args) {
 /// Note [Variadic checks]: DESIGN.md sketches `TANDEM_CHECK(cond) << msg`; the
 /// variadic form (as PyTorch's TORCH_CHECK) says the same without a throwing
 /// destructor, which STYLE.md rules out.
-#define TANDEM_CHECK(cond, ...)                                                  \
-  do {                                                                           \
-    if (!(cond)) [[unlikely]] {                                                  \
-      ::tandem::detail::throw_error(__FILE__, __LINE__, #cond,                   \
-                                    ::tandem::detail::concat(__VA_ARGS__));      \
-    }                                                                            \
+#define TANDEM_CHECK(cond, ...)                                             \
+  do {                                                                      \
+    if (!(cond)) [[unlikely]] {                                             \
+      ::tandem::detail::throw_error(__FILE__, __LINE__, #cond,              \
+                                    ::tandem::detail::concat(__VA_ARGS__)); \
+    }                                                                       \
   } while (false)
 
 /// Unconditional failure, for unreachable branches and unsupported cases.

@@ -11,7 +11,10 @@ namespace tandem {
 class Storage {
  public:
   Storage(size_t nbytes, Device device, Allocator& allocator)
-      : data_(allocator.allocate(nbytes)), nbytes_(nbytes), device_(device), allocator_(&allocator) {}
+      : data_(allocator.allocate(nbytes)),
+        nbytes_(nbytes),
+        device_(device),
+        allocator_(&allocator) {}
   ~Storage() { allocator_->deallocate(data_, nbytes_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

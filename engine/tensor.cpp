@@ -21,19 +21,33 @@ const TensorImpl& Tensor::checked_impl() const {
   return *impl_;
 }
 
-const Shape& Tensor::shape() const { return checked_impl().shape(); }
-const Shape& Tensor::strides() const { return checked_impl().strides(); }
-int64_t Tensor::offset() const { return checked_impl().offset(); }
-DType Tensor::dtype() const { return checked_impl().dtype(); }
-Device Tensor::device() const { return checked_impl().storage()->device(); }
-const std::shared_ptr<Storage>& Tensor::storage() const { return checked_impl().storage(); }
-int64_t Tensor::numel() const { return shape_numel(shape()); }
+const Shape& Tensor::shape() const {
+  return checked_impl().shape();
+}
+const Shape& Tensor::strides() const {
+  return checked_impl().strides();
+}
+int64_t Tensor::offset() const {
+  return checked_impl().offset();
+}
+DType Tensor::dtype() const {
+  return checked_impl().dtype();
+}
+Device Tensor::device() const {
+  return checked_impl().storage()->device();
+}
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  return checked_impl().storage();
+}
+int64_t Tensor::numel() const {
+  return shape_numel(shape());
+}
 
 int64_t Tensor::size(int64_t d) const {
   const int64_t rank = dim();
   const int64_t wrapped = d < 0 ? d + rank : d;
-  TANDEM_CHECK(wrapped >= 0 && wrapped < rank, "[size] dim ", d, " out of range for a tensor of shape ",
-               shape_str(shape()));
+  TANDEM_CHECK(wrapped >= 0 && wrapped < rank, "[size] dim ", d,
+               " out of range for a tensor of shape ", shape_str(shape()));
   return shape()[static_cast<size_t>(wrapped)];
 }
 
@@ -50,7 +64,8 @@ bool Tensor::is_contiguous() const {
 }
 
 void* Tensor::data_ptr() const {
-  return static_cast<char*>(storage()->data()) + offset() * static_cast<int64_t>(dtype_size(dtype()));
+  return static_cast<char*>(storage()->data()) +
+         offset() * static_cast<int64_t>(dtype_size(dtype()));
 }
 
 template <typename T>

@@ -118,7 +118,7 @@ struct AutogradMeta {
   bool requires_grad = false;
   Tensor grad;
   std::shared_ptr<autograd::Node> grad_fn;
-  uint32_t output_nr = 0;  ///< which output of grad_fn this tensor is
+  uint32_t output_nr = 0;                          ///< which output of grad_fn this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;  ///< shared by all graphs using this leaf
   std::vector<std::pair<int, Tensor::PostAccumulateGradHook>> post_accumulate_hooks;
   int next_hook_id = 0;
@@ -127,7 +127,8 @@ struct AutogradMeta {
 
 class TensorImpl {
  public:
-  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset, DType dtype)
+  TensorImpl(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int64_t offset,
+             DType dtype)
       : storage_(std::move(storage)),
         shape_(std::move(shape)),
         strides_(std::move(strides)),

@@ -13,8 +13,8 @@ int default_from_environment() {
   if (const char* text = std::getenv("TANDEM_NUM_THREADS")) {
     char* end = nullptr;
     const long n = std::strtol(text, &end, 10);
-    TANDEM_CHECK(end != text && *end == '\0' && n >= 1,
-                 "[threads] TANDEM_NUM_THREADS='", text, "' is not a positive integer");
+    TANDEM_CHECK(end != text && *end == '\0' && n >= 1, "[threads] TANDEM_NUM_THREADS='", text,
+                 "' is not a positive integer");
     return static_cast<int>(n);
   }
   const unsigned cores = std::thread::hardware_concurrency();
@@ -31,7 +31,9 @@ thread_local int thread_override = 0;
 
 }  // namespace
 
-int num_threads() { return thread_override > 0 ? thread_override : process_default().load(); }
+int num_threads() {
+  return thread_override > 0 ? thread_override : process_default().load();
+}
 
 void set_num_threads(int n) {
   TANDEM_CHECK(n >= 1, "[threads] thread count must be >= 1, got ", n);
@@ -43,6 +45,8 @@ ThreadCountGuard::ThreadCountGuard(int n) : previous_(thread_override) {
   thread_override = n;
 }
 
-ThreadCountGuard::~ThreadCountGuard() { thread_override = previous_; }
+ThreadCountGuard::~ThreadCountGuard() {
+  thread_override = previous_;
+}
 
 }  // namespace tandem

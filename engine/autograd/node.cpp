@@ -48,8 +48,8 @@ void record(const char* name, std::initializer_list<const Tensor*> inputs,
   edges.reserve(inputs.size());
   for (const Tensor* input : inputs) edges.push_back(input ? gradient_edge(*input) : Edge{});
   const Device device = (*outputs.begin())->device();
-  auto node = std::make_shared<FunctionNode>(name, device, std::move(edges),
-                                             static_cast<uint32_t>(outputs.size()), std::move(backward));
+  auto node = std::make_shared<FunctionNode>(
+      name, device, std::move(edges), static_cast<uint32_t>(outputs.size()), std::move(backward));
   uint32_t output_nr = 0;
   for (Tensor* output : outputs) {
     AutogradMeta& meta = output->impl()->mutable_autograd();

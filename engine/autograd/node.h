@@ -54,9 +54,8 @@ class Node {
 };
 
 /// Backward of an ordinary op, given as a function of (output grads, which inputs need a grad).
-using BackwardFunction =
-    std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs,
-                                      const std::vector<bool>& needs_input_grad)>;
+using BackwardFunction = std::function<std::vector<Tensor>(
+    const std::vector<Tensor>& grad_outputs, const std::vector<bool>& needs_input_grad)>;
 
 class FunctionNode final : public Node {
  public:

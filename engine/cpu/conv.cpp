@@ -40,8 +40,8 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
   const auto& attr = ctx::attributes();
 
   dnnl::convolution_forward::primitive_desc forward_pd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_md, w_md, b_md,
-                                      y_md, strides, padding, padding),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_md, w_md,
+                                      b_md, y_md, strides, padding, padding),
       attr, engine);
   dnnl::convolution_backward_data::primitive_desc backward_data_pd(
       dnnl::convolution_backward_data::desc(algorithm, x_md, w_md, y_md, strides, padding, padding),
@@ -54,8 +54,8 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
       dnnl::convolution_backward_weights::desc(algorithm, any(x), any(w), b_md, any(y), strides,
                                                padding, padding),
       attr, engine, forward_pd);
-  return {forward_pd,       dnnl::convolution_forward(forward_pd),
-          backward_data_pd, dnnl::convolution_backward_data(backward_data_pd),
+  return {forward_pd,          dnnl::convolution_forward(forward_pd),
+          backward_data_pd,    dnnl::convolution_backward_data(backward_data_pd),
           backward_weights_pd, dnnl::convolution_backward_weights(backward_weights_pd)};
 }
 

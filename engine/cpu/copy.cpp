@@ -43,9 +43,8 @@ template <typename T>
 void fill_typed(Tensor& dst, double value) {
   T* data = static_cast<T*>(dst.data_ptr());
   const T v = static_cast<T>(value);
-  parallel_for(dst.numel(), 1 << 16, [&](int64_t begin, int64_t end) {
-    std::fill(data + begin, data + end, v);
-  });
+  parallel_for(dst.numel(), 1 << 16,
+               [&](int64_t begin, int64_t end) { std::fill(data + begin, data + end, v); });
 }
 
 template <typename From, typename To>
@@ -108,9 +107,13 @@ void CpuBackend::cast(const Tensor& src, Tensor& dst) {
   }
 }
 
-Allocator& CpuBackend::allocator(Device) { return cpu_allocator(); }
+Allocator& CpuBackend::allocator(Device) {
+  return cpu_allocator();
+}
 
-int CpuBackend::device_count() { return INT32_MAX; }
+int CpuBackend::device_count() {
+  return INT32_MAX;
+}
 
 CpuBackend& backend() {
   static CpuBackend instance;

@@ -43,8 +43,8 @@ class CpuBackend final : public Backend {
                                    float eps, Tensor& y, Tensor& save_mean,
                                    Tensor& save_var) override;
   void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                    const Tensor& running_mean, const Tensor& running_var, float eps,
-                                    Tensor& y) override;
+                                    const Tensor& running_mean, const Tensor& running_var,
+                                    float eps, Tensor& y) override;
   void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_var, float eps,
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;

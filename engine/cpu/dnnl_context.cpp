@@ -25,7 +25,9 @@ memory wrap(const memory::desc& desc, const Tensor& tensor) {
   return memory(desc, engine(), tensor.data_ptr());
 }
 
-memory wrap(const Tensor& tensor) { return wrap(plain_desc(tensor.shape()), tensor); }
+memory wrap(const Tensor& tensor) {
+  return wrap(plain_desc(tensor.shape()), tensor);
+}
 
 namespace {
 

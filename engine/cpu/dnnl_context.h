@@ -31,7 +31,8 @@ dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 /// its plain layout already is `desired`, else a reordered copy owned by `holder`.
 dnnl::memory as_layout(const Tensor& tensor, const dnnl::memory::desc& desired, Tensor& holder);
 /// A memory in layout `layout` for a result that copy_to_plain() later moves into `tensor`.
-dnnl::memory output_in_layout(const Tensor& tensor, const dnnl::memory::desc& layout, Tensor& holder);
+dnnl::memory output_in_layout(const Tensor& tensor, const dnnl::memory::desc& layout,
+                              Tensor& holder);
 /// Reorders `result` into the tensor when they differ (no-op when it already is the tensor).
 void copy_to_plain(const dnnl::memory& result, const Tensor& tensor);
 

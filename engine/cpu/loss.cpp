@@ -52,8 +52,8 @@ void CpuBackend::cross_entropy_forward(const Tensor& logits, const Tensor& label
   const int64_t k = logits.size(1);
   const int64_t* target = labels.data<int64_t>();
   for (int64_t r = 0; r < n; ++r) {
-    TANDEM_CHECK(target[r] >= 0 && target[r] < k, "[cross_entropy] label ", target[r], " at row ", r,
-                 " is outside [0, ", k, ")");
+    TANDEM_CHECK(target[r] >= 0 && target[r] < k, "[cross_entropy] label ", target[r], " at row ",
+                 r, " is outside [0, ", k, ")");
   }
   log_softmax_forward(logits, log_probs);
   const float* lp = log_probs.data<float>();

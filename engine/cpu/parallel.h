@@ -15,7 +15,8 @@ namespace tandem::cpu {
 /// Calls body(begin, end) on disjoint chunks of [0, n); serial below 2 * grain items.
 template <typename Body>
 void parallel_for(int64_t n, int64_t grain, const Body& body) {
-  const int threads = static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(n / grain, 1)));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(num_threads(), std::max<int64_t>(n / grain, 1)));
   if (threads <= 1) {
     if (n > 0) body(int64_t{0}, n);
     return;
@@ -31,6 +32,8 @@ void parallel_for(int64_t n, int64_t grain, const Body& body) {
 }
 
 /// oneDNN (OpenMP runtime) reads the calling thread's OpenMP thread count; set it first.
-inline void use_tandem_thread_count() { omp_set_num_threads(num_threads()); }
+inline void use_tandem_thread_count() {
+  omp_set_num_threads(num_threads());
+}
 
 }  // namespace tandem::cpu

@@ -36,8 +36,8 @@ MaxPoolPrimitives create(const Shape& x, const Shape& y, const Pool2dOptions& o)
   const auto& attr = ctx::attributes();
   const auto max = dnnl::algorithm::pooling_max;
   dnnl::pooling_forward::primitive_desc forward_pd(
-      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, max, x_md, y_md, strides, kernel,
-                                  padding, padding_r),
+      dnnl::pooling_forward::desc(dnnl::prop_kind::forward_training, max, x_md, y_md, strides,
+                                  kernel, padding, padding_r),
       attr, engine);
   dnnl::pooling_backward::primitive_desc backward_pd(
       dnnl::pooling_backward::desc(max, x_md, y_md, strides, kernel, padding, padding_r), attr,
@@ -55,8 +55,12 @@ std::shared_ptr<const MaxPoolPrimitives> primitives_for(const Shape& x, const Sh
 }
 
 // PyTorch's adaptive bins: [floor(i * in / out), ceil((i + 1) * in / out)).
-int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+int64_t bin_start(int64_t i, int64_t in, int64_t out) {
+  return (i * in) / out;
+}
+int64_t bin_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
 
 }  // namespace
 
@@ -97,7 +101,8 @@ void CpuBackend::adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) {
           for (int64_t r = r0; r < r1; ++r) {
             for (int64_t c = c0; c < c1; ++c) total += src[r * w + c];
           }
-          out[(plane * ph + i) * pw + j] = static_cast<float>(total / double((r1 - r0) * (c1 - c0)));
+          out[(plane * ph + i) * pw + j] =
+              static_cast<float>(total / double((r1 - r0) * (c1 - c0)));
         }
       }
     }
@@ -117,7 +122,8 @@ void CpuBackend::adaptive_avg_pool2d_backward(const Tensor& grad_y, Tensor& grad
         const int64_t r0 = bin_start(i, h, ph), r1 = bin_end(i, h, ph);
         for (int64_t j = 0; j < pw; ++j) {
           const int64_t c0 = bin_start(j, w, pw), c1 = bin_end(j, w, pw);
-          const float share = g[(plane * ph + i) * pw + j] / static_cast<float>((r1 - r0) * (c1 - c0));
+          const float share =
+              g[(plane * ph + i) * pw + j] / static_cast<float>((r1 - r0) * (c1 - c0));
           for (int64_t r = r0; r < r1; ++r) {
             for (int64_t c = c0; c < c1; ++c) dst[r * w + c] += share;
           }

@@ -6,10 +6,13 @@
 namespace tandem {
 
 Backend& cuda_backend() {
-  TANDEM_FAIL("[cuda] this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
-              "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
+  TANDEM_FAIL(
+      "[cuda] this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
+      "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
 }
 
-bool cuda_available() { return false; }
+bool cuda_available() {
+  return false;
+}
 
 }  // namespace tandem

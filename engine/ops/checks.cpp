@@ -8,8 +8,8 @@ void check_defined(const char* op, const char* name, const Tensor& t) {
 
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
   check_defined(op, name, t);
-  TANDEM_CHECK(t.dtype() == dtype, "[", op, "] ", name, " is ", dtype_name(t.dtype()), ", expected ",
-               dtype_name(dtype));
+  TANDEM_CHECK(t.dtype() == dtype, "[", op, "] ", name, " is ", dtype_name(t.dtype()),
+               ", expected ", dtype_name(dtype));
 }
 
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
@@ -32,8 +32,8 @@ void check_same_device(const char* op, std::initializer_list<const Tensor*> tens
       first = t;
       continue;
     }
-    TANDEM_CHECK(t->device() == first->device(), "[", op, "] tensors on different devices: ",
-                 first->device(), " and ", t->device());
+    TANDEM_CHECK(t->device() == first->device(), "[", op,
+                 "] tensors on different devices: ", first->device(), " and ", t->device());
   }
 }
 

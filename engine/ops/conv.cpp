@@ -6,7 +6,8 @@
 
 namespace tandem {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& options) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv2dOptions& options) {
   ops::check_dtype("conv2d", "input", x, DType::Float32);
   ops::check_dtype("conv2d", "weight", weight, DType::Float32);
   ops::check_dim("conv2d", "input", x, 4);
@@ -16,37 +17,40 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                " channels but weight expects ", weight.size(1), " (weight shape ",
                shape_str(weight.shape()), ")");
   if (bias.defined()) ops::check_shape("conv2d", "bias", bias, {weight.size(0)});
-  TANDEM_CHECK(options.stride >= 1 && options.padding >= 0, "[conv2d] needs stride >= 1 and padding >= 0, got stride ",
-               options.stride, " padding ", options.padding);
+  TANDEM_CHECK(options.stride >= 1 && options.padding >= 0,
+               "[conv2d] needs stride >= 1 and padding >= 0, got stride ", options.stride,
+               " padding ", options.padding);
   const int64_t padded_h = x.size(2) + 2 * options.padding;
   const int64_t padded_w = x.size(3) + 2 * options.padding;
   TANDEM_CHECK(weight.size(2) <= padded_h && weight.size(3) <= padded_w, "[conv2d] kernel ",
-               weight.size(2), "x", weight.size(3), " is larger than the padded input ", padded_h, "x",
-               padded_w, " (input shape ", shape_str(x.shape()), ")");
-  const Shape out_shape = {x.size(0), weight.size(0), (padded_h - weight.size(2)) / options.stride + 1,
+               weight.size(2), "x", weight.size(3), " is larger than the padded input ", padded_h,
+               "x", padded_w, " (input shape ", shape_str(x.shape()), ")");
+  const Shape out_shape = {x.size(0), weight.size(0),
+                           (padded_h - weight.size(2)) / options.stride + 1,
                            (padded_w - weight.size(3)) / options.stride + 1};
 
   const Tensor cx = x.detach().contiguous();
   const Tensor cw = weight.detach().contiguous();
   Tensor out = empty(out_shape, {.device = x.device()});
-  backend_for(x.device()).conv2d_forward(cx, cw, bias.defined() ? bias.detach().contiguous() : Tensor(),
-                                         options, out);
-  autograd::record("conv2d", {&x, &weight, &bias}, {&out},
-                   [cx, cw, options](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
-                     const Tensor grad_y = grads[0].contiguous();
-                     Backend& backend = backend_for(grad_y.device());
-                     Tensor grad_x, grad_w, grad_b;
-                     if (needs[0]) {
-                       grad_x = empty_like(cx);
-                       backend.conv2d_backward_input(grad_y, cw, options, grad_x);
-                     }
-                     if (needs[1] || needs[2]) {
-                       grad_w = empty_like(cw);
-                       if (needs[2]) grad_b = empty({cw.size(0)}, {.device = cw.device()});
-                       backend.conv2d_backward_weight(grad_y, cx, options, grad_w, grad_b);
-                     }
-                     return std::vector<Tensor>{grad_x, needs[1] ? grad_w : Tensor(), grad_b};
-                   });
+  backend_for(x.device())
+      .conv2d_forward(cx, cw, bias.defined() ? bias.detach().contiguous() : Tensor(), options, out);
+  autograd::record(
+      "conv2d", {&x, &weight, &bias}, {&out},
+      [cx, cw, options](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+        const Tensor grad_y = grads[0].contiguous();
+        Backend& backend = backend_for(grad_y.device());
+        Tensor grad_x, grad_w, grad_b;
+        if (needs[0]) {
+          grad_x = empty_like(cx);
+          backend.conv2d_backward_input(grad_y, cw, options, grad_x);
+        }
+        if (needs[1] || needs[2]) {
+          grad_w = empty_like(cw);
+          if (needs[2]) grad_b = empty({cw.size(0)}, {.device = cw.device()});
+          backend.conv2d_backward_weight(grad_y, cx, options, grad_w, grad_b);
+        }
+        return std::vector<Tensor>{grad_x, needs[1] ? grad_w : Tensor(), grad_b};
+      });
   return out;
 }
 

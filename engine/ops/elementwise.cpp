@@ -108,7 +108,8 @@ Tensor mul(const Tensor& a, float scalar) {
 
 Tensor neg(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Neg, a, 0.0f, "neg");
-  autograd::record("neg", {&a}, {&out}, [](const Grads& g, const Needs&) { return Grads{neg(g[0])}; });
+  autograd::record("neg", {&a}, {&out},
+                   [](const Grads& g, const Needs&) { return Grads{neg(g[0])}; });
   return out;
 }
 
@@ -122,8 +123,9 @@ Tensor relu(const Tensor& a) {
 
 Tensor exp(const Tensor& a) {
   Tensor out = unary_kernel(UnaryOp::Exp, a, 0.0f, "exp");
-  autograd::record("exp", {&a}, {&out},
-                   [y = out.detach()](const Grads& g, const Needs&) { return Grads{mul(g[0], y)}; });
+  autograd::record("exp", {&a}, {&out}, [y = out.detach()](const Grads& g, const Needs&) {
+    return Grads{mul(g[0], y)};
+  });
   return out;
 }
 
@@ -150,7 +152,9 @@ Tensor pow(const Tensor& a, float exponent) {
   return out;
 }
 
-Tensor equal(const Tensor& a, const Tensor& b) { return binary_kernel(BinaryOp::Equal, a, b); }
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return binary_kernel(BinaryOp::Equal, a, b);
+}
 
 Tensor& add_(Tensor& self, const Tensor& other) {
   ops::check_same_device("add_", {&self, &other});
@@ -172,7 +176,8 @@ Tensor expand(const Tensor& a, const Shape& shape) {
   for (size_t i = 0; i < a.shape().size(); ++i) {
     strides[lead + i] = a.shape()[i] == 1 ? 0 : a.strides()[i];
   }
-  const Tensor view(std::make_shared<TensorImpl>(a.storage(), shape, strides, a.offset(), a.dtype()));
+  const Tensor view(
+      std::make_shared<TensorImpl>(a.storage(), shape, strides, a.offset(), a.dtype()));
   Tensor out = empty(shape, {.dtype = a.dtype(), .device = a.device()});
   backend_for(a.device()).copy(view, out);
   autograd::record("expand", {&a}, {&out}, [sa = a.shape()](const Grads& g, const Needs&) {

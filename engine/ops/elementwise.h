@@ -29,15 +29,35 @@ Tensor& add_(Tensor& self, const Tensor& other);
 /// A view of `a` with broadcast dims expanded to `shape`, materialised (differentiable).
 Tensor expand(const Tensor& a, const Shape& shape);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator+(const Tensor& a, float s) { return add(a, s); }
-inline Tensor operator-(const Tensor& a, float s) { return add(a, -s); }
-inline Tensor operator*(const Tensor& a, float s) { return mul(a, s); }
-inline Tensor operator*(float s, const Tensor& a) { return mul(a, s); }
-inline Tensor operator/(const Tensor& a, float s) { return mul(a, 1.0f / s); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator+(const Tensor& a, float s) {
+  return add(a, s);
+}
+inline Tensor operator-(const Tensor& a, float s) {
+  return add(a, -s);
+}
+inline Tensor operator*(const Tensor& a, float s) {
+  return mul(a, s);
+}
+inline Tensor operator*(float s, const Tensor& a) {
+  return mul(a, s);
+}
+inline Tensor operator/(const Tensor& a, float s) {
+  return mul(a, 1.0f / s);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
 
 }  // namespace tandem

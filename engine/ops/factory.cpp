@@ -13,8 +13,8 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
   Allocator& allocator = backend_for(options.device).allocator(options.device);
   auto storage = std::make_shared<Storage>(nbytes, options.device, allocator);
-  Tensor tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0,
-                                             options.dtype));
+  Tensor tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
+                                             0, options.dtype));
   if (options.requires_grad) tensor.set_requires_grad(true);
   return tensor;
 }
@@ -49,8 +49,10 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, const Tenso
   return tensor;
 }
 template Tensor from_vector<float>(const std::vector<float>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&, const TensorOptions&);
-template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&, const TensorOptions&);
+template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&,
+                                     const TensorOptions&);
+template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&,
+                                     const TensorOptions&);
 
 Tensor randn(const Shape& shape, Generator& generator, const TensorOptions& options, float mean,
              float stddev) {

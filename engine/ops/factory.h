@@ -23,7 +23,8 @@ Tensor zeros_like(const Tensor& like);
 
 /// Copies host values into a new tensor (options.dtype must match T).
 template <typename T>
-Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& options = {});
+Tensor from_vector(const std::vector<T>& values, const Shape& shape,
+                   const TensorOptions& options = {});
 
 /// Standard normal values times `stddev`, plus `mean`.
 Tensor randn(const Shape& shape, Generator& generator, const TensorOptions& options = {},

@@ -20,8 +20,8 @@ void check_logits_and_labels(const char* op, const Tensor& logits, const Tensor&
   ops::check_dtype(op, "labels", labels, DType::Int64);
   ops::check_dim(op, "labels", labels, 1);
   ops::check_same_device(op, {&logits, &labels});
-  TANDEM_CHECK(labels.size(0) == logits.size(0), "[", op, "] ", logits.size(0), " rows of logits but ",
-               labels.size(0), " labels");
+  TANDEM_CHECK(labels.size(0) == logits.size(0), "[", op, "] ", logits.size(0),
+               " rows of logits but ", labels.size(0), " labels");
 }
 
 }  // namespace
@@ -45,16 +45,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   const Tensor saved_labels = labels.detach().contiguous();
   Tensor loss = empty({}, {.device = logits.device()});
   Tensor log_probs = empty(logits.shape(), {.device = logits.device()});
-  backend_for(logits.device()).cross_entropy_forward(logits.detach().contiguous(), saved_labels, loss,
-                                                     log_probs);
-  autograd::record("cross_entropy", {&logits}, {&loss},
-                   [log_probs, saved_labels](const Grads& g, const Needs&) {
-                     Tensor grad_logits = empty_like(log_probs);
-                     backend_for(log_probs.device())
-                         .cross_entropy_backward(g[0].contiguous(), log_probs, saved_labels,
-                                                 grad_logits);
-                     return Grads{grad_logits};
-                   });
+  backend_for(logits.device())
+      .cross_entropy_forward(logits.detach().contiguous(), saved_labels, loss, log_probs);
+  autograd::record(
+      "cross_entropy", {&logits}, {&loss}, [log_probs, saved_labels](const Grads& g, const Needs&) {
+        Tensor grad_logits = empty_like(log_probs);
+        backend_for(log_probs.device())
+            .cross_entropy_backward(g[0].contiguous(), log_probs, saved_labels, grad_logits);
+        return Grads{grad_logits};
+      });
   return loss;
 }
 

@@ -47,21 +47,20 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   ops::check_dim("linear", "input", x, 2);
   ops::check_dim("linear", "weight", weight, 2);
   ops::check_same_device("linear", {&x, &weight, &bias});
-  TANDEM_CHECK(x.size(1) == weight.size(1), "[linear] input ", shape_str(x.shape()),
-               " has ", x.size(1), " features but weight ", shape_str(weight.shape()), " expects ",
+  TANDEM_CHECK(x.size(1) == weight.size(1), "[linear] input ", shape_str(x.shape()), " has ",
+               x.size(1), " features but weight ", shape_str(weight.shape()), " expects ",
                weight.size(1));
   if (bias.defined()) ops::check_shape("linear", "bias", bias, {weight.size(0)});
   Tensor out = gemm(false, true, x, weight);
   if (bias.defined()) {
     backend_for(out.device()).binary(BinaryOp::Add, out, bias.detach().contiguous(), out);
   }
-  autograd::record(
-      "linear", {&x, &weight, &bias}, {&out},
-      [sx = x.detach(), sw = weight.detach()](const Grads& g, const Needs& needs) {
-        return Grads{needs[0] ? gemm(false, false, g[0], sw) : Tensor(),
-                     needs[1] ? gemm(true, false, g[0], sx) : Tensor(),
-                     needs[2] ? sum(g[0], {0}) : Tensor()};
-      });
+  autograd::record("linear", {&x, &weight, &bias}, {&out},
+                   [sx = x.detach(), sw = weight.detach()](const Grads& g, const Needs& needs) {
+                     return Grads{needs[0] ? gemm(false, false, g[0], sw) : Tensor(),
+                                  needs[1] ? gemm(true, false, g[0], sx) : Tensor(),
+                                  needs[2] ? sum(g[0], {0}) : Tensor()};
+                   });
   return out;
 }
 

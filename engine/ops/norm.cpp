@@ -21,7 +21,8 @@ void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   const Shape channels = {x.size(1)};
   if (gamma.defined()) ops::check_shape("batch_norm2d", "weight", gamma, channels);
   if (beta.defined()) ops::check_shape("batch_norm2d", "bias", beta, channels);
-  if (running_mean.defined()) ops::check_shape("batch_norm2d", "running_mean", running_mean, channels);
+  if (running_mean.defined())
+    ops::check_shape("batch_norm2d", "running_mean", running_mean, channels);
   if (running_var.defined()) ops::check_shape("batch_norm2d", "running_var", running_var, channels);
   TANDEM_CHECK(running_mean.defined() == running_var.defined(),
                "[batch_norm2d] give both running_mean and running_var, or neither");
@@ -38,7 +39,8 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
                         const Tensor& running_mean, const Tensor& running_var,
                         const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
   const int64_t count = x.size(0) * x.size(2) * x.size(3);
-  TANDEM_CHECK(count > 1, "[batch_norm2d] training needs more than one value per channel, got input ",
+  TANDEM_CHECK(count > 1,
+               "[batch_norm2d] training needs more than one value per channel, got input ",
                shape_str(x.shape()));
   const Tensor cx = x.detach().contiguous();
   const TensorOptions on_device{.device = x.device()};
@@ -70,29 +72,30 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
 Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                          const Tensor& running_mean, const Tensor& running_var,
                          const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
-  TANDEM_CHECK(running_mean.defined(), "[batch_norm2d] inference needs running_mean and running_var");
+  TANDEM_CHECK(running_mean.defined(),
+               "[batch_norm2d] inference needs running_mean and running_var");
   // Snapshots: the module may update its running stats before this graph's backward runs.
   const Tensor mean = running_mean.detach().clone();
   const Tensor var = running_var.detach().clone();
   Tensor out = empty(x.shape(), {.device = x.device()});
-  backend_for(x.device()).batch_norm_forward_inference(x.detach().contiguous(), g, b, mean, var,
-                                                       options.eps, out);
+  backend_for(x.device())
+      .batch_norm_forward_inference(x.detach().contiguous(), g, b, mean, var, options.eps, out);
   // Rarely needed (fine-tuning with frozen statistics), so composed from elementwise ops.
-  autograd::record("batch_norm2d_inference", {&x, &gamma, &beta}, {&out},
-                   [cx = x.detach(), g, mean, var, eps = options.eps](const Grads& grads,
-                                                                     const Needs& needs) {
-                     const Shape per_channel = {1, cx.size(1), 1, 1};
-                     const Tensor invstd = pow(add(var, eps), -0.5f).view(per_channel);
-                     const Tensor& grad_y = grads[0];
-                     Tensor grad_x, grad_gamma, grad_beta;
-                     if (needs[0]) grad_x = mul(grad_y, mul(g.view(per_channel), invstd));
-                     if (needs[1]) {
-                       const Tensor x_hat = mul(sub(cx, mean.view(per_channel)), invstd);
-                       grad_gamma = sum(mul(grad_y, x_hat), {0, 2, 3});
-                     }
-                     if (needs[2]) grad_beta = sum(grad_y, {0, 2, 3});
-                     return Grads{grad_x, grad_gamma, grad_beta};
-                   });
+  autograd::record(
+      "batch_norm2d_inference", {&x, &gamma, &beta}, {&out},
+      [cx = x.detach(), g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+        const Shape per_channel = {1, cx.size(1), 1, 1};
+        const Tensor invstd = pow(add(var, eps), -0.5f).view(per_channel);
+        const Tensor& grad_y = grads[0];
+        Tensor grad_x, grad_gamma, grad_beta;
+        if (needs[0]) grad_x = mul(grad_y, mul(g.view(per_channel), invstd));
+        if (needs[1]) {
+          const Tensor x_hat = mul(sub(cx, mean.view(per_channel)), invstd);
+          grad_gamma = sum(mul(grad_y, x_hat), {0, 2, 3});
+        }
+        if (needs[2]) grad_beta = sum(grad_y, {0, 2, 3});
+        return Grads{grad_x, grad_gamma, grad_beta};
+      });
   return out;
 }
 
@@ -106,8 +109,9 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   // affine=false: the kernels still take a scale and shift, so use the identity ones.
   const Tensor g = gamma.defined() ? gamma.detach().contiguous() : ones({x.size(1)}, on_device);
   const Tensor b = beta.defined() ? beta.detach().contiguous() : zeros({x.size(1)}, on_device);
-  return options.training ? training_forward(x, gamma, beta, running_mean, running_var, options, g, b)
-                          : inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+  return options.training
+             ? training_forward(x, gamma, beta, running_mean, running_var, options, g, b)
+             : inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
 }
 
 }  // namespace tandem

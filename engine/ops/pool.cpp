@@ -11,14 +11,15 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   ops::check_dim("max_pool2d", "input", x, 4);
   TANDEM_CHECK(options.kernel_size >= 1 && options.stride >= 1 && options.padding >= 0,
                "[max_pool2d] needs kernel_size >= 1, stride >= 1, padding >= 0");
-  TANDEM_CHECK(2 * options.padding <= options.kernel_size,
-               "[max_pool2d] padding ", options.padding, " is more than half the kernel size ",
-               options.kernel_size);
+  TANDEM_CHECK(2 * options.padding <= options.kernel_size, "[max_pool2d] padding ", options.padding,
+               " is more than half the kernel size ", options.kernel_size);
   const int64_t padded_h = x.size(2) + 2 * options.padding;
   const int64_t padded_w = x.size(3) + 2 * options.padding;
-  TANDEM_CHECK(options.kernel_size <= padded_h && options.kernel_size <= padded_w, "[max_pool2d] kernel ",
-               options.kernel_size, " is larger than the padded input (input shape ", shape_str(x.shape()), ")");
-  const Shape out_shape = {x.size(0), x.size(1), (padded_h - options.kernel_size) / options.stride + 1,
+  TANDEM_CHECK(options.kernel_size <= padded_h && options.kernel_size <= padded_w,
+               "[max_pool2d] kernel ", options.kernel_size,
+               " is larger than the padded input (input shape ", shape_str(x.shape()), ")");
+  const Shape out_shape = {x.size(0), x.size(1),
+                           (padded_h - options.kernel_size) / options.stride + 1,
                            (padded_w - options.kernel_size) / options.stride + 1};
   const Tensor cx = x.detach().contiguous();
   Tensor out = empty(out_shape, {.device = x.device()});
@@ -29,7 +30,8 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
                                                               const std::vector<bool>&) {
                      Tensor grad_x = empty_like(cx);
                      backend_for(cx.device())
-                         .max_pool2d_backward(grads[0].contiguous(), cx, y, workspace, options, grad_x);
+                         .max_pool2d_backward(grads[0].contiguous(), cx, y, workspace, options,
+                                              grad_x);
                      return std::vector<Tensor>{grad_x};
                    });
   return out;
@@ -40,14 +42,16 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
   ops::check_dim("adaptive_avg_pool2d", "input", x, 4);
   TANDEM_CHECK(out_h >= 1 && out_w >= 1, "[adaptive_avg_pool2d] output size must be positive, got ",
                out_h, "x", out_w);
-  TANDEM_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "[adaptive_avg_pool2d] empty input ", shape_str(x.shape()));
+  TANDEM_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "[adaptive_avg_pool2d] empty input ",
+               shape_str(x.shape()));
   Tensor out = empty({x.size(0), x.size(1), out_h, out_w}, {.device = x.device()});
   backend_for(x.device()).adaptive_avg_pool2d_forward(x.detach().contiguous(), out);
   autograd::record("adaptive_avg_pool2d", {&x}, {&out},
                    [input_shape = x.shape(), device = x.device()](const std::vector<Tensor>& grads,
                                                                   const std::vector<bool>&) {
                      Tensor grad_x = empty(input_shape, {.device = device});
-                     backend_for(device).adaptive_avg_pool2d_backward(grads[0].contiguous(), grad_x);
+                     backend_for(device).adaptive_avg_pool2d_backward(grads[0].contiguous(),
+                                                                      grad_x);
                      return std::vector<Tensor>{grad_x};
                    });
   return out;

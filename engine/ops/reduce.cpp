@@ -15,7 +15,8 @@ using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
 // Normalised, sorted, unique dims.
-std::vector<int64_t> normalise_dims(const std::vector<int64_t>& dims, int64_t rank, const char* op) {
+std::vector<int64_t> normalise_dims(const std::vector<int64_t>& dims, int64_t rank,
+                                    const char* op) {
   std::vector<int64_t> result;
   for (int64_t d : dims) {
     const int64_t wrapped = d < 0 ? d + rank : d;
@@ -53,10 +54,9 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& requested, bool keepdim)
   Tensor out = empty(kept, {.device = x.device()});
   backend_for(x.device()).sum(x.detach().contiguous(), dims, out);
   if (!keepdim) out = out.view(squeezed_shape(x.shape(), dims));
-  autograd::record("sum", {&x}, {&out},
-                   [kept, sx = x.shape()](const Grads& g, const Needs&) {
-                     return Grads{expand(g[0].reshape(kept), sx)};
-                   });
+  autograd::record("sum", {&x}, {&out}, [kept, sx = x.shape()](const Grads& g, const Needs&) {
+    return Grads{expand(g[0].reshape(kept), sx)};
+  });
   return out;
 }
 
@@ -86,7 +86,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   const size_t lead = x.shape().size() - shape.size();
   std::vector<int64_t> dims;
   for (size_t i = 0; i < x.shape().size(); ++i) {
-    if (i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+    if (i < lead || (shape[i - lead] == 1 && x.shape()[i] != 1))
+      dims.push_back(static_cast<int64_t>(i));
   }
   return sum(x, dims, true).reshape(shape);
 }

@@ -53,7 +53,8 @@ TEST(Autograd, HooksRunAfterAccumulationInRegistrationOrder) {
   x.register_post_accumulate_grad_hook([&](const Tensor& t) {
     calls.push_back("first:" + std::to_string(t.grad().to_vector<float>()[1]));
   });
-  const int second = x.register_post_accumulate_grad_hook([&](const Tensor&) { calls.push_back("second"); });
+  const int second =
+      x.register_post_accumulate_grad_hook([&](const Tensor&) { calls.push_back("second"); });
   sum(x * x).backward();
   EXPECT_EQ(calls, (std::vector<std::string>{"first:4.000000", "second"}));
   x.remove_hook(second);

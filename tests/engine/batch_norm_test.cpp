@@ -21,8 +21,9 @@ TEST(BatchNorm, TrainingForwardMatchesReference) {
   const Tensor beta = random({3}, 3);
   const Tensor y = batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true});
   std::vector<float> mean, var;
-  const auto expected = testing::reference_batch_norm(4, 3, 30, x.to_vector<float>(), gamma.to_vector<float>(),
-                                                      beta.to_vector<float>(), 1e-5f, mean, var);
+  const auto expected =
+      testing::reference_batch_norm(4, 3, 30, x.to_vector<float>(), gamma.to_vector<float>(),
+                                    beta.to_vector<float>(), 1e-5f, mean, var);
   const auto actual = y.to_vector<float>();
   for (size_t i = 0; i < actual.size(); ++i) ASSERT_NEAR(actual[i], expected[i], 1e-4f) << i;
 }
@@ -35,7 +36,8 @@ TEST(BatchNorm, RunningStatisticsFollowPyTorch) {
   std::vector<double> expected_mean = {0, 0}, expected_var = {1, 1};
   for (uint64_t step = 0; step < 2; ++step) {
     const Tensor x = random({3, 2, 2, 2}, 10 + step, false, 1.5f);
-    batch_norm2d(x, Tensor(), Tensor(), running_mean, running_var, {.training = true, .momentum = 0.1f});
+    batch_norm2d(x, Tensor(), Tensor(), running_mean, running_var,
+                 {.training = true, .momentum = 0.1f});
     std::vector<float> mean, var;
     testing::reference_batch_norm(3, 2, 4, x.to_vector<float>(), {1, 1}, {0, 0}, 1e-5f, mean, var);
     for (size_t c = 0; c < 2; ++c) {
@@ -57,7 +59,8 @@ TEST(BatchNorm, InferenceUsesRunningStatistics) {
   const Tensor beta = from_vector<float>({1, -1}, {2});
   const Tensor running_mean = from_vector<float>({0.5f, -0.25f}, {2});
   const Tensor running_var = from_vector<float>({4, 0.25f}, {2});
-  const auto y = batch_norm2d(x, gamma, beta, running_mean, running_var, {.training = false}).to_vector<float>();
+  const auto y = batch_norm2d(x, gamma, beta, running_mean, running_var, {.training = false})
+                     .to_vector<float>();
   const auto xv = x.to_vector<float>();
   for (size_t i = 0; i < xv.size(); ++i) {
     const size_t c = (i / 9) % 2;
@@ -74,7 +77,9 @@ TEST(BatchNormGrad, TrainingFiniteDifferences) {
   const Tensor gamma = random({2}, 6, true, 1.0f);
   const Tensor beta = random({2}, 7, true);
   EXPECT_TRUE(check_gradients(
-      [](const Inputs& in) { return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), {.training = true}); },
+      [](const Inputs& in) {
+        return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), {.training = true});
+      },
       {x, gamma, beta}));
 }
 
@@ -101,8 +106,9 @@ TEST(BatchNorm, BadArgumentsAreClearErrors) {
     batch_norm2d(zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[batch_norm2d] training needs more than one value per channel"),
-              std::string::npos);
+    EXPECT_NE(
+        std::string(e.what()).find("[batch_norm2d] training needs more than one value per channel"),
+        std::string::npos);
   }
 }
 

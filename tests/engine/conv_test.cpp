@@ -16,11 +16,12 @@ Tensor random(const Shape& shape, uint64_t seed, bool requires_grad = false) {
   return randn(shape, generator, {.requires_grad = requires_grad});
 }
 
-void expect_close(const std::vector<float>& actual, const std::vector<float>& expected, float tolerance,
-                  const std::string& what) {
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                  float tolerance, const std::string& what) {
   ASSERT_EQ(actual.size(), expected.size()) << what;
   for (size_t i = 0; i < actual.size(); ++i) {
-    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0f + std::abs(expected[i]))) << what << " at " << i;
+    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0f + std::abs(expected[i])))
+        << what << " at " << i;
   }
 }
 
@@ -49,21 +50,24 @@ TEST_P(Conv2dAgainstReference, ForwardAndBothBackwards) {
 
 INSTANTIATE_TEST_SUITE_P(
     ResNetShapes, Conv2dAgainstReference,
-    ::testing::Combine(::testing::Values(ConvShape{3, 16, 8, 8, 16, 3, 3, 1, 1},   // 3x3, stride 1
-                                         ConvShape{2, 16, 8, 8, 32, 3, 3, 2, 1},   // 3x3, stride 2
-                                         ConvShape{2, 16, 8, 8, 32, 1, 1, 2, 0},   // 1x1 shortcut
-                                         ConvShape{1, 3, 5, 7, 4, 3, 3, 1, 1},     // odd sizes, RGB stem
-                                         ConvShape{2, 4, 7, 5, 3, 2, 3, 2, 0}),    // non-square kernel
-                       ::testing::Bool()));
+    ::testing::Combine(
+        ::testing::Values(ConvShape{3, 16, 8, 8, 16, 3, 3, 1, 1},  // 3x3, stride 1
+                          ConvShape{2, 16, 8, 8, 32, 3, 3, 2, 1},  // 3x3, stride 2
+                          ConvShape{2, 16, 8, 8, 32, 1, 1, 2, 0},  // 1x1 shortcut
+                          ConvShape{1, 3, 5, 7, 4, 3, 3, 1, 1},    // odd sizes, RGB stem
+                          ConvShape{2, 4, 7, 5, 3, 2, 3, 2, 0}),   // non-square kernel
+        ::testing::Bool()));
 
 TEST(Conv2dGrad, FiniteDifferences) {
   const Tensor x = random({2, 3, 5, 4}, 5, true);
   const Tensor w = random({4, 3, 3, 3}, 6, true);
   const Tensor b = random({4}, 7, true);
   EXPECT_TRUE(check_gradients(
-      [](const Inputs& in) { return conv2d(in[0], in[1], in[2], {.stride = 1, .padding = 1}); }, {x, w, b}));
+      [](const Inputs& in) { return conv2d(in[0], in[1], in[2], {.stride = 1, .padding = 1}); },
+      {x, w, b}));
   EXPECT_TRUE(check_gradients(
-      [](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), {.stride = 2, .padding = 1}); }, {x, w}));
+      [](const Inputs& in) { return conv2d(in[0], in[1], Tensor(), {.stride = 2, .padding = 1}); },
+      {x, w}));
 }
 
 TEST(Conv2d, OnlyTheNeededGradientsAreComputed) {
@@ -85,18 +89,30 @@ TEST(Conv2d, BadArgumentsAreClearErrors) {
     }
     return std::string("(no error)");
   };
-  EXPECT_NE(message([&] { conv2d(x, zeros({16, 32, 3, 3})); })
-                .find("[conv2d] input has 64 channels but weight expects 32 (weight shape [16, 32, 3, 3])"),
+  EXPECT_NE(
+      message([&] {
+        conv2d(x, zeros({16, 32, 3, 3}));
+      }).find("[conv2d] input has 64 channels but weight expects 32 (weight shape [16, 32, 3, 3])"),
+      std::string::npos);
+  EXPECT_NE(message([&] {
+              conv2d(x, zeros({16, 64, 3}));
+            }).find("[conv2d] weight has 3 dims"),
             std::string::npos);
-  EXPECT_NE(message([&] { conv2d(x, zeros({16, 64, 3})); }).find("[conv2d] weight has 3 dims"), std::string::npos);
-  EXPECT_NE(message([&] { conv2d(x, zeros({16, 64, 11, 11})); }).find("[conv2d] kernel 11x11 is larger"),
+  EXPECT_NE(message([&] {
+              conv2d(x, zeros({16, 64, 11, 11}));
+            }).find("[conv2d] kernel 11x11 is larger"),
             std::string::npos);
-  EXPECT_NE(message([&] { conv2d(x, zeros({16, 64, 3, 3}), Tensor(), {.stride = 0}); }).find("[conv2d]"),
+  EXPECT_NE(message([&] {
+              conv2d(x, zeros({16, 64, 3, 3}), Tensor(), {.stride = 0});
+            }).find("[conv2d]"),
             std::string::npos);
-  EXPECT_NE(message([&] { conv2d(x, zeros({16, 64, 3, 3}), zeros({8})); }).find("[conv2d] bias has shape [8]"),
+  EXPECT_NE(message([&] {
+              conv2d(x, zeros({16, 64, 3, 3}), zeros({8}));
+            }).find("[conv2d] bias has shape [8]"),
             std::string::npos);
-  EXPECT_NE(message([&] { conv2d(zeros({1, 64, 8, 8}, {.dtype = DType::Int64}), zeros({16, 64, 3, 3})); })
-                .find("[conv2d] input is int64"),
+  EXPECT_NE(message([&] {
+              conv2d(zeros({1, 64, 8, 8}, {.dtype = DType::Int64}), zeros({16, 64, 3, 3}));
+            }).find("[conv2d] input is int64"),
             std::string::npos);
 }
 

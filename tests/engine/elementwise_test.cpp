@@ -23,7 +23,8 @@ TEST(Elementwise, BroadcastsPerChannel) {
   const Tensor bias = from_vector<float>({1, 2, 3}, {3, 1, 1});
   const std::vector<float> out = add(x, bias).to_vector<float>();
   ASSERT_EQ(out.size(), 24u);
-  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], static_cast<float>(1 + (i / 4) % 3)) << i;
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i], static_cast<float>(1 + (i / 4) % 3)) << i;
 }
 
 TEST(Elementwise, BroadcastsRowAndColumn) {
@@ -84,7 +85,8 @@ TEST(ElementwiseGrad, ScalarOps) {
 
 TEST(ElementwiseGrad, Relu) {
   // Values at least 0.1 from the kink so that ±eps never crosses it.
-  Tensor a = from_vector<float>({-0.9f, -0.3f, 0.2f, 0.7f, -0.5f, 1.1f}, {2, 3}, {.requires_grad = true});
+  Tensor a =
+      from_vector<float>({-0.9f, -0.3f, 0.2f, 0.7f, -0.5f, 1.1f}, {2, 3}, {.requires_grad = true});
   EXPECT_TRUE(check_gradients([](const Inputs& in) { return relu(in[0]); }, {a}));
 }
 

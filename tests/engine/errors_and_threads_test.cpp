@@ -24,21 +24,29 @@ std::string error_of(Fn fn) {
 }
 
 TEST(Errors, NameTheOpAndTheShapes) {
-  EXPECT_NE(error_of([] { add(zeros({2, 3}), zeros({4})); }).find("[add] shapes [2, 3] and [4] do not broadcast"),
+  EXPECT_NE(error_of([] {
+              add(zeros({2, 3}), zeros({4}));
+            }).find("[add] shapes [2, 3] and [4] do not broadcast"),
             std::string::npos);
-  EXPECT_NE(error_of([] { matmul(zeros({2, 3}), zeros({2, 3})); })
-                .find("[matmul] shapes [2, 3] and [2, 3] cannot be multiplied"),
+  EXPECT_NE(error_of([] {
+              matmul(zeros({2, 3}), zeros({2, 3}));
+            }).find("[matmul] shapes [2, 3] and [2, 3] cannot be multiplied"),
             std::string::npos);
-  EXPECT_NE(error_of([] { linear(zeros({2, 3}), zeros({4, 5})); }).find("[linear] input [2, 3] has 3 features"),
+  EXPECT_NE(error_of([] {
+              linear(zeros({2, 3}), zeros({4, 5}));
+            }).find("[linear] input [2, 3] has 3 features"),
             std::string::npos);
-  EXPECT_NE(error_of([] { relu(zeros({2}, {.dtype = DType::Int64})); }).find("[relu] input is int64, expected float32"),
+  EXPECT_NE(error_of([] {
+              relu(zeros({2}, {.dtype = DType::Int64}));
+            }).find("[relu] input is int64, expected float32"),
             std::string::npos);
 }
 
 TEST(Errors, NameTheDevices) {
-  const std::string message =
-      error_of([] { mul(zeros({2}, {.device = Device::cpu(0)}), zeros({2}, {.device = Device::cpu(1)})); });
-  EXPECT_NE(message.find("[mul] tensors on different devices: cpu:0 and cpu:1"), std::string::npos) << message;
+  const std::string message = error_of(
+      [] { mul(zeros({2}, {.device = Device::cpu(0)}), zeros({2}, {.device = Device::cpu(1)})); });
+  EXPECT_NE(message.find("[mul] tensors on different devices: cpu:0 and cpu:1"), std::string::npos)
+      << message;
 }
 
 TEST(Errors, CarryFileAndLine) {

@@ -82,7 +82,8 @@ TEST(Loss, BadLabelsAreClearErrors) {
 }
 
 TEST(LossGrad, LogSoftmaxAndCrossEntropy) {
-  EXPECT_TRUE(check_gradients([](const Inputs& in) { return log_softmax(in[0]); }, {param({4, 5}, 8)}));
+  EXPECT_TRUE(
+      check_gradients([](const Inputs& in) { return log_softmax(in[0]); }, {param({4, 5}, 8)}));
   const Tensor target = labels({1, 0, 4, 2});
   EXPECT_TRUE(check_gradients([](const Inputs& in) { return cross_entropy(in[0], in[1]); },
                               {param({4, 5}, 9), target}));

@@ -31,14 +31,15 @@ class MaxPoolAgainstReference : public ::testing::TestWithParam<PoolCase> {};
 TEST_P(MaxPoolAgainstReference, ForwardAndBackward) {
   const PoolCase p = GetParam();
   const Tensor x = distinct_values({p.n, p.c, p.h, p.w}, 1, true);
-  const Tensor y = max_pool2d(x, {.kernel_size = p.kernel, .stride = p.stride, .padding = p.padding});
+  const Tensor y =
+      max_pool2d(x, {.kernel_size = p.kernel, .stride = p.stride, .padding = p.padding});
   Generator generator(2);
   const Tensor grad_y = randn(y.shape(), generator);
   sum(mul(y, grad_y)).backward();
   std::vector<float> expected_grad;
-  const auto expected = testing::reference_max_pool2d(p.n, p.c, p.h, p.w, p.kernel, p.stride, p.padding,
-                                                      x.to_vector<float>(), grad_y.to_vector<float>(),
-                                                      expected_grad);
+  const auto expected =
+      testing::reference_max_pool2d(p.n, p.c, p.h, p.w, p.kernel, p.stride, p.padding,
+                                    x.to_vector<float>(), grad_y.to_vector<float>(), expected_grad);
   EXPECT_EQ(y.to_vector<float>(), expected);
   const auto grad = x.grad().to_vector<float>();
   ASSERT_EQ(grad.size(), expected_grad.size());
@@ -46,39 +47,48 @@ TEST_P(MaxPoolAgainstReference, ForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPoolAgainstReference,
-                         ::testing::Values(PoolCase{2, 3, 8, 8, 2, 2, 0},    // the classic 2x2
-                                           PoolCase{1, 2, 7, 9, 3, 2, 1},    // ImageNet-stem style
-                                           PoolCase{2, 1, 5, 5, 2, 2, 0},    // odd input, floor size
+                         ::testing::Values(PoolCase{2, 3, 8, 8, 2, 2, 0},  // the classic 2x2
+                                           PoolCase{1, 2, 7, 9, 3, 2, 1},  // ImageNet-stem style
+                                           PoolCase{2, 1, 5, 5, 2, 2, 0},  // odd input, floor size
                                            PoolCase{1, 2, 6, 6, 3, 1, 1}));  // overlapping windows
 
 TEST(MaxPoolGrad, FiniteDifferences) {
   const Tensor x = distinct_values({1, 2, 5, 6}, 3, true);
   EXPECT_TRUE(check_gradients(
-      [](const Inputs& in) { return max_pool2d(in[0], {.kernel_size = 3, .stride = 2, .padding = 1}); }, {x}));
+      [](const Inputs& in) {
+        return max_pool2d(in[0], {.kernel_size = 3, .stride = 2, .padding = 1});
+      },
+      {x}));
 }
 
 TEST(AdaptiveAvgPool, MatchesReferenceIncludingUnevenBins) {
-  for (const auto& [h, w, oh, ow] : std::vector<std::array<int64_t, 4>>{{8, 8, 1, 1}, {7, 5, 3, 2}, {4, 4, 4, 4}}) {
+  for (const auto& [h, w, oh, ow] :
+       std::vector<std::array<int64_t, 4>>{{8, 8, 1, 1}, {7, 5, 3, 2}, {4, 4, 4, 4}}) {
     const Tensor x = distinct_values({2, 3, h, w}, 4, false);
-    const auto expected = testing::reference_adaptive_avg_pool2d(2, 3, h, w, oh, ow, x.to_vector<float>());
+    const auto expected =
+        testing::reference_adaptive_avg_pool2d(2, 3, h, w, oh, ow, x.to_vector<float>());
     const auto actual = adaptive_avg_pool2d(x, oh, ow).to_vector<float>();
     ASSERT_EQ(actual.size(), expected.size());
-    for (size_t i = 0; i < actual.size(); ++i) EXPECT_NEAR(actual[i], expected[i], 1e-5f) << h << "x" << w;
+    for (size_t i = 0; i < actual.size(); ++i)
+      EXPECT_NEAR(actual[i], expected[i], 1e-5f) << h << "x" << w;
   }
 }
 
 TEST(AdaptiveAvgPoolGrad, FiniteDifferences) {
   Generator generator(5);
   const Tensor x = randn({2, 2, 5, 7}, generator, {.requires_grad = true});
-  EXPECT_TRUE(check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 1, 1); }, {x}));
-  EXPECT_TRUE(check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 3, 2); }, {x}));
+  EXPECT_TRUE(
+      check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 1, 1); }, {x}));
+  EXPECT_TRUE(
+      check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 3, 2); }, {x}));
 }
 
 TEST(Pool, BadArgumentsAreClearErrors) {
   EXPECT_THROW(max_pool2d(zeros({1, 1, 4}), {}), Error);
   EXPECT_THROW(max_pool2d(zeros({1, 1, 2, 2}), {.kernel_size = 3, .stride = 1}), Error);
   EXPECT_THROW(max_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = 2, .stride = 0}), Error);
-  EXPECT_THROW(max_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = 2, .stride = 2, .padding = 2}), Error);
+  EXPECT_THROW(max_pool2d(zeros({1, 1, 4, 4}), {.kernel_size = 2, .stride = 2, .padding = 2}),
+               Error);
   EXPECT_THROW(adaptive_avg_pool2d(zeros({1, 1, 4, 4}), 0, 1), Error);
   try {
     max_pool2d(zeros({1, 1, 4, 4}, {.dtype = DType::Int64}), {});

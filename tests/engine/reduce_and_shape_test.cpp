@@ -91,7 +91,8 @@ TEST(Shape, ErrorsNameTheOpAndShapes) {
     x.view({4, 2});
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("[view] cannot view [2, 3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[view] cannot view [2, 3]"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(x.slice(1, 3), Error);
   EXPECT_THROW(x.view({-1, -1}), Error);

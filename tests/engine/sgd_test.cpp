@@ -36,11 +36,15 @@ void expect_matches_reference(SgdStepOptions options) {
   }
 }
 
-TEST(Sgd, PlainStep) { expect_matches_reference({.lr = 0.1f}); }
+TEST(Sgd, PlainStep) {
+  expect_matches_reference({.lr = 0.1f});
+}
 TEST(Sgd, MomentumAndWeightDecay) {
   expect_matches_reference({.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f});
 }
-TEST(Sgd, Dampening) { expect_matches_reference({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.5f}); }
+TEST(Sgd, Dampening) {
+  expect_matches_reference({.lr = 0.05f, .momentum = 0.9f, .dampening = 0.5f});
+}
 TEST(Sgd, Nesterov) {
   expect_matches_reference({.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true});
 }

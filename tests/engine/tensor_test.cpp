@@ -36,7 +36,8 @@ TEST(Tensor, ViewsShareStorage) {
 TEST(Tensor, ContiguousGathersAStridedView) {
   // A transposed view built from explicit strides, as a layout change would make.
   Tensor t = from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3});
-  Tensor transposed(std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
+  Tensor transposed(
+      std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
   EXPECT_FALSE(transposed.is_contiguous());
   EXPECT_EQ(transposed.contiguous().to_vector<float>(), (std::vector<float>{0, 3, 1, 4, 2, 5}));
 }

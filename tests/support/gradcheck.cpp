@@ -18,12 +18,14 @@ double projected_loss(const TensorFunction& fn, const std::vector<Tensor>& input
 
 // A fresh leaf holding `values`, on the device of `like`.
 Tensor leaf_like(const Tensor& like, const std::vector<float>& values, bool requires_grad) {
-  return from_vector(values, like.shape(), {.device = like.device(), .requires_grad = requires_grad});
+  return from_vector(values, like.shape(),
+                     {.device = like.device(), .requires_grad = requires_grad});
 }
 
 }  // namespace
 
-::testing::AssertionResult check_gradients(const TensorFunction& fn, const std::vector<Tensor>& inputs,
+::testing::AssertionResult check_gradients(const TensorFunction& fn,
+                                           const std::vector<Tensor>& inputs,
                                            const GradCheckOptions& options) {
   // Analytic gradients, through backward.
   std::vector<Tensor> leaves;
@@ -42,7 +44,8 @@ Tensor leaf_like(const Tensor& like, const std::vector<float>& values, bool requ
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined() || !inputs[i].requires_grad()) continue;
     const Tensor grad = leaves[i].grad();
-    if (!grad.defined()) return ::testing::AssertionFailure() << "input " << i << " received no gradient";
+    if (!grad.defined())
+      return ::testing::AssertionFailure() << "input " << i << " received no gradient";
     const std::vector<float> analytic = grad.to_vector<float>();
     std::vector<float> values = inputs[i].to_vector<float>();
     std::vector<Tensor> probe = leaves;

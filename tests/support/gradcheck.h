@@ -27,7 +27,8 @@ struct GradCheckOptions {
 
 using TensorFunction = std::function<Tensor(const std::vector<Tensor>&)>;
 
-::testing::AssertionResult check_gradients(const TensorFunction& fn, const std::vector<Tensor>& inputs,
+::testing::AssertionResult check_gradients(const TensorFunction& fn,
+                                           const std::vector<Tensor>& inputs,
                                            const GradCheckOptions& options = {});
 
 }  // namespace tandem::testing

@@ -5,7 +5,8 @@
 
 namespace tandem::testing {
 
-Values reference_conv2d(const ConvShape& s, const Values& x, const Values& weight, const Values& bias) {
+Values reference_conv2d(const ConvShape& s, const Values& x, const Values& weight,
+                        const Values& bias) {
   const int64_t p = s.p(), q = s.q();
   Values y(static_cast<size_t>(s.n * s.k * p * q));
   for (int64_t b = 0; b < s.n; ++b)
@@ -28,7 +29,8 @@ Values reference_conv2d(const ConvShape& s, const Values& x, const Values& weigh
 }
 
 void reference_conv2d_backward(const ConvShape& s, const Values& x, const Values& weight,
-                               const Values& grad_y, Values& grad_x, Values& grad_weight, Values& grad_bias) {
+                               const Values& grad_y, Values& grad_x, Values& grad_weight,
+                               Values& grad_bias) {
   const int64_t p = s.p(), q = s.q();
   std::vector<double> gx(x.size(), 0.0), gw(weight.size(), 0.0), gb(static_cast<size_t>(s.k), 0.0);
   for (int64_t b = 0; b < s.n; ++b)
@@ -81,8 +83,9 @@ Values reference_batch_norm(int64_t n, int64_t c, int64_t hw, const Values& x, c
   return y;
 }
 
-Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel, int64_t stride,
-                            int64_t padding, const Values& x, const Values& grad_y, Values& grad_x) {
+Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel,
+                            int64_t stride, int64_t padding, const Values& x, const Values& grad_y,
+                            Values& grad_x) {
   const int64_t p = (h + 2 * padding - kernel) / stride + 1;
   const int64_t q = (w + 2 * padding - kernel) / stride + 1;
   Values y(static_cast<size_t>(n * c * p * q));
@@ -119,7 +122,8 @@ Values reference_adaptive_avg_pool2d(int64_t n, int64_t c, int64_t h, int64_t w,
         double total = 0.0;
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t t = c0; t < c1; ++t) total += x[(plane * h + r) * w + t];
-        y[(plane * out_h + i) * out_w + j] = static_cast<float>(total / double((r1 - r0) * (c1 - c0)));
+        y[(plane * out_h + i) * out_w + j] =
+            static_cast<float>(total / double((r1 - r0) * (c1 - c0)));
       }
   return y;
 }

@@ -18,18 +18,21 @@ struct ConvShape {
 };
 
 /// y: (N, K, P, Q); bias may be empty.
-Values reference_conv2d(const ConvShape& shape, const Values& x, const Values& weight, const Values& bias);
+Values reference_conv2d(const ConvShape& shape, const Values& x, const Values& weight,
+                        const Values& bias);
 /// Gradients of Σ y·grad_y: with respect to x (N, C, H, W), weight (K, C, R, S) and bias (K).
 void reference_conv2d_backward(const ConvShape& shape, const Values& x, const Values& weight,
-                               const Values& grad_y, Values& grad_x, Values& grad_weight, Values& grad_bias);
+                               const Values& grad_y, Values& grad_x, Values& grad_weight,
+                               Values& grad_bias);
 
 /// Training-mode batch norm; mean and biased var per channel are returned too.
 Values reference_batch_norm(int64_t n, int64_t c, int64_t hw, const Values& x, const Values& gamma,
                             const Values& beta, float eps, Values& mean, Values& var);
 
 /// Max pooling (padding never wins) and its gradient, routed to the first maximum of each window.
-Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel, int64_t stride,
-                            int64_t padding, const Values& x, const Values& grad_y, Values& grad_x);
+Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel,
+                            int64_t stride, int64_t padding, const Values& x, const Values& grad_y,
+                            Values& grad_x);
 
 /// torch.nn.AdaptiveAvgPool2d.
 Values reference_adaptive_avg_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out_h,
