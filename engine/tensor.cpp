@@ -16,6 +16,14 @@ AutogradMeta& TensorImpl::mutable_autograd() {
   return *autograd_;
 }
 
+void TensorImpl::set_data(const TensorImpl& other) {
+  storage_ = other.storage_;
+  shape_ = other.shape_;
+  strides_ = other.strides_;
+  offset_ = other.offset_;
+  dtype_ = other.dtype_;
+}
+
 const TensorImpl& Tensor::checked_impl() const {
   TANDEM_CHECK(impl_ != nullptr, "[tensor] use of an undefined tensor");
   return *impl_;
@@ -138,6 +146,11 @@ void Tensor::set_grad(const Tensor& grad) const {
                "[set_grad] gradient ", shape_str(grad.shape()), " does not match tensor ",
                shape_str(shape()));
   impl_->mutable_autograd().grad = grad;
+}
+
+void Tensor::set_data(const Tensor& data) const {
+  TANDEM_CHECK(is_leaf() && data.defined(), "[set_data] needs a leaf and a defined tensor");
+  impl_->set_data(*data.impl());
 }
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {

@@ -94,6 +94,9 @@ class Tensor {
   bool is_leaf() const;
   Tensor grad() const;
   void set_grad(const Tensor& grad) const;
+  /// Replaces the data behind this tensor, keeping its identity and autograd state
+  /// (PyTorch's `param.data = ...`). Only for leaves.
+  void set_data(const Tensor& data) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
   uint32_t output_nr() const;
   /// Runs backward from this tensor; a one-element tensor may omit `grad`.
@@ -144,6 +147,9 @@ class TensorImpl {
   /// Created on first use; null for tensors that never took part in autograd.
   AutogradMeta* autograd() const { return autograd_.get(); }
   AutogradMeta& mutable_autograd();
+  /// Points this tensor at other's data (storage, shape, strides, dtype), keeping its autograd
+  /// state: what Module::to() uses so that handles held elsewhere (optimizers) stay valid.
+  void set_data(const TensorImpl& other);
 
  private:
   std::shared_ptr<Storage> storage_;

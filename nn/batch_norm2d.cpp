@@ -1,0 +1,34 @@
+#include "nn/batch_norm2d.h"
+
+namespace tandem::nn {
+
+BatchNorm2d::BatchNorm2d(const BatchNorm2dConfig& config) : config_(config) {
+  TANDEM_CHECK(config.channels > 0, "[BatchNorm2d] channels must be positive, got ",
+               config.channels);
+  const int64_t c = config.channels;
+  weight_ = register_parameter("weight", ones({c}));
+  bias_ = register_parameter("bias", zeros({c}));
+  running_mean_ = register_buffer("running_mean", zeros({c}));
+  running_var_ = register_buffer("running_var", ones({c}));
+  num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, {.dtype = DType::Int64}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& input) {
+  if (is_training()) {
+    // A host-side counter: kept on the buffer's device, read back only here.
+    num_batches_tracked_.fill_(num_batches_tracked_.item() + 1);
+  }
+  return batch_norm2d(
+      input, weight_, bias_, running_mean_, running_var_,
+      {.training = is_training(), .momentum = config_.momentum, .eps = config_.eps});
+}
+
+void BatchNorm2d::reset_own_parameters(Generator&) {
+  weight_.fill_(1.0);
+  bias_.fill_(0.0);
+  running_mean_.fill_(0.0);
+  running_var_.fill_(1.0);
+  num_batches_tracked_.fill_(0.0);
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,44 @@
+#pragma once
+/// torch.nn.BatchNorm2d: affine, running statistics as buffers (running_mean, running_var,
+/// num_batches_tracked).
+
+#include "nn/module.h"
+
+namespace tandem::nn {
+
+struct BatchNorm2dConfig {
+  int64_t channels = 0;
+  float momentum = 0.1f;
+  float eps = 1e-5f;
+};
+
+class BatchNorm2d final : public Module {
+ public:
+  explicit BatchNorm2d(const BatchNorm2dConfig& config);
+  Tensor forward(const Tensor& input) override;
+  std::string describe() const override {
+    return "BatchNorm2d(" + std::to_string(config_.channels) + ")";
+  }
+
+  const Tensor& weight() const { return weight_; }
+  const Tensor& bias() const { return bias_; }
+  const Tensor& running_mean() const { return running_mean_; }
+  const Tensor& running_var() const { return running_var_; }
+  const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override {
+    return std::make_shared<BatchNorm2d>(config_);
+  }
+  void reset_own_parameters(Generator& generator) override;
+
+ private:
+  BatchNorm2dConfig config_;
+  Tensor weight_;
+  Tensor bias_;
+  Tensor running_mean_;
+  Tensor running_var_;
+  Tensor num_batches_tracked_;
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,102 @@
+#include "nn/module.h"
+
+namespace tandem::nn {
+
+Tensor Module::register_parameter(std::string name, Tensor value) {
+  value.set_requires_grad(true);
+  parameters_.emplace_back(std::move(name), value);
+  return value;
+}
+
+Tensor Module::register_buffer(std::string name, Tensor value) {
+  buffers_.emplace_back(std::move(name), value);
+  return value;
+}
+
+void Module::collect(const std::string& prefix, bool parameters, bool buffers,
+                     NamedTensors& out) const {
+  // PyTorch's order: own parameters, own buffers, then each child in turn.
+  if (parameters) {
+    for (const auto& [name, tensor] : parameters_) out.emplace_back(prefix + name, tensor);
+  }
+  if (buffers) {
+    for (const auto& [name, tensor] : buffers_) out.emplace_back(prefix + name, tensor);
+  }
+  for (const auto& [name, child] : children_)
+    child->collect(prefix + name + ".", parameters, buffers, out);
+}
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors out;
+  collect("", true, false, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [name, tensor] : named_parameters()) out.push_back(tensor);
+  return out;
+}
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors out;
+  collect("", false, true, out);
+  return out;
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  collect("", true, true, out);
+  return out;
+}
+
+int64_t Module::parameter_count() const {
+  int64_t total = 0;
+  for (const auto& [name, tensor] : named_parameters()) total += tensor.numel();
+  return total;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+void Module::to(Device device) {
+  for (auto& [name, tensor] : state_dict()) {
+    if (tensor.device() == device) continue;
+    const Tensor grad = tensor.grad();
+    tensor.set_data(tensor.detach().to(device));
+    if (grad.defined()) tensor.set_grad(grad.to(device));
+  }
+}
+
+void Module::zero_grad() {
+  for (auto& [name, tensor] : named_parameters()) tensor.set_grad(Tensor());
+}
+
+void Module::reset_parameters(Generator& generator) {
+  NoGradGuard no_grad;
+  reset_own_parameters(generator);
+  for (auto& [name, child] : children_) child->reset_parameters(generator);
+}
+
+std::shared_ptr<Module> Module::clone() const {
+  std::shared_ptr<Module> twin = make_twin();
+  const NamedTensors source = state_dict();
+  const NamedTensors target = twin->state_dict();
+  TANDEM_CHECK(source.size() == target.size(), "[clone] ", describe(), " built a twin with ",
+               target.size(), " tensors instead of ", source.size());
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < source.size(); ++i) {
+    const Tensor& from = source[i].second;
+    TANDEM_CHECK(source[i].first == target[i].first && from.shape() == target[i].second.shape(),
+                 "[clone] twin of ", describe(), " differs at ", source[i].first);
+    Tensor into = target[i].second;
+    into.set_data(from.detach().clone());
+    into.set_requires_grad(from.requires_grad());
+  }
+  twin->train(training_);
+  return twin;
+}
+
+}  // namespace tandem::nn

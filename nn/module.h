@@ -1,0 +1,83 @@
+#pragma once
+/// Module: the tree of layers. Parameters, buffers and children are registered
+/// by name, in order, so that named_parameters() and state_dict() produce
+/// PyTorch's keys ("layer1.0.conv1.weight", "bn1.running_mean") in PyTorch's
+/// order (DDP's buckets follow that order).
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tandem.h"
+
+namespace tandem::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  virtual Tensor forward(const Tensor& input) = 0;
+  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// Short name for printing, e.g. "Conv2d(16, 32, kernel=3, stride=2)".
+  virtual std::string describe() const = 0;
+
+  /// Parameters of this module and its children, depth first in registration order.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  NamedTensors named_buffers() const;
+  /// Parameters and buffers, in torch.nn.Module.state_dict() order and naming.
+  NamedTensors state_dict() const;
+  int64_t parameter_count() const;
+
+  /// Training mode (batch statistics) or evaluation mode, recursively.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+
+  /// Moves parameters, buffers and gradients in place: tensor handles stay valid.
+  void to(Device device);
+  /// Drops the gradients of all parameters (set_to_none, PyTorch's default).
+  void zero_grad();
+  /// Fills parameters and buffers with their initial values, module by module.
+  void reset_parameters(Generator& generator);
+
+  /// An independent deep copy (same structure, values, device, mode). DataParallel builds its
+  /// replicas with it.
+  std::shared_ptr<Module> clone() const;
+
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+
+ protected:
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// Registers a leaf that requires grad; returns the handle to keep.
+  Tensor register_parameter(std::string name, Tensor value);
+  Tensor register_buffer(std::string name, Tensor value);
+  template <typename M>
+  std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> child) {
+    children_.emplace_back(std::move(name), child);
+    return child;
+  }
+
+  /// A new module of the same type and options, freshly constructed (clone() fills in the values).
+  virtual std::shared_ptr<Module> make_twin() const = 0;
+  /// This module's own parameters and buffers (not its children's) get their initial values.
+  virtual void reset_own_parameters(Generator& generator) {}
+
+ private:
+  void collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const;
+
+  NamedTensors parameters_;
+  NamedTensors buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace tandem::nn

@@ -1,0 +1,89 @@
+#include "nn/resnet.h"
+
+#include "nn/init.h"
+
+namespace tandem::nn {
+
+BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
+  const int64_t in = config.in_channels, out = config.out_channels;
+  conv1_ = register_module("conv1", std::make_shared<Conv2d>(Conv2dConfig{in, out, 3, config.stride,
+                                                                          1, /*bias=*/false}));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out}));
+  conv2_ =
+      register_module("conv2", std::make_shared<Conv2d>(Conv2dConfig{out, out, 3, 1, 1, false}));
+  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out}));
+  if (config.stride != 1 || in != out) {  // Note [Shortcut] in resnet.h
+    downsample_ = register_module(
+        "downsample",
+        std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+            std::make_shared<Conv2d>(Conv2dConfig{in, out, 1, config.stride, 0, false}),
+            std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out})}));
+  }
+}
+
+Tensor BasicBlock::forward(const Tensor& input) {
+  Tensor out = relu(bn1_->forward(conv1_->forward(input)));
+  out = bn2_->forward(conv2_->forward(out));
+  const Tensor shortcut = downsample_ ? downsample_->forward(input) : input;
+  return relu(add(out, shortcut));
+}
+
+std::string BasicBlock::describe() const {
+  return "BasicBlock(" + std::to_string(config_.in_channels) + " -> " +
+         std::to_string(config_.out_channels) + ", stride " + std::to_string(config_.stride) + ")";
+}
+
+ResNet::ResNet(const ResNetConfig& config) : config_(config) {
+  TANDEM_CHECK(!config.blocks.empty() && config.blocks.size() == config.widths.size(),
+               "[ResNet] blocks and widths must have one entry per stage");
+  const int64_t stem = config.widths[0];
+  conv1_ =
+      register_module("conv1", std::make_shared<Conv2d>(Conv2dConfig{3, stem, 3, 1, 1, false}));
+  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{stem}));
+  int64_t channels = stem;
+  for (size_t s = 0; s < config.blocks.size(); ++s) {
+    auto stage = std::make_shared<Sequential>();
+    for (int64_t b = 0; b < config.blocks[s]; ++b) {
+      const int64_t stride = (s > 0 && b == 0) ? 2 : 1;  // each later stage halves the resolution
+      stage->push_back(
+          std::make_shared<BasicBlock>(BasicBlockConfig{channels, config.widths[s], stride}));
+      channels = config.widths[s];
+    }
+    stages_.push_back(register_module("layer" + std::to_string(s + 1), stage));
+  }
+  avgpool_ = register_module("avgpool", std::make_shared<AdaptiveAvgPool2d>(1, 1));
+  fc_ = register_module("fc", std::make_shared<Linear>(LinearConfig{channels, config.num_classes}));
+}
+
+Tensor ResNet::forward(const Tensor& input) {
+  TANDEM_CHECK(input.dim() == 4 && input.size(1) == 3, "[", config_.name,
+               "] expects (N, 3, H, W) images, got ", shape_str(input.shape()));
+  Tensor x = relu(bn1_->forward(conv1_->forward(input)));
+  for (const auto& stage : stages_) x = stage->forward(x);
+  return fc_->forward(avgpool_->forward(x).flatten(1));
+}
+
+ResNetConfig resnet_config(const std::string& arch, int64_t num_classes) {
+  if (arch == "resnet18") return {{2, 2, 2, 2}, {64, 128, 256, 512}, num_classes, arch};
+  for (int depth : {20, 32, 44, 56, 110}) {
+    if (arch == "resnet" + std::to_string(depth)) {
+      const int64_t n = (depth - 2) / 6;
+      return {{n, n, n}, {16, 32, 64}, num_classes, arch};
+    }
+  }
+  TANDEM_FAIL("[resnet] unknown architecture '", arch,
+              "': expected resnet20, resnet32, resnet44, resnet56, resnet110 or resnet18");
+}
+
+std::shared_ptr<ResNet> make_resnet(const std::string& arch, Generator& generator,
+                                    int64_t num_classes) {
+  auto model = std::make_shared<ResNet>(resnet_config(arch, num_classes));
+  model->reset_parameters(generator);
+  NoGradGuard no_grad;
+  for (const auto& [name, parameter] : model->named_parameters()) {
+    if (parameter.dim() == 4) init::kaiming_normal_fan_out_(parameter, generator);
+  }
+  return model;
+}
+
+}  // namespace tandem::nn
