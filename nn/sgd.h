@@ -1,0 +1,44 @@
+#pragma once
+/// torch.optim.SGD over a module's parameters: momentum, dampening, Nesterov and
+/// weight decay, one fused in-place update per parameter (engine sgd_step).
+
+#include <vector>
+
+#include "nn/module.h"
+
+namespace tandem::nn {
+
+struct SgdConfig {
+  float lr = 0.1f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  /// Skip weight decay for 1-D parameters (BatchNorm weights and biases, all biases): a common
+  /// choice for ResNets; off by default, as in PyTorch.
+  bool no_decay_for_bn_and_bias = false;
+};
+
+class Sgd {
+ public:
+  Sgd(std::vector<Tensor> parameters, const SgdConfig& config);
+
+  /// Updates every parameter that has a gradient; parameters without one are left alone.
+  void step();
+  /// Drops gradients (set to none).
+  void zero_grad();
+
+  float lr() const { return config_.lr; }
+  void set_lr(float lr);
+  const SgdConfig& config() const { return config_; }
+  /// Momentum buffers, one per parameter (undefined until the parameter's first step).
+  const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
+  std::vector<Tensor>& mutable_momentum_buffers() { return buffers_; }
+
+ private:
+  SgdConfig config_;
+  std::vector<Tensor> parameters_;
+  std::vector<Tensor> buffers_;
+};
+
+}  // namespace tandem::nn
