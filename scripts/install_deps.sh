@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   cmake g++ make
   libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
+  nlohmann-json3-dev   # safetensors headers
   libgtest-dev libgmock-dev
   libbenchmark-dev
 )

@@ -1,0 +1,185 @@
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace tandem::nn {
+namespace {
+
+using nlohmann::json;
+
+// The format is little-endian; so is every machine Tandem targets (x86-64, aarch64).
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
+
+const char* format_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "F32";
+    case DType::Int64: return "I64";
+    case DType::UInt8: return "U8";
+  }
+  return "?";
+}
+
+DType parse_dtype(const std::string& name, const std::string& path, const std::string& key) {
+  if (name == "F32") return DType::Float32;
+  if (name == "I64") return DType::Int64;
+  if (name == "U8") return DType::UInt8;
+  TANDEM_FAIL("[safetensors] ", path, ": tensor '", key, "' has unsupported dtype '", name, "'");
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const char* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t written = ::write(fd, bytes, size);
+    if (written < 0 && errno == EINTR) continue;
+    TANDEM_CHECK(written > 0, "[safetensors] cannot write ", path, ": ", std::strerror(errno));
+    bytes += written;
+    size -= static_cast<size_t>(written);
+  }
+}
+
+std::string build_header(const NamedTensors& tensors, const Metadata& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) {
+    TANDEM_CHECK(names.insert(name).second, "[safetensors] duplicate tensor name '", name, "'");
+    TANDEM_CHECK(name != "__metadata__", "[safetensors] '__metadata__' is reserved");
+    header[name] = {{"dtype", format_dtype(tensor.dtype())},
+                    {"shape", tensor.shape()},
+                    {"data_offsets", {offset, offset + tensor.nbytes()}}};
+    offset += tensor.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8,
+              ' ');  // data starts 8-byte aligned, as the reference writer does
+  return text;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
+                      const Metadata& metadata) {
+  const std::string header = build_header(tensors, metadata);
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  TANDEM_CHECK(fd >= 0, "[safetensors] cannot create ", temporary, ": ", std::strerror(errno));
+  try {
+    const uint64_t header_size = header.size();
+    write_all(fd, &header_size, sizeof(header_size), temporary);
+    write_all(fd, header.data(), header.size(), temporary);
+    for (const auto& [name, tensor] : tensors) {
+      const Tensor host = tensor.detach().to(Device::cpu()).contiguous();
+      write_all(fd, host.data_ptr(), host.nbytes(), temporary);
+    }
+    TANDEM_CHECK(::fsync(fd) == 0, "[safetensors] cannot flush ", temporary, ": ",
+                 std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    ::unlink(temporary.c_str());
+    TANDEM_FAIL("[safetensors] cannot move ", temporary, " to ", path, ": ", reason);
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  TANDEM_CHECK(in.good(), "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  uint64_t header_size = 0;
+  TANDEM_CHECK(file_size >= 8 && in.read(reinterpret_cast<char*>(&header_size), 8),
+               "[safetensors] ", path, " is truncated: no header length");
+  TANDEM_CHECK(header_size <= file_size - 8, "[safetensors] ", path,
+               " is truncated or not safetensors: header of ", header_size, " bytes in a ",
+               file_size, "-byte file");
+  std::string text(header_size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(header_size));
+  json header;
+  try {
+    header = json::parse(text);
+  } catch (const json::exception& e) {
+    TANDEM_FAIL("[safetensors] ", path, " has a malformed header: ", e.what());
+  }
+  TANDEM_CHECK(header.is_object(), "[safetensors] ", path, ": the header is not a JSON object");
+  const uint64_t data_size = file_size - 8 - header_size;
+
+  SafetensorsFile file;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string, Tensor>> entries;
+  for (const auto& [key, entry] : header.items()) {
+    if (key == "__metadata__") {
+      file.metadata = entry.get<Metadata>();
+      continue;
+    }
+    try {
+      const DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, key);
+      const Shape shape = entry.at("shape").get<Shape>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
+                   "[safetensors] ", path, ": tensor '", key,
+                   "' lies outside the data (file truncated?)");
+      TANDEM_CHECK(offsets[1] - offsets[0] == shape_numel(shape) * dtype_size(dtype),
+                   "[safetensors] ", path, ": tensor '", key, "' has ", offsets[1] - offsets[0],
+                   " bytes for shape ", shape_str(shape));
+      entries.emplace_back(offsets[0], offsets[1], key, empty(shape, {.dtype = dtype}));
+    } catch (const json::exception& e) {
+      TANDEM_FAIL("[safetensors] ", path, ": bad entry for tensor '", key, "': ", e.what());
+    }
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+  uint64_t expected_begin = 0;
+  for (auto& [begin, end, key, tensor] : entries) {
+    TANDEM_CHECK(begin == expected_begin, "[safetensors] ", path, ": tensor '", key,
+                 "' overlaps another or leaves a gap in the data");
+    in.seekg(static_cast<std::streamoff>(8 + header_size + begin));
+    TANDEM_CHECK(
+        in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(end - begin)),
+        "[safetensors] ", path, " is truncated inside tensor '", key, "'");
+    file.tensors.emplace_back(key, tensor);
+    expected_begin = end;
+  }
+  return file;
+}
+
+void load_state_dict(Module& module, const NamedTensors& state) {
+  const NamedTensors own = module.state_dict();
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, tensor] : state) given.emplace(name, tensor);
+  std::set<std::string> expected;
+  for (const auto& [name, tensor] : own) {
+    expected.insert(name);
+    const auto found = given.find(name);
+    TANDEM_CHECK(found != given.end(), "[load_state_dict] missing key '", name, "' (",
+                 shape_str(tensor.shape()), ") for ", module.describe());
+    TANDEM_CHECK(found->second.shape() == tensor.shape() && found->second.dtype() == tensor.dtype(),
+                 "[load_state_dict] '", name, "': checkpoint has ",
+                 shape_str(found->second.shape()), " ", dtype_name(found->second.dtype()),
+                 ", model has ", shape_str(tensor.shape()), " ", dtype_name(tensor.dtype()));
+  }
+  for (const auto& [name, tensor] : state) {
+    TANDEM_CHECK(expected.count(name) == 1, "[load_state_dict] unexpected key '", name, "' for ",
+                 module.describe());
+  }
+  NoGradGuard no_grad;
+  for (const auto& [name, tensor] : own) {
+    Tensor target = tensor;
+    target.copy_(given.at(name).to(target.device()));
+  }
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,178 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+
+namespace tandem::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Safetensors : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tandem_safetensors_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  static std::string read_bytes(const std::string& file) {
+    std::ifstream in(file, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  static void write_bytes(const std::string& file, const std::string& bytes) {
+    std::ofstream(file, std::ios::binary) << bytes;
+  }
+  static std::string error_of(const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+  // A file written by hand from the spec, independent of our writer.
+  static std::string spec_file(const std::string& header, const std::string& data) {
+    const uint64_t size = header.size();
+    std::string bytes(reinterpret_cast<const char*>(&size), 8);
+    return bytes + header + data;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Safetensors, ModelRoundTripIsBitExact) {
+  Generator generator(1);
+  const auto model = make_resnet("resnet20", generator);
+  (*model)(randn({2, 3, 32, 32}, generator));  // non-trivial running stats and counters
+  save_safetensors(path("model.safetensors"), model->state_dict(), {{"format", "pt"}});
+
+  const SafetensorsFile file = load_safetensors(path("model.safetensors"));
+  EXPECT_EQ(file.metadata.at("format"), "pt");
+  Generator other(2);
+  const auto restored = make_resnet("resnet20", other);
+  load_state_dict(*restored, file.tensors);
+  const NamedTensors a = model->state_dict(), b = restored->state_dict();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].second.dtype(), b[i].second.dtype()) << a[i].first;
+    const Tensor x = a[i].second.contiguous(), y = b[i].second.contiguous();
+    EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0) << a[i].first;
+  }
+  EXPECT_EQ(fs::directory_iterator(dir_)->path().filename(), "model.safetensors")
+      << "no temporary left behind";
+}
+
+TEST_F(Safetensors, LayoutFollowsTheSpec) {
+  save_safetensors(path("t.safetensors"),
+                   {{"w", from_vector<float>({1.5f, -2.0f}, {2})},
+                    {"n", from_vector<int64_t>({7}, {}, {.dtype = DType::Int64})}});
+  const std::string bytes = read_bytes(path("t.safetensors"));
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  EXPECT_EQ(header_size % 8, 0u);
+  const std::string header = bytes.substr(8, header_size);
+  EXPECT_NE(header.find(R"("w":{"data_offsets":[0,8],"dtype":"F32","shape":[2]})"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(header.find(R"("n":{"data_offsets":[8,16],"dtype":"I64","shape":[]})"),
+            std::string::npos)
+      << header;
+  float w[2];
+  std::memcpy(w, bytes.data() + 8 + header_size, 8);
+  EXPECT_EQ(w[1], -2.0f);
+}
+
+TEST_F(Safetensors, ReadsAFileWrittenFromTheSpec) {
+  const float values[3] = {1, 2, 3};
+  write_bytes(
+      path("spec.safetensors"),
+      spec_file(
+          R"({"__metadata__":{"k":"v"},"b":{"dtype":"U8","shape":[2],"data_offsets":[12,14]},)"
+          R"("a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})",
+          std::string(reinterpret_cast<const char*>(values), 12) + "\x05\x06"));
+  const SafetensorsFile file = load_safetensors(path("spec.safetensors"));
+  ASSERT_EQ(file.tensors.size(), 2u);
+  EXPECT_EQ(file.tensors[0].first, "a");
+  EXPECT_EQ(file.tensors[0].second.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(file.tensors[1].second.to_vector<uint8_t>(), (std::vector<uint8_t>{5, 6}));
+  EXPECT_EQ(file.metadata.at("k"), "v");
+}
+
+TEST_F(Safetensors, CorruptFilesAreClearErrors) {
+  save_safetensors(path("good.safetensors"), {{"w", ones({4, 4})}});
+  const std::string good = read_bytes(path("good.safetensors"));
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, good.size() - 1}) {
+    write_bytes(path("cut.safetensors"), good.substr(0, cut));
+    EXPECT_NE(error_of([&] { load_safetensors(path("cut.safetensors")); }).find("truncated"),
+              std::string::npos)
+        << "cut at " << cut;
+  }
+  write_bytes(path("garbage.safetensors"), spec_file("{not json", ""));
+  EXPECT_NE(
+      error_of([&] { load_safetensors(path("garbage.safetensors")); }).find("malformed header"),
+      std::string::npos);
+  write_bytes(path("dtype.safetensors"),
+              spec_file(R"({"a":{"dtype":"F7","shape":[1],"data_offsets":[0,4]}})", "xxxx"));
+  EXPECT_NE(
+      error_of([&] { load_safetensors(path("dtype.safetensors")); }).find("unsupported dtype 'F7'"),
+      std::string::npos);
+  write_bytes(path("size.safetensors"),
+              spec_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "xxxx"));
+  EXPECT_NE(error_of([&] {
+              load_safetensors(path("size.safetensors"));
+            }).find("has 4 bytes for shape [2]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { load_safetensors(path("missing.safetensors")); }).find("cannot open"),
+            std::string::npos);
+}
+
+TEST_F(Safetensors, LoadStateDictChecksEverythingBeforeCopying) {
+  Generator generator(3);
+  const auto model = make_resnet("resnet20", generator);
+  const std::vector<float> before = model->parameters().front().to_vector<float>();
+  NamedTensors state = make_resnet("resnet20", generator)->state_dict();
+
+  NamedTensors missing(state.begin(), state.end() - 1);  // no fc.bias
+  EXPECT_NE(
+      error_of([&] { load_state_dict(*model, missing); }).find("missing key 'fc.bias' ([10])"),
+      std::string::npos);
+  NamedTensors extra = state;
+  extra.emplace_back("fc.extra", zeros({1}));
+  EXPECT_NE(error_of([&] { load_state_dict(*model, extra); }).find("unexpected key 'fc.extra'"),
+            std::string::npos);
+  NamedTensors reshaped = state;
+  reshaped.back().second = zeros({11});
+  EXPECT_NE(error_of([&] {
+              load_state_dict(*model, reshaped);
+            }).find("'fc.bias': checkpoint has [11] float32, model has [10] float32"),
+            std::string::npos);
+  // None of the failed loads touched the model (conv1.weight comes first and would have been
+  // copied).
+  EXPECT_EQ(model->parameters().front().to_vector<float>(), before);
+}
+
+TEST_F(Safetensors, SaveReplacesAtomicallyAndFailsCleanly) {
+  save_safetensors(path("m.safetensors"), {{"w", ones({2})}});
+  save_safetensors(path("m.safetensors"), {{"w", zeros({3})}});
+  EXPECT_EQ(load_safetensors(path("m.safetensors")).tensors[0].second.shape(), (Shape{3}));
+  EXPECT_NE(error_of([&] {
+              save_safetensors(path("no/such/dir/m.safetensors"), {{"w", ones({2})}});
+            }).find("cannot create"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              save_safetensors(path("d.safetensors"), {{"w", ones({2})}, {"w", ones({2})}});
+            }).find("duplicate tensor name 'w'"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(path("d.safetensors")));
+}
+
+}  // namespace
+}  // namespace tandem::nn
