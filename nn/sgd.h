@@ -31,6 +31,7 @@ class Sgd {
   float lr() const { return config_.lr; }
   void set_lr(float lr);
   const SgdConfig& config() const { return config_; }
+  const std::vector<Tensor>& parameters() const { return parameters_; }
   /// Momentum buffers, one per parameter (undefined until the parameter's first step).
   const std::vector<Tensor>& momentum_buffers() const { return buffers_; }
   std::vector<Tensor>& mutable_momentum_buffers() { return buffers_; }

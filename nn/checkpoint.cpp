@@ -1,0 +1,107 @@
+#include "nn/checkpoint.h"
+
+#include <random>
+
+namespace tandem::nn {
+namespace {
+
+constexpr const char* kIdKey = "tandem.checkpoint_id";
+constexpr const char* kMomentumPrefix = "momentum.";
+
+std::string new_checkpoint_id() {
+  std::random_device device;
+  return std::to_string(device()) + "-" + std::to_string(device());
+}
+
+// The optimizer must update exactly the model's parameters, in order, for names to line up.
+void check_optimizer_matches(const Module& model, const Sgd& optimizer,
+                             const NamedTensors& parameters) {
+  const std::vector<Tensor>& optimized = optimizer.parameters();
+  bool same = optimized.size() == parameters.size();
+  for (size_t i = 0; same && i < optimized.size(); ++i)
+    same = optimized[i].is_same(parameters[i].second);
+  TANDEM_CHECK(same, "[checkpoint] the optimizer must be built over ", model.describe(),
+               ".parameters() (same tensors, same order)");
+}
+
+int64_t parse_int(const Metadata& metadata, const std::string& key, const std::string& path) {
+  const auto found = metadata.find(key);
+  TANDEM_CHECK(found != metadata.end(), "[checkpoint] ", path, " lacks '", key, "'");
+  try {
+    return std::stoll(found->second);
+  } catch (const std::exception&) {
+    TANDEM_FAIL("[checkpoint] ", path, ": '", key, "' is not an integer: '", found->second, "'");
+  }
+}
+
+}  // namespace
+
+std::string sidecar_path(const std::string& path) {
+  return path + ".state";
+}
+
+void save_checkpoint(const std::string& path, const Module& model, const Sgd& optimizer,
+                     const TrainingState& state) {
+  const NamedTensors parameters = model.named_parameters();
+  check_optimizer_matches(model, optimizer, parameters);
+  const std::string id = new_checkpoint_id();
+
+  NamedTensors momentum;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    const Tensor& buffer = optimizer.momentum_buffers()[i];
+    if (buffer.defined()) momentum.emplace_back(kMomentumPrefix + parameters[i].first, buffer);
+  }
+  Metadata sidecar = state.extra;
+  sidecar[kIdKey] = id;
+  sidecar["epoch"] = std::to_string(state.epoch);
+  sidecar["step"] = std::to_string(state.step);
+  sidecar["rng_state"] = state.rng_state;
+  sidecar["lr"] = std::to_string(optimizer.lr());
+  // Note [Checkpoint atomicity]: sidecar first, weights last.
+  save_safetensors(sidecar_path(path), momentum, sidecar);
+  save_safetensors(path, model.state_dict(), {{"format", "pt"}, {kIdKey, id}});
+}
+
+TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer) {
+  const NamedTensors parameters = model.named_parameters();
+  check_optimizer_matches(model, optimizer, parameters);
+  const SafetensorsFile weights = load_safetensors(path);
+  const SafetensorsFile sidecar = load_safetensors(sidecar_path(path));
+  const auto weights_id = weights.metadata.find(kIdKey);
+  const auto sidecar_id = sidecar.metadata.find(kIdKey);
+  TANDEM_CHECK(weights_id != weights.metadata.end() && sidecar_id != sidecar.metadata.end() &&
+                   weights_id->second == sidecar_id->second,
+               "[checkpoint] ", path, " and ", sidecar_path(path),
+               " come from different saves (interrupted save?); use another checkpoint");
+
+  // Check the momentum buffers before touching anything.
+  std::vector<Tensor> momentum(parameters.size());
+  for (const auto& [name, tensor] : sidecar.tensors) {
+    TANDEM_CHECK(name.rfind(kMomentumPrefix, 0) == 0, "[checkpoint] unexpected tensor '", name,
+                 "' in ", sidecar_path(path));
+    const std::string parameter = name.substr(std::string(kMomentumPrefix).size());
+    size_t i = 0;
+    while (i < parameters.size() && parameters[i].first != parameter) ++i;
+    TANDEM_CHECK(i < parameters.size(), "[checkpoint] momentum for unknown parameter '", parameter,
+                 "'");
+    TANDEM_CHECK(tensor.shape() == parameters[i].second.shape(), "[checkpoint] momentum of '",
+                 parameter, "' has shape ", shape_str(tensor.shape()), ", parameter has ",
+                 shape_str(parameters[i].second.shape()));
+    momentum[i] = tensor.to(parameters[i].second.device());
+  }
+  TrainingState state;
+  state.epoch = parse_int(sidecar.metadata, "epoch", sidecar_path(path));
+  state.step = parse_int(sidecar.metadata, "step", sidecar_path(path));
+  state.rng_state = sidecar.metadata.count("rng_state") ? sidecar.metadata.at("rng_state") : "";
+  for (const auto& [key, value] : sidecar.metadata) {
+    if (key != kIdKey && key != "epoch" && key != "step" && key != "rng_state" && key != "lr") {
+      state.extra[key] = value;
+    }
+  }
+
+  load_state_dict(model, weights.tensors);  // validates fully before copying
+  optimizer.mutable_momentum_buffers() = momentum;
+  return state;
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,111 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "nn/checkpoint.h"
+#include "nn/resnet.h"
+
+namespace tandem::nn {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TrainingRun {
+  std::shared_ptr<ResNet> model;
+  std::unique_ptr<Sgd> optimizer;
+};
+
+TrainingRun make_run(uint64_t seed) {
+  Generator generator(seed);
+  TrainingRun run{make_resnet("resnet20", generator), nullptr};
+  run.optimizer = std::make_unique<Sgd>(
+      run.model->parameters(), SgdConfig{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f});
+  return run;
+}
+
+void train_steps(TrainingRun& run, Generator& data, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    const Tensor images = randn({8, 3, 32, 32}, data);
+    std::vector<int64_t> labels(8);
+    for (auto& label : labels) label = static_cast<int64_t>(data.next_u64() % 10);
+    run.optimizer->zero_grad();
+    cross_entropy((*run.model)(images), from_vector(labels, {8}, {.dtype = DType::Int64}))
+        .backward();
+    run.optimizer->step();
+  }
+}
+
+class Checkpoint : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tandem_checkpoint_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path() const { return (dir_ / "ckpt.safetensors").string(); }
+  fs::path dir_;
+};
+
+TEST_F(Checkpoint, ResumedRunContinuesExactly) {
+  // Reference: 4 steps straight. Resumed: 2 steps, save, load into a fresh run, 2 more steps.
+  TrainingRun reference = make_run(1);
+  Generator reference_data(9);
+  train_steps(reference, reference_data, 4);
+
+  TrainingRun first = make_run(1);
+  Generator data(9);
+  train_steps(first, data, 2);
+  save_checkpoint(
+      path(), *first.model, *first.optimizer,
+      {.epoch = 1, .step = 2, .rng_state = data.state(), .extra = {{"arch", "resnet20"}}});
+
+  TrainingRun resumed =
+      make_run(77);  // different initial weights: all must come from the checkpoint
+  const TrainingState state = load_checkpoint(path(), *resumed.model, *resumed.optimizer);
+  EXPECT_EQ(state.epoch, 1);
+  EXPECT_EQ(state.step, 2);
+  EXPECT_EQ(state.extra.at("arch"), "resnet20");
+  Generator resumed_data;
+  resumed_data.set_state(state.rng_state);
+  train_steps(resumed, resumed_data, 2);
+
+  const NamedTensors expected = reference.model->state_dict(), actual = resumed.model->state_dict();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i].second.dtype() == DType::Float32) {
+      EXPECT_EQ(expected[i].second.to_vector<float>(), actual[i].second.to_vector<float>())
+          << expected[i].first;
+    } else {
+      EXPECT_EQ(expected[i].second.item(), actual[i].second.item()) << expected[i].first;
+    }
+  }
+}
+
+TEST_F(Checkpoint, MismatchedOrMissingSidecarIsAnError) {
+  TrainingRun run = make_run(2);
+  Generator data(3);
+  train_steps(run, data, 1);
+  save_checkpoint(path(), *run.model, *run.optimizer, {});
+  fs::copy_file(sidecar_path(path()), dir_ / "old.state");
+  save_checkpoint(path(), *run.model, *run.optimizer, {});
+  fs::copy_file(dir_ / "old.state", sidecar_path(path()), fs::copy_options::overwrite_existing);
+  try {
+    load_checkpoint(path(), *run.model, *run.optimizer);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("come from different saves"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(sidecar_path(path()));
+  EXPECT_THROW(load_checkpoint(path(), *run.model, *run.optimizer), Error);
+}
+
+TEST_F(Checkpoint, OptimizerMustCoverTheModel) {
+  TrainingRun run = make_run(4);
+  Sgd partial({run.model->parameters().front()}, {});
+  EXPECT_THROW(save_checkpoint(path(), *run.model, partial, {}), Error);
+}
+
+}  // namespace
+}  // namespace tandem::nn
