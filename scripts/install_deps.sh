@@ -9,6 +9,7 @@ packages=(
   nlohmann-json3-dev   # safetensors headers
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  python3-torch        # PyTorch (CPU) reference: loads Tandem checkpoints in tests/interop
 )
 
 missing=()

@@ -1,0 +1,32 @@
+// Writes what tests/interop/check_pytorch_load.py reads: a ResNet's weights as a Tandem
+// checkpoint, plus an input batch and Tandem's eval-mode logits for it.
+//
+//   export_resnet ARCH OUT_DIR
+
+#include <iostream>
+
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+
+int main(int argc, char** argv) try {
+  using namespace tandem;
+  if (argc != 3) {
+    std::cerr << "usage: export_resnet ARCH OUT_DIR\n";
+    return 2;
+  }
+  const std::string arch = argv[1], dir = argv[2];
+  Generator generator(123);
+  const auto model = nn::make_resnet(arch, generator);
+  // Two training-mode passes give non-trivial running statistics and counters.
+  for (int i = 0; i < 2; ++i) (*model)(randn({8, 3, 32, 32}, generator, {}, 0.5f));
+  model->eval();
+  const Tensor input = randn({4, 3, 32, 32}, generator);
+  NoGradGuard no_grad;
+  const Tensor logits = (*model)(input);
+  nn::save_safetensors(dir + "/model.safetensors", model->state_dict(), {{"format", "pt"}});
+  nn::save_safetensors(dir + "/io.safetensors", {{"input", input}, {"logits", logits}});
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "export_resnet: " << e.what() << "\n";
+  return 1;
+}
