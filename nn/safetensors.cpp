@@ -94,6 +94,14 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     ::unlink(temporary.c_str());
     TANDEM_FAIL("[safetensors] cannot move ", temporary, " to ", path, ": ", reason);
   }
+  // The rename itself must reach the disk too: flush the folder's entry.
+  const std::string folder =
+      path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  const int dir_fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    ::fsync(dir_fd);
+    ::close(dir_fd);
+  }
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
