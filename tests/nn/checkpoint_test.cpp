@@ -4,6 +4,7 @@
 
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
+#include "tests/support/temp_dir.h"
 
 namespace tandem::nn {
 namespace {
@@ -37,15 +38,8 @@ void train_steps(TrainingRun& run, Generator& data, int steps) {
 
 class Checkpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tandem_checkpoint_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path() const { return (dir_ / "ckpt.safetensors").string(); }
-  fs::path dir_;
+  std::string path() const { return dir_.file("ckpt.safetensors"); }
+  testing::TempDir dir_;
 };
 
 TEST_F(Checkpoint, ResumedRunContinuesExactly) {
@@ -87,9 +81,10 @@ TEST_F(Checkpoint, MismatchedOrMissingSidecarIsAnError) {
   Generator data(3);
   train_steps(run, data, 1);
   save_checkpoint(path(), *run.model, *run.optimizer, {});
-  fs::copy_file(sidecar_path(path()), dir_ / "old.state");
+  fs::copy_file(sidecar_path(path()), dir_.path() / "old.state");
   save_checkpoint(path(), *run.model, *run.optimizer, {});
-  fs::copy_file(dir_ / "old.state", sidecar_path(path()), fs::copy_options::overwrite_existing);
+  fs::copy_file(dir_.path() / "old.state", sidecar_path(path()),
+                fs::copy_options::overwrite_existing);
   try {
     load_checkpoint(path(), *run.model, *run.optimizer);
     FAIL();

@@ -6,6 +6,7 @@
 
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
+#include "tests/support/temp_dir.h"
 
 namespace tandem::nn {
 namespace {
@@ -14,14 +15,7 @@ namespace fs = std::filesystem;
 
 class Safetensors : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tandem_safetensors_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
   static std::string read_bytes(const std::string& file) {
     std::ifstream in(file, std::ios::binary);
@@ -45,7 +39,7 @@ class Safetensors : public ::testing::Test {
     return bytes + header + data;
   }
 
-  fs::path dir_;
+  testing::TempDir dir_;
 };
 
 TEST_F(Safetensors, ModelRoundTripIsBitExact) {
@@ -66,7 +60,7 @@ TEST_F(Safetensors, ModelRoundTripIsBitExact) {
     const Tensor x = a[i].second.contiguous(), y = b[i].second.contiguous();
     EXPECT_EQ(std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()), 0) << a[i].first;
   }
-  EXPECT_EQ(fs::directory_iterator(dir_)->path().filename(), "model.safetensors")
+  EXPECT_EQ(fs::directory_iterator(dir_.path())->path().filename(), "model.safetensors")
       << "no temporary left behind";
 }
 
