@@ -1,0 +1,78 @@
+#include "data/cifar10.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+namespace tandem::data {
+namespace {
+
+// Bytes to read from one file: all its records, or fewer when the limit is reached.
+int64_t checked_record_count(const std::string& file, bool official_sizes) {
+  std::error_code error;
+  const auto bytes = static_cast<int64_t>(std::filesystem::file_size(file, error));
+  TANDEM_CHECK(!error, "[cifar10] cannot read ", file, ": ", error.message(),
+               " (scripts/get_cifar10.sh puts the data set in ./data)");
+  TANDEM_CHECK(bytes % kCifarRecordBytes == 0 && bytes > 0, "[cifar10] ", file, " has ", bytes,
+               " bytes, not a positive multiple of ", kCifarRecordBytes,
+               " (1 label + 3,072 pixel bytes): truncated or not the CIFAR-10 binary version");
+  const int64_t records = bytes / kCifarRecordBytes;
+  TANDEM_CHECK(!official_sizes || records == kCifarRecordsPerFile, "[cifar10] ", file, " holds ",
+               records, " records, expected ", kCifarRecordsPerFile, " (",
+               kCifarRecordsPerFile * kCifarRecordBytes, " bytes): truncated?");
+  return records;
+}
+
+}  // namespace
+
+CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t limit,
+                                bool official_sizes) {
+  TANDEM_CHECK(limit >= 0, "[cifar10] limit must be >= 0, got ", limit);
+  std::vector<int64_t> counts;
+  int64_t total = 0;
+  for (const std::string& file : files) {
+    counts.push_back(checked_record_count(file, official_sizes));
+    total += counts.back();
+  }
+  const int64_t wanted = limit > 0 ? std::min(limit, total) : total;
+  CifarDataset dataset{empty({wanted, 3, 32, 32}, {.dtype = DType::UInt8}),
+                       empty({wanted}, {.dtype = DType::Int64})};
+  uint8_t* images = dataset.images.data<uint8_t>();
+  int64_t* labels = dataset.labels.data<int64_t>();
+  std::vector<char> record(static_cast<size_t>(kCifarRecordBytes));
+  int64_t filled = 0;
+  for (size_t f = 0; f < files.size() && filled < wanted; ++f) {
+    std::ifstream in(files[f], std::ios::binary);
+    TANDEM_CHECK(in.good(), "[cifar10] cannot open ", files[f], ": ", std::strerror(errno));
+    for (int64_t r = 0; r < counts[f] && filled < wanted; ++r, ++filled) {
+      TANDEM_CHECK(in.read(record.data(), kCifarRecordBytes), "[cifar10] ", files[f],
+                   " ended inside record ", r);
+      const auto label = static_cast<uint8_t>(record[0]);
+      TANDEM_CHECK(label < kCifarClasses, "[cifar10] ", files[f], ": record ", r, " has label ",
+                   int(label), ", expected 0-9 (CIFAR-100 or another file?)");
+      labels[filled] = label;
+      std::memcpy(images + filled * kCifarImageBytes, record.data() + 1, kCifarImageBytes);
+    }
+  }
+  return dataset;
+}
+
+CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit) {
+  std::vector<std::string> files;
+  if (split == CifarSplit::Train) {
+    for (int i = 1; i <= 5; ++i)
+      files.push_back(folder + "/data_batch_" + std::to_string(i) + ".bin");
+  } else {
+    files.push_back(folder + "/test_batch.bin");
+  }
+  return read_cifar10_files(files, limit, /*official_sizes=*/true);
+}
+
+const std::vector<std::string>& cifar10_class_names() {
+  static const std::vector<std::string> names = {
+      "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
+  return names;
+}
+
+}  // namespace tandem::data

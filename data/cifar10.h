@@ -1,0 +1,39 @@
+#pragma once
+/// The CIFAR-10 binary format: files of 3,073-byte records (1 label byte, then 1,024 red,
+/// 1,024 green and 1,024 blue bytes of a 32×32 image, row-major). data_batch_1..5.bin are the
+/// training set, test_batch.bin the test set; the official files hold 10,000 records each.
+
+#include <string>
+#include <vector>
+
+#include "engine/tandem.h"
+
+namespace tandem::data {
+
+constexpr int64_t kCifarImageBytes = 3 * 32 * 32;
+constexpr int64_t kCifarRecordBytes = 1 + kCifarImageBytes;
+constexpr int64_t kCifarRecordsPerFile = 10000;
+constexpr int64_t kCifarClasses = 10;
+
+/// Images and labels in host memory.
+struct CifarDataset {
+  Tensor images;  ///< (N, 3, 32, 32) uint8
+  Tensor labels;  ///< (N) int64 in [0, 10)
+  int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
+};
+
+enum class CifarSplit { Train, Test };
+
+/// Reads a split from the folder holding the .bin files (e.g. data/cifar-10-batches-bin).
+/// `limit` > 0 keeps only the first `limit` images (quick runs). A missing, truncated or
+/// foreign file is an error naming the file and what was expected.
+CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit = 0);
+
+/// Reads the given files in order. With `official_sizes`, each must hold exactly 10,000 records.
+CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t limit,
+                                bool official_sizes);
+
+/// The ten class names, by label.
+const std::vector<std::string>& cifar10_class_names();
+
+}  // namespace tandem::data

@@ -1,0 +1,67 @@
+#pragma once
+/// Samplers: which data-set indices an epoch visits, in which order. Each is a pure function
+/// of the epoch, so any epoch can be replayed (resume) and every rank agrees without talking.
+
+#include <cstdint>
+#include <vector>
+
+namespace tandem::data {
+
+class Sampler {
+ public:
+  virtual ~Sampler() = default;
+  virtual std::vector<int64_t> indices(int64_t epoch) const = 0;
+  /// Number of indices per epoch.
+  virtual int64_t size() const = 0;
+};
+
+/// 0, 1, …, n − 1 every epoch.
+class SequentialSampler final : public Sampler {
+ public:
+  explicit SequentialSampler(int64_t n);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return n_; }
+
+ private:
+  int64_t n_;
+};
+
+/// A permutation of 0 … n − 1 drawn from (seed, epoch): reshuffled every epoch, reproducible.
+class RandomSampler final : public Sampler {
+ public:
+  RandomSampler(int64_t n, uint64_t seed);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return n_; }
+
+ private:
+  int64_t n_;
+  uint64_t seed_;
+};
+
+struct DistributedSamplerConfig {
+  int64_t num_replicas = 1;
+  int64_t rank = 0;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+};
+
+/// torch.utils.data.DistributedSampler: every rank gets the same number of indices. Without
+/// drop_last the permuted list is padded by repeating its start so the union covers the data set;
+/// with drop_last its tail is dropped instead. Rank r takes positions r, r + R, r + 2R, …
+class DistributedSampler final : public Sampler {
+ public:
+  DistributedSampler(int64_t n, const DistributedSamplerConfig& config);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override { return per_rank_; }
+
+ private:
+  int64_t n_;
+  DistributedSamplerConfig config_;
+  int64_t per_rank_;
+};
+
+/// The permutation RandomSampler and DistributedSampler share (Fisher–Yates on Generator(seed)).
+std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
+
+}  // namespace tandem::data

@@ -1,0 +1,91 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "data/cifar10.h"
+#include "tests/support/temp_dir.h"
+
+namespace tandem::data {
+namespace {
+
+// Writes records whose label is `first_label + i` (mod 10) and whose pixels are all `i`.
+void write_records(const std::string& path, int64_t count, int first_label = 0) {
+  std::ofstream out(path, std::ios::binary);
+  for (int64_t i = 0; i < count; ++i) {
+    out.put(static_cast<char>((first_label + i) % 10));
+    out << std::string(kCifarImageBytes, static_cast<char>(i % 256));
+  }
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Cifar10, ReadsGeneratedFilesInOrder) {
+  testing::TempDir dir;
+  write_records(dir.file("a.bin"), 3, 0);
+  write_records(dir.file("b.bin"), 2, 7);
+  const CifarDataset data = read_cifar10_files({dir.file("a.bin"), dir.file("b.bin")}, 0, false);
+  EXPECT_EQ(data.images.shape(), (Shape{5, 3, 32, 32}));
+  EXPECT_EQ(data.labels.to_vector<int64_t>(), (std::vector<int64_t>{0, 1, 2, 7, 8}));
+  const auto pixels = data.images.to_vector<uint8_t>();
+  EXPECT_EQ(pixels[2 * kCifarImageBytes + 100], 2);  // third image of a.bin
+  EXPECT_EQ(pixels[4 * kCifarImageBytes], 1);        // second image of b.bin
+  EXPECT_EQ(read_cifar10_files({dir.file("a.bin"), dir.file("b.bin")}, 4, false).size(), 4);
+}
+
+TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
+  testing::TempDir dir;
+  write_records(dir.file("good.bin"), 2);
+  std::filesystem::resize_file(dir.file("good.bin"), 2 * kCifarRecordBytes - 1);
+  EXPECT_NE(error_of([&] {
+              read_cifar10_files({dir.file("good.bin")}, 0, false);
+            }).find("not a positive multiple of 3073"),
+            std::string::npos);
+  write_records(dir.file("small.bin"), 3);
+  EXPECT_NE(error_of([&] {
+              read_cifar10_files({dir.file("small.bin")}, 0, true);
+            }).find("holds 3 records, expected 10000"),
+            std::string::npos);
+  {
+    std::ofstream out(dir.file("label.bin"), std::ios::binary);
+    out.put(static_cast<char>(42));
+    out << std::string(kCifarImageBytes, '\0');
+  }
+  EXPECT_NE(error_of([&] {
+              read_cifar10_files({dir.file("label.bin")}, 0, false);
+            }).find("record 0 has label 42, expected 0-9"),
+            std::string::npos);
+  const std::string missing =
+      error_of([&] { read_cifar10(dir.file("nowhere"), CifarSplit::Test); });
+  EXPECT_NE(missing.find("test_batch.bin"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("get_cifar10.sh"), std::string::npos) << missing;
+}
+
+TEST(Cifar10, RealDataSetWhenPresent) {
+  const std::string folder = TANDEM_CIFAR10_DIR;
+  if (!std::filesystem::exists(folder + "/test_batch.bin")) {
+    GTEST_SKIP() << "no CIFAR-10 at " << folder << " (scripts/get_cifar10.sh)";
+  }
+  const CifarDataset train = read_cifar10(folder, CifarSplit::Train);
+  const CifarDataset test = read_cifar10(folder, CifarSplit::Test);
+  ASSERT_EQ(train.size(), 50000);
+  ASSERT_EQ(test.size(), 10000);
+  EXPECT_EQ(train.labels.to_vector<int64_t>()[0], 6);
+  EXPECT_EQ(cifar10_class_names()[6], "frog");
+  for (const auto& [data, per_class] : {std::pair{&train, 5000}, std::pair{&test, 1000}}) {
+    std::vector<int> counts(10, 0);
+    for (int64_t label : data->labels.to_vector<int64_t>()) ++counts[static_cast<size_t>(label)];
+    EXPECT_EQ(counts, std::vector<int>(10, per_class));
+  }
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, 100).size(), 100);
+}
+
+}  // namespace
+}  // namespace tandem::data

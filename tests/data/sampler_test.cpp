@@ -1,0 +1,97 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "data/sampler.h"
+#include "engine/error.h"
+
+namespace tandem::data {
+namespace {
+
+TEST(Sampler, SequentialAndRandom) {
+  EXPECT_EQ(SequentialSampler(4).indices(3), (std::vector<int64_t>{0, 1, 2, 3}));
+  const RandomSampler sampler(100, 7);
+  const auto epoch0 = sampler.indices(0);
+  auto sorted = epoch0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, SequentialSampler(100).indices(0));  // a permutation
+  EXPECT_EQ(epoch0, RandomSampler(100, 7).indices(0));   // reproducible
+  EXPECT_NE(epoch0, sampler.indices(1));                 // reshuffled each epoch
+  EXPECT_NE(epoch0, RandomSampler(100, 8).indices(0));   // depends on the seed
+}
+
+// Checks PyTorch's DistributedSampler properties for one (n, world, drop_last) case.
+void check_partition(int64_t n, int64_t world, bool drop_last, bool shuffle) {
+  const int64_t per_rank = drop_last ? n / world : (n + world - 1) / world;
+  std::vector<int64_t> all;
+  for (int64_t epoch = 0; epoch < 3; ++epoch) {
+    all.clear();
+    for (int64_t rank = 0; rank < world; ++rank) {
+      const DistributedSampler sampler(n, {.num_replicas = world,
+                                           .rank = rank,
+                                           .shuffle = shuffle,
+                                           .seed = 3,
+                                           .drop_last = drop_last});
+      const auto mine = sampler.indices(epoch);
+      ASSERT_EQ(static_cast<int64_t>(mine.size()), per_rank)
+          << n << "/" << world << " rank " << rank;
+      ASSERT_EQ(sampler.size(), per_rank);
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    const std::set<int64_t> distinct(all.begin(), all.end());
+    for (int64_t index : all) ASSERT_TRUE(index >= 0 && index < n);
+    if (drop_last) {
+      EXPECT_EQ(static_cast<int64_t>(distinct.size()), per_rank * world) << "no index twice";
+    } else {
+      EXPECT_EQ(static_cast<int64_t>(distinct.size()), n) << "the union covers the data set";
+      EXPECT_EQ(static_cast<int64_t>(all.size()) - n, per_rank * world - n)
+          << "only padding repeats";
+    }
+  }
+}
+
+TEST(DistributedSampler, PartitionsForSeveralWorldSizes) {
+  for (int64_t world : {1, 2, 3, 4, 8}) {
+    for (int64_t n : {8, 10, 13, 50}) {
+      for (bool drop_last : {false, true}) {
+        check_partition(n, world, drop_last, true);
+        check_partition(n, world, drop_last, false);
+      }
+    }
+  }
+}
+
+TEST(DistributedSampler, MatchesPyTorchWithoutShuffle) {
+  // torch: DistributedSampler(range(10), num_replicas=4, rank=r, shuffle=False) → padded to 12.
+  const auto rank = [](int64_t r, bool drop) {
+    return DistributedSampler(10,
+                              {.num_replicas = 4, .rank = r, .shuffle = false, .drop_last = drop})
+        .indices(0);
+  };
+  EXPECT_EQ(rank(0, false), (std::vector<int64_t>{0, 4, 8}));
+  EXPECT_EQ(rank(1, false), (std::vector<int64_t>{1, 5, 9}));
+  EXPECT_EQ(rank(2, false), (std::vector<int64_t>{2, 6, 0}));
+  EXPECT_EQ(rank(3, false), (std::vector<int64_t>{3, 7, 1}));
+  EXPECT_EQ(rank(3, true), (std::vector<int64_t>{3, 7}));
+}
+
+TEST(DistributedSampler, RanksAgreeOnTheEpochsShuffle) {
+  const DistributedSampler r0(20, {.num_replicas = 2, .rank = 0, .seed = 5});
+  const DistributedSampler r1(20, {.num_replicas = 2, .rank = 1, .seed = 5});
+  EXPECT_NE(r0.indices(0), r0.indices(1));
+  std::set<int64_t> epoch1;
+  for (int64_t i : r0.indices(1)) epoch1.insert(i);
+  for (int64_t i : r1.indices(1)) epoch1.insert(i);
+  EXPECT_EQ(epoch1.size(), 20u);
+}
+
+TEST(DistributedSampler, BadArguments) {
+  EXPECT_THROW(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), Error);
+  EXPECT_THROW(DistributedSampler(10, {.num_replicas = 0}), Error);
+  EXPECT_THROW(DistributedSampler(3, {.num_replicas = 4, .rank = 0, .drop_last = true}), Error);
+  EXPECT_THROW(DistributedSampler(0, {}), Error);
+}
+
+}  // namespace
+}  // namespace tandem::data
