@@ -1,0 +1,124 @@
+#include "data/data_loader.h"
+
+namespace tandem::data {
+
+DataLoader::DataLoader(std::shared_ptr<const CifarDataset> dataset,
+                       std::shared_ptr<const Sampler> sampler, const DataLoaderConfig& config)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), config_(config) {
+  TANDEM_CHECK(dataset_ && sampler_, "[DataLoader] needs a data set and a sampler");
+  TANDEM_CHECK(config.batch_size >= 1 && config.workers >= 0 && config.prefetch >= 1,
+               "[DataLoader] needs batch_size >= 1, workers >= 0, prefetch >= 1");
+  for (int i = 0; i < config.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+int64_t DataLoader::batches_per_epoch() const {
+  const int64_t n = sampler_->size();
+  return config_.drop_last ? n / config_.batch_size
+                           : (n + config_.batch_size - 1) / config_.batch_size;
+}
+
+void DataLoader::start_epoch(int64_t epoch) {
+  const std::vector<int64_t> order = sampler_->indices(epoch);
+  std::vector<std::vector<int64_t>> batches;
+  for (int64_t b = 0; b < batches_per_epoch(); ++b) {
+    const auto begin = order.begin() + b * config_.batch_size;
+    const auto end = order.begin() + std::min<int64_t>((b + 1) * config_.batch_size, order.size());
+    batches.emplace_back(begin, end);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    epoch_ = epoch;
+    batch_indices_ = std::move(batches);
+    next_to_build_ = 0;
+    next_to_deliver_ = 0;
+    ready_.clear();  // a worker still building an old batch drops it (epoch check)
+  }
+  work_ready_.notify_all();
+}
+
+Batch DataLoader::build(int64_t epoch, int64_t batch_number,
+                        const std::vector<int64_t>& indices) const {
+  // Note [Loader determinism]
+  Generator generator(config_.seed * 0x9E3779B97F4A7C15ull +
+                      static_cast<uint64_t>(epoch) * 1000003ull +
+                      static_cast<uint64_t>(batch_number));
+  return make_batch(*dataset_, indices, config_.transform, generator);
+}
+
+void DataLoader::worker_loop() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    work_ready_.wait(lock, [this] {
+      return stopping_ || (next_to_build_ < static_cast<int64_t>(batch_indices_.size()) &&
+                           next_to_build_ < next_to_deliver_ + config_.prefetch);
+    });
+    if (stopping_) return;
+    const int64_t epoch = epoch_;
+    const int64_t number = next_to_build_++;
+    const std::vector<int64_t> indices = batch_indices_[static_cast<size_t>(number)];
+    lock.unlock();
+    Slot slot;
+    try {
+      slot.batch = build(epoch, number, indices);
+    } catch (...) {
+      slot.error = std::current_exception();
+    }
+    lock.lock();
+    if (epoch == epoch_ && number >= next_to_deliver_) {
+      ready_[number] = std::move(slot);
+      batch_ready_.notify_all();
+    }
+  }
+}
+
+std::optional<Batch> DataLoader::next() {
+  std::unique_lock lock(mutex_);
+  TANDEM_CHECK(epoch_ >= 0, "[DataLoader] call start_epoch() before next()");
+  if (next_to_deliver_ >= static_cast<int64_t>(batch_indices_.size())) return std::nullopt;
+  const int64_t number = next_to_deliver_;
+  Slot slot;
+  if (workers_.empty()) {
+    lock.unlock();
+    slot.batch = build(epoch_, number, batch_indices_[static_cast<size_t>(number)]);
+    lock.lock();
+  } else {
+    batch_ready_.wait(lock, [&] { return ready_.count(number) > 0; });
+    slot = std::move(ready_.at(number));
+    ready_.erase(number);
+  }
+  ++next_to_deliver_;
+  lock.unlock();
+  work_ready_.notify_all();  // room for one more prefetched batch
+  if (slot.error) std::rethrow_exception(slot.error);
+  Batch batch = std::move(*slot.batch);
+  if (config_.device != Device::cpu()) {
+    batch.images = batch.images.to(config_.device);
+    batch.labels = batch.labels.to(config_.device);
+  }
+  return batch;
+}
+
+CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {
+  TANDEM_CHECK(size >= 1, "[synthetic_cifar10] size must be >= 1");
+  CifarDataset data{empty({size, 3, 32, 32}, {.dtype = DType::UInt8}),
+                    empty({size}, {.dtype = DType::Int64})};
+  Generator generator(seed);
+  uint8_t* pixels = data.images.data<uint8_t>();
+  for (int64_t i = 0; i < size * kCifarImageBytes; ++i)
+    pixels[i] = static_cast<uint8_t>(generator.next_u64());
+  int64_t* labels = data.labels.data<int64_t>();
+  for (int64_t i = 0; i < size; ++i)
+    labels[i] = static_cast<int64_t>(generator.next_u64() % kCifarClasses);
+  return data;
+}
+
+}  // namespace tandem::data

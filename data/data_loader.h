@@ -1,0 +1,76 @@
+#pragma once
+/// DataLoader: worker threads assemble and augment batches ahead of the consumer.
+///
+/// Note [Loader determinism]: batch k of epoch e is built with Generator(seed, e, k) from the
+/// sampler's indices for epoch e, whichever worker builds it, so a run is reproducible for any
+/// number of workers, and batches arrive strictly in order.
+
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "data/sampler.h"
+#include "data/transforms.h"
+
+namespace tandem::data {
+
+struct DataLoaderConfig {
+  int64_t batch_size = 128;
+  int workers = 2;         ///< 0: batches are built on the consumer's thread
+  int prefetch = 4;        ///< batches built ahead of the consumer, at most
+  bool drop_last = false;  ///< drop a short last batch
+  TransformOptions transform;
+  uint64_t seed = 0;
+  Device device = Device::cpu();  ///< where next() delivers the batch
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const CifarDataset> dataset, std::shared_ptr<const Sampler> sampler,
+             const DataLoaderConfig& config);
+  /// Stops the workers, also in the middle of an epoch.
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Starts (or restarts) epoch `epoch`; batches of an unfinished epoch are discarded.
+  void start_epoch(int64_t epoch);
+  /// The next batch of the epoch, or nothing at its end. A worker's error is re-thrown here.
+  std::optional<Batch> next();
+  int64_t batches_per_epoch() const;
+
+ private:
+  struct Slot {
+    std::optional<Batch> batch;
+    std::exception_ptr error;
+  };
+
+  void worker_loop();
+  Batch build(int64_t epoch, int64_t batch_number, const std::vector<int64_t>& indices) const;
+
+  std::shared_ptr<const CifarDataset> dataset_;
+  std::shared_ptr<const Sampler> sampler_;
+  DataLoaderConfig config_;
+
+  std::mutex mutex_;  // guards everything below
+  std::condition_variable work_ready_;
+  std::condition_variable batch_ready_;
+  int64_t epoch_ = -1;
+  std::vector<std::vector<int64_t>> batch_indices_;  ///< this epoch's batches
+  int64_t next_to_build_ = 0;
+  int64_t next_to_deliver_ = 0;
+  std::map<int64_t, Slot> ready_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+/// Random images and labels with CIFAR-10's shapes, for benchmarks: the same loader path as the
+/// real data.
+CifarDataset synthetic_cifar10(int64_t size, uint64_t seed);
+
+}  // namespace tandem::data

@@ -1,0 +1,111 @@
+#include <gtest/gtest.h>
+
+#include "data/data_loader.h"
+
+namespace tandem::data {
+namespace {
+
+std::shared_ptr<const CifarDataset> synthetic(int64_t n) {
+  return std::make_shared<const CifarDataset>(synthetic_cifar10(n, 1));
+}
+
+std::vector<Batch> whole_epoch(DataLoader& loader, int64_t epoch) {
+  loader.start_epoch(epoch);
+  std::vector<Batch> batches;
+  while (auto batch = loader.next()) batches.push_back(std::move(*batch));
+  return batches;
+}
+
+// A sampler that hands out an index outside the data set, to make a worker fail.
+class BrokenSampler final : public Sampler {
+ public:
+  std::vector<int64_t> indices(int64_t) const override { return {0, 1, 2, 3, 999}; }
+  int64_t size() const override { return 5; }
+};
+
+TEST(DataLoader, DeliversTheSamplersOrderInBatches) {
+  const auto data = synthetic(10);
+  const auto sampler = std::make_shared<RandomSampler>(10, 4);
+  DataLoader loader(data, sampler, {.batch_size = 4, .workers = 2, .transform = eval_transform()});
+  EXPECT_EQ(loader.batches_per_epoch(), 3);
+  const auto batches = whole_epoch(loader, 2);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[2].labels.size(0), 2);  // the short last batch is kept
+  std::vector<int64_t> labels;
+  for (const Batch& batch : batches) {
+    for (int64_t label : batch.labels.to_vector<int64_t>()) labels.push_back(label);
+  }
+  const auto all_labels = data->labels.to_vector<int64_t>();
+  std::vector<int64_t> expected;
+  for (int64_t index : sampler->indices(2))
+    expected.push_back(all_labels[static_cast<size_t>(index)]);
+  EXPECT_EQ(labels, expected);
+}
+
+TEST(DataLoader, DropLastDropsTheShortBatch) {
+  DataLoader loader(synthetic(10), std::make_shared<SequentialSampler>(10),
+                    {.batch_size = 4, .workers = 1, .drop_last = true});
+  EXPECT_EQ(whole_epoch(loader, 0).size(), 2u);
+}
+
+TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
+  // Note [Loader determinism]: augmentation included.
+  const auto data = synthetic(40);
+  const auto sampler = std::make_shared<RandomSampler>(40, 9);
+  std::vector<std::vector<float>> reference;
+  for (int workers : {0, 1, 3}) {
+    DataLoader loader(data, sampler,
+                      {.batch_size = 8, .workers = workers, .prefetch = 2, .seed = 5});
+    std::vector<std::vector<float>> images;
+    for (const Batch& batch : whole_epoch(loader, 1))
+      images.push_back(batch.images.to_vector<float>());
+    if (reference.empty()) {
+      reference = images;
+    } else {
+      EXPECT_EQ(images, reference) << workers << " workers";
+    }
+  }
+  DataLoader other_epoch(data, sampler, {.batch_size = 8, .workers = 2, .seed = 5});
+  EXPECT_NE(whole_epoch(other_epoch, 2)[0].images.to_vector<float>(), reference[0]);
+}
+
+TEST(DataLoader, StopsCleanlyMidEpochAndRestarts) {
+  const auto data = synthetic(200);
+  auto loader =
+      std::make_unique<DataLoader>(data, std::make_shared<SequentialSampler>(200),
+                                   DataLoaderConfig{.batch_size = 10, .workers = 2, .prefetch = 3});
+  loader->start_epoch(0);
+  ASSERT_TRUE(loader->next().has_value());
+  loader->start_epoch(1);  // abandon epoch 0 halfway
+  EXPECT_EQ(whole_epoch(*loader, 1).size(), 20u);
+  loader->start_epoch(2);
+  ASSERT_TRUE(loader->next().has_value());
+  loader.reset();  // destroyed with batches in flight: must not hang
+}
+
+TEST(DataLoader, WorkerErrorsReachTheConsumer) {
+  DataLoader loader(synthetic(10), std::make_shared<BrokenSampler>(),
+                    {.batch_size = 2, .workers = 2});
+  loader.start_epoch(0);
+  ASSERT_TRUE(loader.next().has_value());
+  ASSERT_TRUE(loader.next().has_value());
+  try {
+    loader.next();
+    FAIL() << "expected the worker's error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[make_batch] index 999"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(DataLoader(synthetic(4), std::make_shared<SequentialSampler>(4), {.batch_size = 0}),
+               Error);
+}
+
+TEST(DataLoader, DeliversToTheRequestedDevice) {
+  DataLoader loader(synthetic(4), std::make_shared<SequentialSampler>(4),
+                    {.batch_size = 4, .workers = 1, .device = Device::cpu(1)});
+  const auto batches = whole_epoch(loader, 0);
+  EXPECT_EQ(batches[0].images.device(), Device::cpu(1));
+  EXPECT_EQ(batches[0].labels.device(), Device::cpu(1));
+}
+
+}  // namespace
+}  // namespace tandem::data
