@@ -1,6 +1,9 @@
 // Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
 // cached per shape. Statistics are per channel over (N, H, W).
 
+#include <bit>
+#include <cstdint>
+
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
 #include "engine/ops/factory.h"
@@ -44,7 +47,9 @@ BatchNormPrimitives create(const Shape& x, float eps) {
 
 std::shared_ptr<const BatchNormPrimitives> primitives_for(const Shape& x, float eps) {
   static ctx::PrimitiveCache<BatchNormPrimitives> cache;
-  return cache.get(shape_str(x) + "eps" + std::to_string(eps), [&] { return create(x, eps); });
+  // eps by its bits: std::to_string prints 6 decimals, so 1e-7 and 1e-8 would share a primitive.
+  const std::string key = shape_str(x) + "eps" + std::to_string(std::bit_cast<uint32_t>(eps));
+  return cache.get(key, [&] { return create(x, eps); });
 }
 
 }  // namespace

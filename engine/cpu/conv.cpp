@@ -1,12 +1,23 @@
 // Convolution through oneDNN: forward, backward-data and backward-weights
 // primitives, created once per shape and cached.
 //
-// Note [oneDNN layouts]: tensors stay in plain NCHW / KCRS. Forward and
-// backward-data run on those layouts directly. Backward-weights lets oneDNN
-// choose blocked layouts (format_tag::any) and pays for reorders, because its
-// plain-layout implementation (gemm:jit) took ~46 ms per call at N=128, 16
-// channels, 32x32 (AVX-512, 2 threads): forward+backward went from 64 ms to
-// 26 ms with the blocked one, reorders included (bench_conv2d, 2026-11-22).
+// Note [oneDNN layouts]: tensors stay in plain NCHW / KCRS between ops, but all
+// three primitives let oneDNN choose their layouts (format_tag::any), and each
+// call reorders its inputs in and its output back. On plain layouts oneDNN 2.6
+// picks gemm:jit (im2col); with `any` it picks jit:avx512_core on blocked
+// layouts, which wins at every ResNet-20 shape even with the reorders
+// (bench_conv2d, N=128, 2 threads, AVX-512, medians of 3, same session, 2026-11-22;
+// Note [Benchmark allocator] there says why it keeps glibc from trimming):
+//
+//   channels, pixels      16, 32x32      32, 16x16      64, 8x8
+//   forward    plain      12.1 ms        6.3 ms         5.1 ms
+//              blocked    4.8 ms         2.9 ms         2.5 ms
+//   fwd + bwd  plain      29.2 ms        18.5 ms        15.0 ms
+//              blocked    17.5 ms        11.8 ms        9.3 ms
+//
+// ("plain" there already had backward-weights blocked: on plain layouts it
+// alone took ~46 ms at 16 channels.) Keeping activations blocked between layers
+// would save the reorders too, but would make every other op layout-aware.
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
@@ -29,9 +40,9 @@ struct ConvPrimitives {
 // x: (N, C, H, W), w: (K, C, R, S), y: (N, K, P, Q)
 ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_bias,
                       const Conv2dOptions& options) {
-  const memory::desc x_md = ctx::plain_desc(x);
-  const memory::desc w_md = ctx::plain_desc(w);
-  const memory::desc y_md = ctx::plain_desc(y);
+  const memory::desc x_md = ctx::any_desc(x);
+  const memory::desc w_md = ctx::any_desc(w);
+  const memory::desc y_md = ctx::any_desc(y);
   const memory::desc b_md = has_bias ? ctx::plain_desc({w[0]}) : memory::desc();
   const memory::dims strides = {options.stride, options.stride};
   const memory::dims padding = {options.padding, options.padding};
@@ -46,13 +57,9 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
   dnnl::convolution_backward_data::primitive_desc backward_data_pd(
       dnnl::convolution_backward_data::desc(algorithm, x_md, w_md, y_md, strides, padding, padding),
       attr, engine, forward_pd);
-  const auto any = [](const Shape& shape) {
-    return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
-                        memory::format_tag::any);
-  };
   dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
-      dnnl::convolution_backward_weights::desc(algorithm, any(x), any(w), b_md, any(y), strides,
-                                               padding, padding),
+      dnnl::convolution_backward_weights::desc(algorithm, x_md, w_md, b_md, y_md, strides, padding,
+                                               padding),
       attr, engine, forward_pd);
   return {forward_pd,          dnnl::convolution_forward(forward_pd),
           backward_data_pd,    dnnl::convolution_backward_data(backward_data_pd),
@@ -72,19 +79,29 @@ std::shared_ptr<const ConvPrimitives> primitives_for(const Shape& x, const Shape
 void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                 const Conv2dOptions& options, Tensor& y) {
   const auto p = primitives_for(x.shape(), w.shape(), y.shape(), bias.defined(), options);
+  const auto& pd = p->forward_pd;
+  Tensor x_holder, w_holder, y_holder;  // blocked copies (Note [oneDNN layouts])
+  const memory y_memory = ctx::output_in_layout(y, pd.dst_desc(), y_holder);
   std::unordered_map<int, memory> args = {
-      {DNNL_ARG_SRC, ctx::wrap(x)}, {DNNL_ARG_WEIGHTS, ctx::wrap(w)}, {DNNL_ARG_DST, ctx::wrap(y)}};
+      {DNNL_ARG_SRC, ctx::as_layout(x, pd.src_desc(), x_holder)},
+      {DNNL_ARG_WEIGHTS, ctx::as_layout(w, pd.weights_desc(), w_holder)},
+      {DNNL_ARG_DST, y_memory}};
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, ctx::wrap(bias));
-  ctx::execute(p->forward, p->forward_pd.scratchpad_desc(), std::move(args));
+  ctx::execute(p->forward, pd.scratchpad_desc(), std::move(args));
+  ctx::copy_to_plain(y_memory, y);
 }
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
                                        const Conv2dOptions& options, Tensor& grad_x) {
   const auto p = primitives_for(grad_x.shape(), w.shape(), grad_y.shape(), false, options);
-  ctx::execute(p->backward_data, p->backward_data_pd.scratchpad_desc(),
-               {{DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
-                {DNNL_ARG_WEIGHTS, ctx::wrap(w)},
-                {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)}});
+  const auto& pd = p->backward_data_pd;
+  Tensor grad_y_holder, w_holder, grad_x_holder;  // blocked copies (Note [oneDNN layouts])
+  const memory grad_x_memory = ctx::output_in_layout(grad_x, pd.diff_src_desc(), grad_x_holder);
+  ctx::execute(p->backward_data, pd.scratchpad_desc(),
+               {{DNNL_ARG_DIFF_DST, ctx::as_layout(grad_y, pd.diff_dst_desc(), grad_y_holder)},
+                {DNNL_ARG_WEIGHTS, ctx::as_layout(w, pd.weights_desc(), w_holder)},
+                {DNNL_ARG_DIFF_SRC, grad_x_memory}});
+  ctx::copy_to_plain(grad_x_memory, grad_x);
 }
 
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
@@ -93,7 +110,7 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
   const bool has_bias = grad_bias.defined();
   const auto p = primitives_for(x.shape(), grad_w.shape(), grad_y.shape(), has_bias, options);
   const auto& pd = p->backward_weights_pd;
-  Tensor x_holder, grad_y_holder, grad_w_holder;
+  Tensor x_holder, grad_y_holder, grad_w_holder;  // blocked copies (Note [oneDNN layouts])
   const memory grad_w_memory = ctx::output_in_layout(grad_w, pd.diff_weights_desc(), grad_w_holder);
   std::unordered_map<int, memory> args = {
       {DNNL_ARG_SRC, ctx::as_layout(x, pd.src_desc(), x_holder)},

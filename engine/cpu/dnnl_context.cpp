@@ -21,6 +21,11 @@ memory::desc plain_desc(const Shape& shape) {
                       tags[shape.size()]);
 }
 
+memory::desc any_desc(const Shape& shape) {
+  return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+                      memory::format_tag::any);
+}
+
 memory wrap(const memory::desc& desc, const Tensor& tensor) {
   return memory(desc, engine(), tensor.data_ptr());
 }

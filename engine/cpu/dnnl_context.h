@@ -6,6 +6,14 @@
 /// Note [oneDNN scratchpad]: primitives are created with a user-managed
 /// scratchpad and each call allocates its own, so two DataParallel replicas
 /// may run the same cached primitive at the same time.
+///
+/// Note [oneDNN thread count]: with the OpenMP runtime a primitive fixes its
+/// thread count when it is created (the calling thread's omp_get_max_threads())
+/// and runs with that count whatever the caller sets later. So the cache sets
+/// the OpenMP count from tandem::num_threads() before creating, and keys every
+/// entry by that count: a replica running with 1 thread must not reuse a
+/// primitive created for 8 (measured: it ran 8 OpenMP threads), nor the other
+/// way round.
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -15,6 +23,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "engine/cpu/parallel.h"
 #include "engine/tensor.h"
 
 namespace tandem::cpu::dnnl_context {
@@ -23,6 +32,8 @@ dnnl::engine& engine();
 
 /// float32 descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).
 dnnl::memory::desc plain_desc(const Shape& shape);
+/// float32 descriptor of `shape` that lets a primitive choose its layout (format_tag::any).
+dnnl::memory::desc any_desc(const Shape& shape);
 /// A oneDNN memory over the tensor's data (no copy).
 dnnl::memory wrap(const Tensor& tensor);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
@@ -43,14 +54,19 @@ const dnnl::primitive_attr& attributes();
 void execute(const dnnl::primitive& primitive, const dnnl::memory::desc& scratchpad,
              std::unordered_map<int, dnnl::memory> args);
 
-/// Primitives keyed by a string describing shapes and options; creation is slow, reuse is fast.
+/// Primitives keyed by a string describing shapes and options, and by the calling thread's
+/// tandem::num_threads() (Note [oneDNN thread count]); creation is slow, reuse is fast.
 template <typename Entry>
 class PrimitiveCache {
  public:
   std::shared_ptr<const Entry> get(const std::string& key, const std::function<Entry()>& create) {
+    const int threads = num_threads();
     std::lock_guard lock(mutex_);
-    auto& slot = entries_[key];
-    if (!slot) slot = std::make_shared<const Entry>(create());
+    auto& slot = entries_[std::to_string(threads) + "threads/" + key];
+    if (!slot) {
+      use_tandem_thread_count();  // create() reads the OpenMP count of this thread
+      slot = std::make_shared<const Entry>(create());
+    }
     return slot;
   }
 

@@ -68,7 +68,8 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dOptions& option
                                     Tensor& workspace) {
   const auto p = primitives_for(x.shape(), y.shape(), options);
   const memory::desc ws_md = p->forward_pd.workspace_desc();
-  workspace = empty({static_cast<int64_t>(ws_md.get_size())}, {.dtype = DType::UInt8});
+  workspace = empty({static_cast<int64_t>(ws_md.get_size())},
+                    {.dtype = DType::UInt8, .device = x.device()});
   ctx::execute(p->forward, p->forward_pd.scratchpad_desc(),
                {{DNNL_ARG_SRC, ctx::wrap(x)},
                 {DNNL_ARG_DST, ctx::wrap(y)},

@@ -16,7 +16,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   TANDEM_CHECK(x.size(1) == weight.size(1), "[conv2d] input has ", x.size(1),
                " channels but weight expects ", weight.size(1), " (weight shape ",
                shape_str(weight.shape()), ")");
-  if (bias.defined()) ops::check_shape("conv2d", "bias", bias, {weight.size(0)});
+  if (bias.defined()) {
+    ops::check_dtype("conv2d", "bias", bias, DType::Float32);
+    ops::check_shape("conv2d", "bias", bias, {weight.size(0)});
+  }
   TANDEM_CHECK(options.stride >= 1 && options.padding >= 0,
                "[conv2d] needs stride >= 1 and padding >= 0, got stride ", options.stride,
                " padding ", options.padding);

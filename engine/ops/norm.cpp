@@ -1,5 +1,7 @@
 #include "engine/ops/norm.h"
 
+#include <utility>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
@@ -19,11 +21,15 @@ void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   ops::check_dtype("batch_norm2d", "input", x, DType::Float32);
   ops::check_dim("batch_norm2d", "input", x, 4);
   const Shape channels = {x.size(1)};
-  if (gamma.defined()) ops::check_shape("batch_norm2d", "weight", gamma, channels);
-  if (beta.defined()) ops::check_shape("batch_norm2d", "bias", beta, channels);
-  if (running_mean.defined())
-    ops::check_shape("batch_norm2d", "running_mean", running_mean, channels);
-  if (running_var.defined()) ops::check_shape("batch_norm2d", "running_var", running_var, channels);
+  const std::pair<const char*, const Tensor*> per_channel[] = {{"weight", &gamma},
+                                                               {"bias", &beta},
+                                                               {"running_mean", &running_mean},
+                                                               {"running_var", &running_var}};
+  for (const auto& [name, t] : per_channel) {
+    if (!t->defined()) continue;  // all four are optional
+    ops::check_dtype("batch_norm2d", name, *t, DType::Float32);
+    ops::check_shape("batch_norm2d", name, *t, channels);
+  }
   TANDEM_CHECK(running_mean.defined() == running_var.defined(),
                "[batch_norm2d] give both running_mean and running_var, or neither");
   ops::check_same_device("batch_norm2d", {&x, &gamma, &beta, &running_mean, &running_var});

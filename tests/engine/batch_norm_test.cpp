@@ -1,5 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "engine/tandem.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
@@ -15,18 +22,54 @@ Tensor random(const Shape& shape, uint64_t seed, bool requires_grad = false, flo
   return randn(shape, generator, {.requires_grad = requires_grad}, mean);
 }
 
-TEST(BatchNorm, TrainingForwardMatchesReference) {
-  const Tensor x = random({4, 3, 5, 6}, 1, false, 2.0f);
-  const Tensor gamma = random({3}, 2);
-  const Tensor beta = random({3}, 3);
-  const Tensor y = batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true});
-  std::vector<float> mean, var;
-  const auto expected =
-      testing::reference_batch_norm(4, 3, 30, x.to_vector<float>(), gamma.to_vector<float>(),
-                                    beta.to_vector<float>(), 1e-5f, mean, var);
-  const auto actual = y.to_vector<float>();
-  for (size_t i = 0; i < actual.size(); ++i) ASSERT_NEAR(actual[i], expected[i], 1e-4f) << i;
+void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
+                  float tolerance, const std::string& what) {
+  ASSERT_EQ(actual.size(), expected.size()) << what;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0f + std::abs(expected[i])))
+        << what << " at " << i;
+  }
 }
+
+struct BatchNormShape {
+  int64_t n, c, h, w;
+};
+void PrintTo(const BatchNormShape& s, std::ostream* out) {
+  *out << "x [" << s.n << ", " << s.c << ", " << s.h << ", " << s.w << "]";
+}
+
+class BatchNormAgainstReference : public ::testing::TestWithParam<BatchNormShape> {};
+
+TEST_P(BatchNormAgainstReference, TrainingForwardAndBackward) {
+  const auto [n, c, h, w] = GetParam();
+  // Mean 2, not 0, so that statistics which assumed centred data would show.
+  const Tensor x = random({n, c, h, w}, 1, true, 2.0f);
+  const Tensor gamma = random({c}, 2, true, 1.0f);
+  const Tensor beta = random({c}, 3, true);
+  const Tensor y = batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true});
+  const auto xv = x.to_vector<float>(), gv = gamma.to_vector<float>();
+  std::vector<float> mean, var;
+  // Tolerance: float32 statistics over up to N·H·W = 192 values against a double reference.
+  expect_close(
+      y.to_vector<float>(),
+      testing::reference_batch_norm(n, c, h * w, xv, gv, beta.to_vector<float>(), 1e-5f, mean, var),
+      1e-4f, "forward");
+
+  const Tensor grad_y = random(y.shape(), 4);
+  sum(mul(y, grad_y)).backward();
+  std::vector<float> grad_x, grad_gamma, grad_beta;
+  testing::reference_batch_norm_backward(n, c, h * w, xv, gv, grad_y.to_vector<float>(), 1e-5f,
+                                         grad_x, grad_gamma, grad_beta);
+  expect_close(x.grad().to_vector<float>(), grad_x, 1e-4f, "grad input");
+  expect_close(gamma.grad().to_vector<float>(), grad_gamma, 1e-4f, "grad gamma");
+  expect_close(beta.grad().to_vector<float>(), grad_beta, 1e-4f, "grad beta");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormAgainstReference,
+                         ::testing::Values(BatchNormShape{3, 16, 8, 8},  // a ResNet-20 stage
+                                           BatchNormShape{1, 4, 5, 7},   // batch 1, odd sizes
+                                           BatchNormShape{4, 3, 5, 6},
+                                           BatchNormShape{8, 2, 1, 1}));  // after global pooling
 
 TEST(BatchNorm, RunningStatisticsFollowPyTorch) {
   // Two steps with momentum 0.1; running_var keeps the unbiased variance.
@@ -72,6 +115,53 @@ TEST(BatchNorm, InferenceUsesRunningStatistics) {
   EXPECT_EQ(running_var.to_vector<float>(), (std::vector<float>{4, 0.25f}));
 }
 
+TEST(BatchNorm, EvalEqualsTrainWhenRunningStatisticsAreTheBatchStatistics) {
+  const Tensor x = random({3, 4, 3, 5}, 12, false, -1.0f);
+  const Tensor gamma = random({4}, 13, false, 1.0f);
+  const Tensor beta = random({4}, 14);
+  std::vector<float> mean, var;
+  testing::reference_batch_norm(3, 4, 15, x.to_vector<float>(), gamma.to_vector<float>(),
+                                beta.to_vector<float>(), 1e-5f, mean, var);
+  // Training normalises with the BIASED batch variance, so that is what eval must be given.
+  const Tensor running_mean = from_vector(mean, {4});
+  const Tensor running_var = from_vector(var, {4});
+  const auto train =
+      batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true}).to_vector<float>();
+  const auto eval = batch_norm2d(x, gamma, beta, running_mean, running_var, {.training = false})
+                        .to_vector<float>();
+  expect_close(eval, train, 1e-5f, "eval vs train");
+}
+
+TEST(BatchNorm, WithoutAffineParametersNormalisesOnly) {
+  const Tensor x = random({2, 3, 4, 4}, 15, true, 0.5f);
+  const Tensor y = batch_norm2d(x, Tensor(), Tensor(), Tensor(), Tensor(), {.training = true});
+  std::vector<float> mean, var;
+  expect_close(y.to_vector<float>(),
+               testing::reference_batch_norm(2, 3, 16, x.to_vector<float>(), {1, 1, 1}, {0, 0, 0},
+                                             1e-5f, mean, var),
+               1e-4f, "forward");
+  EXPECT_TRUE(check_gradients(
+      [](const Inputs& in) {
+        return batch_norm2d(in[0], Tensor(), Tensor(), Tensor(), Tensor(), {.training = true});
+      },
+      {x}));
+}
+
+TEST(BatchNorm, EachEpsGetsItsOwnPrimitive) {
+  // Zero running variance: y = (x - mean) / sqrt(eps), so a cached primitive built for another
+  // eps shows up as a factor sqrt(10) here (1e-7 and 1e-8 print alike with 6 decimals).
+  const Tensor x = from_vector<float>({1e-4f, -2e-4f, 3e-4f, 0.0f}, {1, 1, 2, 2});
+  const Tensor zero = zeros({1});
+  for (float eps : {1e-7f, 1e-8f}) {
+    const auto y = batch_norm2d(x, Tensor(), Tensor(), zero, zero, {.training = false, .eps = eps})
+                       .to_vector<float>();
+    const auto xv = x.to_vector<float>();
+    for (size_t i = 0; i < xv.size(); ++i) {
+      EXPECT_NEAR(y[i], xv[i] / std::sqrt(eps), 1e-3f) << "eps " << eps << " at " << i;
+    }
+  }
+}
+
 TEST(BatchNormGrad, TrainingFiniteDifferences) {
   const Tensor x = random({3, 2, 3, 2}, 5, true);
   const Tensor gamma = random({2}, 6, true, 1.0f);
@@ -96,19 +186,47 @@ TEST(BatchNormGrad, InferenceFiniteDifferences) {
       {x, gamma, beta}));
 }
 
+// The message of the tandem::Error that fn throws, or "(no error)".
+template <typename Fn>
+std::string error_message(const Fn& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(BatchNorm, BadArgumentsAreClearErrors) {
   const Tensor x = zeros({2, 3, 4, 4});
-  EXPECT_THROW(batch_norm2d(zeros({2, 3, 4}), Tensor(), Tensor(), Tensor(), Tensor()), Error);
-  EXPECT_THROW(batch_norm2d(x, zeros({4}), Tensor(), Tensor(), Tensor()), Error);
-  EXPECT_THROW(batch_norm2d(x, Tensor(), Tensor(), zeros({3}), Tensor()), Error);
-  EXPECT_THROW(batch_norm2d(x, Tensor(), Tensor(), Tensor(), Tensor(), {.training = false}), Error);
-  try {
-    batch_norm2d(zeros({1, 3, 1, 1}), Tensor(), Tensor(), Tensor(), Tensor());
-    FAIL();
-  } catch (const Error& e) {
-    EXPECT_NE(
-        std::string(e.what()).find("[batch_norm2d] training needs more than one value per channel"),
-        std::string::npos);
+  const Tensor none;
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"[batch_norm2d] input has 3 dims",
+       [&] {
+         batch_norm2d(zeros({2, 3, 4}), none, none, none, none);
+       }},
+      {"[batch_norm2d] input is int64",
+       [&] {
+         batch_norm2d(zeros({2, 3, 4, 4}, {.dtype = DType::Int64}), none, none, none, none);
+       }},
+      {"[batch_norm2d] weight has shape [4], expected [3]",
+       [&] { batch_norm2d(x, zeros({4}), none, none, none); }},
+      {"[batch_norm2d] bias is int64",
+       [&] { batch_norm2d(x, none, zeros({3}, {.dtype = DType::Int64}), none, none); }},
+      {"[batch_norm2d] give both running_mean and running_var",
+       [&] { batch_norm2d(x, none, none, zeros({3}), none); }},
+      {"[batch_norm2d] inference needs running_mean and running_var",
+       [&] { batch_norm2d(x, none, none, none, none, {.training = false}); }},
+      {"[batch_norm2d] training needs more than one value per channel",
+       [&] {
+         batch_norm2d(zeros({1, 3, 1, 1}), none, none, none, none);
+       }},
+      {"[batch_norm2d] tensors on different devices",
+       [&] { batch_norm2d(x, zeros({3}, {.device = Device::cpu(1)}), none, none, none); }},
+  };
+  for (const auto& [expected, call] : cases) {
+    EXPECT_NE(error_message(call).find(expected), std::string::npos)
+        << "expected \"" << expected << "\", got \"" << error_message(call) << "\"";
   }
 }
 

@@ -1,5 +1,12 @@
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/cpu/dnnl_context.h"
 #include "engine/tandem.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
@@ -79,41 +86,77 @@ TEST(Conv2d, OnlyTheNeededGradientsAreComputed) {
   EXPECT_FALSE(x.grad().defined());
 }
 
+// The message of the tandem::Error that fn throws, or "(no error)".
+template <typename Fn>
+std::string error_message(const Fn& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
 TEST(Conv2d, BadArgumentsAreClearErrors) {
   const Tensor x = zeros({1, 64, 8, 8});
-  const auto message = [](auto fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("(no error)");
+  const Tensor w = zeros({16, 64, 3, 3});
+  const std::vector<std::pair<std::string, std::function<void()>>> cases = {
+      {"[conv2d] input has 64 channels but weight expects 32 (weight shape [16, 32, 3, 3])",
+       [&] {
+         conv2d(x, zeros({16, 32, 3, 3}));
+       }},
+      {"[conv2d] weight has 3 dims",
+       [&] {
+         conv2d(x, zeros({16, 64, 3}));
+       }},
+      {"[conv2d] input has 3 dims",
+       [&] {
+         conv2d(zeros({64, 8, 8}), w);
+       }},
+      {"[conv2d] kernel 11x11 is larger than the padded input 10x10",
+       [&] {
+         conv2d(x, zeros({16, 64, 11, 11}), Tensor(), {.padding = 1});
+       }},
+      {"[conv2d] needs stride >= 1", [&] { conv2d(x, w, Tensor(), {.stride = 0}); }},
+      {"[conv2d] needs stride >= 1 and padding >= 0, got stride 1 padding -1",
+       [&] { conv2d(x, w, Tensor(), {.padding = -1}); }},
+      {"[conv2d] bias has shape [8], expected [16]", [&] { conv2d(x, w, zeros({8})); }},
+      {"[conv2d] bias is int64", [&] { conv2d(x, w, zeros({16}, {.dtype = DType::Int64})); }},
+      {"[conv2d] input is int64",
+       [&] {
+         conv2d(zeros({1, 64, 8, 8}, {.dtype = DType::Int64}), w);
+       }},
+      {"[conv2d] tensors on different devices",
+       [&] {
+         conv2d(x, zeros({16, 64, 3, 3}, {.device = Device::cpu(1)}));
+       }},
   };
-  EXPECT_NE(
-      message([&] {
-        conv2d(x, zeros({16, 32, 3, 3}));
-      }).find("[conv2d] input has 64 channels but weight expects 32 (weight shape [16, 32, 3, 3])"),
-      std::string::npos);
-  EXPECT_NE(message([&] {
-              conv2d(x, zeros({16, 64, 3}));
-            }).find("[conv2d] weight has 3 dims"),
-            std::string::npos);
-  EXPECT_NE(message([&] {
-              conv2d(x, zeros({16, 64, 11, 11}));
-            }).find("[conv2d] kernel 11x11 is larger"),
-            std::string::npos);
-  EXPECT_NE(message([&] {
-              conv2d(x, zeros({16, 64, 3, 3}), Tensor(), {.stride = 0});
-            }).find("[conv2d]"),
-            std::string::npos);
-  EXPECT_NE(message([&] {
-              conv2d(x, zeros({16, 64, 3, 3}), zeros({8}));
-            }).find("[conv2d] bias has shape [8]"),
-            std::string::npos);
-  EXPECT_NE(message([&] {
-              conv2d(zeros({1, 64, 8, 8}, {.dtype = DType::Int64}), zeros({16, 64, 3, 3}));
-            }).find("[conv2d] input is int64"),
-            std::string::npos);
+  for (const auto& [expected, call] : cases) {
+    EXPECT_NE(error_message(call).find(expected), std::string::npos)
+        << "expected \"" << expected << "\", got \"" << error_message(call) << "\"";
+  }
+}
+
+// Note [oneDNN thread count] in engine/cpu/dnnl_context.h: a primitive keeps the OpenMP thread
+// count it was created with, so the cache must create under tandem's count and key by it.
+TEST(OneDnnPrimitiveCache, CreatesUnderAndKeysByTheThreadCount) {
+  cpu::dnnl_context::PrimitiveCache<int> cache;
+  std::vector<int> created_with;  // the OpenMP thread count each create() saw
+  const auto create = [&] {
+    created_with.push_back(omp_get_max_threads());
+    return 0;
+  };
+  {
+    ThreadCountGuard three(3);
+    omp_set_num_threads(1);  // a stale count left on this thread by earlier work
+    cache.get("shape", create);
+    cache.get("shape", create);  // reused
+  }
+  {
+    ThreadCountGuard one(1);
+    cache.get("shape", create);  // a different thread count needs its own primitive
+  }
+  EXPECT_EQ(created_with, (std::vector<int>{3, 1}));
 }
 
 }  // namespace

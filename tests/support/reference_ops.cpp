@@ -5,6 +5,11 @@
 
 namespace tandem::testing {
 
+void PrintTo(const ConvShape& s, std::ostream* out) {
+  *out << "x [" << s.n << ", " << s.c << ", " << s.h << ", " << s.w << "] w [" << s.k << ", " << s.c
+       << ", " << s.r << ", " << s.s << "] stride " << s.stride << " padding " << s.padding;
+}
+
 Values reference_conv2d(const ConvShape& s, const Values& x, const Values& weight,
                         const Values& bias) {
   const int64_t p = s.p(), q = s.q();
@@ -56,22 +61,36 @@ void reference_conv2d_backward(const ConvShape& s, const Values& x, const Values
   grad_bias.assign(gb.begin(), gb.end());
 }
 
+namespace {
+
+struct ChannelStatistics {
+  double mean, var;  ///< var is biased (divides by the count), as batch norm normalises with it
+};
+
+// x: (N, C, HW), statistics of channel ch over (N, HW).
+ChannelStatistics channel_statistics(int64_t n, int64_t c, int64_t hw, const Values& x,
+                                     int64_t ch) {
+  double total = 0.0, squares = 0.0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < hw; ++i) total += x[(b * c + ch) * hw + i];
+  const double mean = total / double(n * hw);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < hw; ++i) {
+      const double d = x[(b * c + ch) * hw + i] - mean;
+      squares += d * d;
+    }
+  return {mean, squares / double(n * hw)};
+}
+
+}  // namespace
+
 Values reference_batch_norm(int64_t n, int64_t c, int64_t hw, const Values& x, const Values& gamma,
                             const Values& beta, float eps, Values& mean, Values& var) {
   Values y(x.size());
   mean.assign(static_cast<size_t>(c), 0.0f);
   var.assign(static_cast<size_t>(c), 0.0f);
   for (int64_t ch = 0; ch < c; ++ch) {
-    double total = 0.0, squares = 0.0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < hw; ++i) total += x[(b * c + ch) * hw + i];
-    const double m = total / double(n * hw);
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < hw; ++i) {
-        const double d = x[(b * c + ch) * hw + i] - m;
-        squares += d * d;
-      }
-    const double v = squares / double(n * hw);
+    const auto [m, v] = channel_statistics(n, c, hw, x, ch);
     mean[ch] = static_cast<float>(m);
     var[ch] = static_cast<float>(v);
     for (int64_t b = 0; b < n; ++b)
@@ -81,6 +100,38 @@ Values reference_batch_norm(int64_t n, int64_t c, int64_t hw, const Values& x, c
       }
   }
   return y;
+}
+
+// With x̂ = (x - mean) * invstd and M = N·HW values per channel:
+//   grad_beta = Σ g,  grad_gamma = Σ g·x̂,
+//   grad_x = gamma · invstd / M · (M·g - grad_beta - x̂ · grad_gamma).
+void reference_batch_norm_backward(int64_t n, int64_t c, int64_t hw, const Values& x,
+                                   const Values& gamma, const Values& grad_y, float eps,
+                                   Values& grad_x, Values& grad_gamma, Values& grad_beta) {
+  grad_x.assign(x.size(), 0.0f);
+  grad_gamma.assign(static_cast<size_t>(c), 0.0f);
+  grad_beta.assign(static_cast<size_t>(c), 0.0f);
+  const double count = double(n * hw);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const auto [mean, var] = channel_statistics(n, c, hw, x, ch);
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    double sum_g = 0.0, sum_g_xhat = 0.0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < hw; ++i) {
+        const size_t at = (b * c + ch) * hw + i;
+        sum_g += grad_y[at];
+        sum_g_xhat += grad_y[at] * (x[at] - mean) * invstd;
+      }
+    grad_beta[ch] = static_cast<float>(sum_g);
+    grad_gamma[ch] = static_cast<float>(sum_g_xhat);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < hw; ++i) {
+        const size_t at = (b * c + ch) * hw + i;
+        const double x_hat = (x[at] - mean) * invstd;
+        grad_x[at] = static_cast<float>(gamma[ch] * invstd / count *
+                                        (count * grad_y[at] - sum_g - x_hat * sum_g_xhat));
+      }
+  }
 }
 
 Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel,
