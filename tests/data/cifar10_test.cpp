@@ -4,10 +4,13 @@
 #include <fstream>
 
 #include "data/cifar10.h"
+#include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::data {
 namespace {
+
+using testing::error_message;
 
 // Writes records whose label is `first_label + i` (mod 10) and whose pixels are all `i`.
 void write_records(const std::string& path, int64_t count, int first_label = 0) {
@@ -16,15 +19,6 @@ void write_records(const std::string& path, int64_t count, int first_label = 0) 
     out.put(static_cast<char>((first_label + i) % 10));
     out << std::string(kCifarImageBytes, static_cast<char>(i % 256));
   }
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Cifar10, ReadsGeneratedFilesInOrder) {
@@ -44,12 +38,12 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
   testing::TempDir dir;
   write_records(dir.file("good.bin"), 2);
   std::filesystem::resize_file(dir.file("good.bin"), 2 * kCifarRecordBytes - 1);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               read_cifar10_files({dir.file("good.bin")}, 0, false);
             }).find("not a positive multiple of 3073"),
             std::string::npos);
   write_records(dir.file("small.bin"), 3);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               read_cifar10_files({dir.file("small.bin")}, 0, true);
             }).find("holds 3 records, expected 10000"),
             std::string::npos);
@@ -58,12 +52,12 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
     out.put(static_cast<char>(42));
     out << std::string(kCifarImageBytes, '\0');
   }
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               read_cifar10_files({dir.file("label.bin")}, 0, false);
             }).find("record 0 has label 42, expected 0-9"),
             std::string::npos);
   const std::string missing =
-      error_of([&] { read_cifar10(dir.file("nowhere"), CifarSplit::Test); });
+      error_message([&] { read_cifar10(dir.file("nowhere"), CifarSplit::Test); });
   EXPECT_NE(missing.find("test_batch.bin"), std::string::npos) << missing;
   EXPECT_NE(missing.find("get_cifar10.sh"), std::string::npos) << missing;
 }

@@ -8,11 +8,14 @@
 #include <vector>
 
 #include "engine/tandem.h"
+#include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
 
 namespace tandem {
 namespace {
+
+using testing::error_message;
 
 using testing::check_gradients;
 using Inputs = std::vector<Tensor>;
@@ -184,17 +187,6 @@ TEST(BatchNormGrad, InferenceFiniteDifferences) {
         return batch_norm2d(in[0], in[1], in[2], running_mean, running_var, {.training = false});
       },
       {x, gamma, beta}));
-}
-
-// The message of the tandem::Error that fn throws, or "(no error)".
-template <typename Fn>
-std::string error_message(const Fn& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(BatchNorm, BadArgumentsAreClearErrors) {

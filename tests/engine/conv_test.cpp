@@ -8,11 +8,14 @@
 
 #include "engine/cpu/dnnl_context.h"
 #include "engine/tandem.h"
+#include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
 
 namespace tandem {
 namespace {
+
+using testing::error_message;
 
 using testing::check_gradients;
 using testing::ConvShape;
@@ -84,17 +87,6 @@ TEST(Conv2d, OnlyTheNeededGradientsAreComputed) {
   sum(conv2d(x, w, Tensor(), {.padding = 1})).backward();
   EXPECT_TRUE(w.grad().defined());
   EXPECT_FALSE(x.grad().defined());
-}
-
-// The message of the tandem::Error that fn throws, or "(no error)".
-template <typename Fn>
-std::string error_message(const Fn& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Conv2d, BadArgumentsAreClearErrors) {

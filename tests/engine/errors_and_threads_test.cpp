@@ -8,49 +8,41 @@
 
 #include "engine/cpu/parallel.h"
 #include "engine/tandem.h"
+#include "tests/support/error_message.h"
 
 namespace tandem {
 namespace {
 
-// Runs fn and returns the message of the tandem::Error it throws.
-template <typename Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_message;
 
 TEST(Errors, NameTheOpAndTheShapes) {
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(error_message([] {
               add(zeros({2, 3}), zeros({4}));
             }).find("[add] shapes [2, 3] and [4] do not broadcast"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(error_message([] {
               matmul(zeros({2, 3}), zeros({2, 3}));
             }).find("[matmul] shapes [2, 3] and [2, 3] cannot be multiplied"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(error_message([] {
               linear(zeros({2, 3}), zeros({4, 5}));
             }).find("[linear] input [2, 3] has 3 features"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(error_message([] {
               relu(zeros({2}, {.dtype = DType::Int64}));
             }).find("[relu] input is int64, expected float32"),
             std::string::npos);
 }
 
 TEST(Errors, NameTheDevices) {
-  const std::string message = error_of(
+  const std::string message = error_message(
       [] { mul(zeros({2}, {.device = Device::cpu(0)}), zeros({2}, {.device = Device::cpu(1)})); });
   EXPECT_NE(message.find("[mul] tensors on different devices: cpu:0 and cpu:1"), std::string::npos)
       << message;
 }
 
 TEST(Errors, CarryFileAndLine) {
-  const std::string message = error_of([] { zeros({2}).item(); });
+  const std::string message = error_message([] { zeros({2}).item(); });
   EXPECT_NE(message.find("[item]"), std::string::npos);
   EXPECT_NE(message.find("tensor.cpp:"), std::string::npos) << message;
 }

@@ -10,11 +10,14 @@
 #include <vector>
 
 #include "engine/tandem.h"
+#include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
 
 namespace tandem {
 namespace {
+
+using testing::error_message;
 
 using testing::check_gradients;
 using Inputs = std::vector<Tensor>;
@@ -92,17 +95,6 @@ TEST(AdaptiveAvgPoolGrad, FiniteDifferences) {
       check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 1, 1); }, {x}));
   EXPECT_TRUE(
       check_gradients([](const Inputs& in) { return adaptive_avg_pool2d(in[0], 3, 2); }, {x}));
-}
-
-// The message of the tandem::Error that fn throws, or "(no error)".
-template <typename Fn>
-std::string error_message(const Fn& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Pool, BadArgumentsAreClearErrors) {

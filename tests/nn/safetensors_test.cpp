@@ -6,10 +6,13 @@
 
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
+#include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::nn {
 namespace {
+
+using testing::error_message;
 
 namespace fs = std::filesystem;
 
@@ -23,14 +26,6 @@ class Safetensors : public ::testing::Test {
   }
   static void write_bytes(const std::string& file, const std::string& bytes) {
     std::ofstream(file, std::ios::binary) << bytes;
-  }
-  static std::string error_of(const std::function<void()>& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "(no error)";
   }
   // A file written by hand from the spec, independent of our writer.
   static std::string spec_file(const std::string& header, const std::string& data) {
@@ -105,27 +100,30 @@ TEST_F(Safetensors, CorruptFilesAreClearErrors) {
   const std::string good = read_bytes(path("good.safetensors"));
   for (size_t cut : {size_t{0}, size_t{5}, size_t{12}, good.size() - 1}) {
     write_bytes(path("cut.safetensors"), good.substr(0, cut));
-    EXPECT_NE(error_of([&] { load_safetensors(path("cut.safetensors")); }).find("truncated"),
+    EXPECT_NE(error_message([&] { load_safetensors(path("cut.safetensors")); }).find("truncated"),
               std::string::npos)
         << "cut at " << cut;
   }
   write_bytes(path("garbage.safetensors"), spec_file("{not json", ""));
-  EXPECT_NE(
-      error_of([&] { load_safetensors(path("garbage.safetensors")); }).find("malformed header"),
-      std::string::npos);
+  EXPECT_NE(error_message([&] {
+              load_safetensors(path("garbage.safetensors"));
+            }).find("malformed header"),
+            std::string::npos);
   write_bytes(path("dtype.safetensors"),
               spec_file(R"({"a":{"dtype":"F7","shape":[1],"data_offsets":[0,4]}})", "xxxx"));
-  EXPECT_NE(
-      error_of([&] { load_safetensors(path("dtype.safetensors")); }).find("unsupported dtype 'F7'"),
-      std::string::npos);
+  EXPECT_NE(error_message([&] {
+              load_safetensors(path("dtype.safetensors"));
+            }).find("unsupported dtype 'F7'"),
+            std::string::npos);
   write_bytes(path("size.safetensors"),
               spec_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", "xxxx"));
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               load_safetensors(path("size.safetensors"));
             }).find("has 4 bytes for shape [2]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { load_safetensors(path("missing.safetensors")); }).find("cannot open"),
-            std::string::npos);
+  EXPECT_NE(
+      error_message([&] { load_safetensors(path("missing.safetensors")); }).find("cannot open"),
+      std::string::npos);
 }
 
 TEST_F(Safetensors, LoadStateDictChecksEverythingBeforeCopying) {
@@ -136,15 +134,16 @@ TEST_F(Safetensors, LoadStateDictChecksEverythingBeforeCopying) {
 
   NamedTensors missing(state.begin(), state.end() - 1);  // no fc.bias
   EXPECT_NE(
-      error_of([&] { load_state_dict(*model, missing); }).find("missing key 'fc.bias' ([10])"),
+      error_message([&] { load_state_dict(*model, missing); }).find("missing key 'fc.bias' ([10])"),
       std::string::npos);
   NamedTensors extra = state;
   extra.emplace_back("fc.extra", zeros({1}));
-  EXPECT_NE(error_of([&] { load_state_dict(*model, extra); }).find("unexpected key 'fc.extra'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_message([&] { load_state_dict(*model, extra); }).find("unexpected key 'fc.extra'"),
+      std::string::npos);
   NamedTensors reshaped = state;
   reshaped.back().second = zeros({11});
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               load_state_dict(*model, reshaped);
             }).find("'fc.bias': checkpoint has [11] float32, model has [10] float32"),
             std::string::npos);
@@ -157,11 +156,11 @@ TEST_F(Safetensors, SaveReplacesAtomicallyAndFailsCleanly) {
   save_safetensors(path("m.safetensors"), {{"w", ones({2})}});
   save_safetensors(path("m.safetensors"), {{"w", zeros({3})}});
   EXPECT_EQ(load_safetensors(path("m.safetensors")).tensors[0].second.shape(), (Shape{3}));
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               save_safetensors(path("no/such/dir/m.safetensors"), {{"w", ones({2})}});
             }).find("cannot create"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(error_message([&] {
               save_safetensors(path("d.safetensors"), {{"w", ones({2})}, {"w", ones({2})}});
             }).find("duplicate tensor name 'w'"),
             std::string::npos);
