@@ -6,6 +6,9 @@ set -euo pipefail
 packages=(
   cmake g++ make
   libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
+  ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime)
+  libgloo-dev          # Gloo: the CPU process group (DDP over TCP)
+  libcli11-dev         # CLI11: train_cifar's flags
   nlohmann-json3-dev   # safetensors headers
   libgtest-dev libgmock-dev
   libbenchmark-dev
