@@ -24,7 +24,7 @@ struct DataLoaderConfig {
   int workers = 2;         ///< 0: batches are built on the consumer's thread
   int prefetch = 4;        ///< batches built ahead of the consumer, at most
   bool drop_last = false;  ///< drop a short last batch
-  TransformOptions transform;
+  TransformOptions transform{};
   uint64_t seed = 0;
   Device device = Device::cpu();  ///< where next() delivers the batch
 };

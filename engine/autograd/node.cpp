@@ -41,22 +41,46 @@ Edge gradient_edge(const Tensor& tensor) {
   return {grad_accumulator(tensor), 0};
 }
 
+namespace {
+
+void record_node(const char* name, const std::vector<Edge>& edges,
+                 std::initializer_list<Tensor*> outputs, BackwardFunction backward) {
+  const Device device = (*outputs.begin())->device();
+  auto node = std::make_shared<FunctionNode>(
+      name, device, edges, static_cast<uint32_t>(outputs.size()), std::move(backward));
+  uint32_t output_nr = 0;
+  for (Tensor* output : outputs) set_history(*output, node, output_nr++);
+}
+
+}  // namespace
+
 void record(const char* name, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<Tensor*> outputs, BackwardFunction backward) {
   if (!any_requires_grad(inputs)) return;
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
   for (const Tensor* input : inputs) edges.push_back(input ? gradient_edge(*input) : Edge{});
-  const Device device = (*outputs.begin())->device();
-  auto node = std::make_shared<FunctionNode>(
-      name, device, std::move(edges), static_cast<uint32_t>(outputs.size()), std::move(backward));
-  uint32_t output_nr = 0;
-  for (Tensor* output : outputs) {
-    AutogradMeta& meta = output->impl()->mutable_autograd();
-    meta.requires_grad = true;
-    meta.grad_fn = node;
-    meta.output_nr = output_nr++;
+  record_node(name, edges, outputs, std::move(backward));
+}
+
+void record(const char* name, const std::vector<const Tensor*>& inputs,
+            std::initializer_list<Tensor*> outputs, BackwardFunction backward) {
+  if (!grad_mode_enabled()) return;
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  bool any = false;
+  for (const Tensor* input : inputs) {
+    edges.push_back(input ? gradient_edge(*input) : Edge{});
+    any = any || edges.back().valid();
   }
+  if (any) record_node(name, edges, outputs, std::move(backward));
+}
+
+void set_history(const Tensor& tensor, std::shared_ptr<Node> node, uint32_t output_nr) {
+  AutogradMeta& meta = tensor.impl()->mutable_autograd();
+  meta.requires_grad = node != nullptr;
+  meta.grad_fn = std::move(node);
+  meta.output_nr = output_nr;
 }
 
 }  // namespace tandem::autograd

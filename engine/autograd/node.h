@@ -84,7 +84,16 @@ bool any_requires_grad(std::initializer_list<const Tensor*> inputs);
 void record(const char* name, std::initializer_list<const Tensor*> inputs,
             std::initializer_list<Tensor*> outputs, BackwardFunction backward);
 
+/// The same, for ops with a variable number of inputs (cat). Null inputs have no edge.
+void record(const char* name, const std::vector<const Tensor*>& inputs,
+            std::initializer_list<Tensor*> outputs, BackwardFunction backward);
+
 /// The edge along which a gradient for `tensor` must flow (invalid if none).
 Edge gradient_edge(const Tensor& tensor);
+
+/// Makes `tensor` output `output_nr` of `node`, as if an op had produced it (null: a leaf that
+/// requires no grad). For tensors someone else holds a handle to: DataParallel rebinds each
+/// replica's parameters to this step's broadcast node, so layers keep their handles.
+void set_history(const Tensor& tensor, std::shared_ptr<Node> node, uint32_t output_nr);
 
 }  // namespace tandem::autograd

@@ -1,0 +1,246 @@
+// DataParallel on CPU devices against a single device on the same global batch.
+#include <gtest/gtest.h>
+
+#include "nn/resnet.h"
+#include "nn/sgd.h"
+#include "parallel/data_parallel.h"
+#include "parallel/scatter_gather.h"
+#include "tests/support/error_message.h"
+
+namespace tandem::parallel {
+namespace {
+
+using testing::error_message;
+
+// Gradients of one global batch summed over shards differ from the single-device sums only in
+// float32 rounding order: compare relative to each tensor's largest entry.
+constexpr double kRelativeTolerance = 2e-4;
+
+void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined";
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  const std::vector<float> a = actual.to_vector<float>();
+  const std::vector<float> e = expected.to_vector<float>();
+  double scale = 1e-6, worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(e[i])));
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - e[i]));
+  }
+  EXPECT_LE(worst, kRelativeTolerance * scale) << what << ": max |diff| " << worst
+                                               << " for max |value| " << scale;
+}
+
+struct Batch {
+  Tensor images;
+  Tensor labels;
+};
+
+Batch random_batch(int64_t n, uint64_t seed) {
+  Generator generator(seed);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (i * 7 + 3) % 10;
+  return {randn({n, 3, 32, 32}, generator), from_vector(labels, {n}, {.dtype = DType::Int64})};
+}
+
+std::shared_ptr<nn::Module> resnet20(uint64_t seed = 7) {
+  Generator generator(seed);
+  return nn::make_resnet("resnet20", generator);
+}
+
+// Loss and gradients of one model on one batch.
+Tensor loss_and_backward(nn::Module& model, const Batch& batch) {
+  Tensor loss = cross_entropy(model.forward(batch.images), batch.labels);
+  loss.backward();
+  return loss;
+}
+
+TEST(ChunkSizes, FollowsTorchChunk) {
+  EXPECT_EQ(chunk_sizes(30, 8), (std::vector<int64_t>{4, 4, 4, 4, 4, 4, 4, 2}));
+  EXPECT_EQ(chunk_sizes(9, 4), (std::vector<int64_t>{3, 3, 3}));
+  EXPECT_EQ(chunk_sizes(2, 4), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(chunk_sizes(128, 2), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(chunk_sizes(10, 3), (std::vector<int64_t>{4, 4, 2}));
+  EXPECT_NE(error_message([] { chunk_sizes(0, 2); }).find("[scatter] cannot split an empty batch"),
+            std::string::npos);
+}
+
+TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
+  Generator generator(3);
+  Tensor x = randn({7, 5}, generator).set_requires_grad(true);
+  const std::vector<Device> devices{Device::cpu(0), Device::cpu(1), Device::cpu(2)};
+  const std::vector<Tensor> chunks = scatter(x, devices);
+  ASSERT_EQ(chunks.size(), 3u);
+  EXPECT_EQ(chunks[1].device(), Device::cpu(1));
+  EXPECT_EQ(chunks[2].size(0), 1);
+  std::vector<Tensor> scaled;
+  for (size_t i = 0; i < chunks.size(); ++i) scaled.push_back(mul(chunks[i], float(i + 1)));
+  Tensor y = gather(scaled, Device::cpu(0));
+  EXPECT_EQ(y.device(), Device::cpu(0));
+  sum(y, {0, 1}).backward();
+  const std::vector<float> grad = x.grad().to_vector<float>();
+  const std::vector<float> expected_row_scale{1, 1, 1, 2, 2, 2, 3};
+  for (int64_t row = 0; row < 7; ++row) {
+    EXPECT_FLOAT_EQ(grad[static_cast<size_t>(row * 5)], expected_row_scale[static_cast<size_t>(row)]);
+  }
+  EXPECT_EQ(y.to_vector<float>()[35 - 1], 3 * x.to_vector<float>()[34]);
+}
+
+// Note: batch-norm in eval mode, so that every shard normalises with the same statistics and the
+// data-parallel gradient is the single-device one up to rounding.
+void expect_matches_single_device(const std::vector<Device>& devices, int64_t batch_size,
+                                  bool persistent) {
+  const Batch batch = random_batch(batch_size, 11);
+  auto single = resnet20();
+  single->eval();
+  const Tensor single_loss = loss_and_backward(*single, batch);
+
+  DataParallel model(resnet20(), devices, {.persistent_replicas = persistent});
+  model.eval();
+  const Tensor loss = loss_and_backward(model, batch);
+  EXPECT_NEAR(loss.item(), single_loss.item(), 1e-5);
+
+  const auto expected = single->named_parameters();
+  const auto actual = model.module().named_parameters();
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+  }
+
+  // One SGD step on each: the updated parameters agree too.
+  nn::Sgd(single->parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
+  nn::Sgd(model.parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second, expected[i].second, expected[i].first + " after a step");
+  }
+}
+
+TEST(DataParallel, ResNet20OverTwoDevicesMatchesOneDevice) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 16, true);
+}
+
+TEST(DataParallel, ResNet20OverThreeDevicesUnevenSplitMatchesOneDevice) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1), Device::cpu(2)}, 10, true);
+}
+
+TEST(DataParallel, ReplicasOnOneDeviceMatchOneDevice) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(0)}, 8, true);
+}
+
+TEST(DataParallel, RebuiltReplicasMatchOneDevice) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false);
+}
+
+TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {
+  DataParallel model(resnet20(), {Device::cpu(0), Device::cpu(1), Device::cpu(2)});
+  model.eval();
+  const Batch batch = random_batch(2, 5);
+  loss_and_backward(model, batch);
+  EXPECT_EQ(model.last_timings().replicas, 2);
+  for (const Tensor& p : model.parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+TEST(DataParallel, NamesParametersLikePyTorch) {
+  DataParallel model(resnet20(), {Device::cpu(0), Device::cpu(1)});
+  const auto names = model.state_dict();
+  EXPECT_EQ(names.front().first, "module.conv1.weight");
+  EXPECT_EQ(model.parameter_count(), 272474);
+}
+
+TEST(DataParallel, PersistentReplicasFollowTheMasterAcrossSteps) {
+  auto master = resnet20();
+  DataParallel model(master, {Device::cpu(0), Device::cpu(1)});
+  nn::Sgd sgd(model.parameters(), {.lr = 0.5f, .momentum = 0.9f});
+  for (int step = 0; step < 3; ++step) {
+    model.train();
+    sgd.zero_grad();
+    loss_and_backward(model, random_batch(8, 100 + step));
+    sgd.step();
+    // Replica 1 runs the second half: after the step it must use the master's new values.
+    model.eval();
+    const Batch probe = random_batch(4, 200 + step);
+    NoGradGuard no_grad;
+    const Tensor parallel_out = model.forward(probe.images);
+    const Tensor master_out = master->forward(probe.images);
+    EXPECT_FALSE(parallel_out.requires_grad());
+    expect_close(parallel_out, master_out, "output after step " + std::to_string(step));
+  }
+}
+
+TEST(DataParallel, BatchNormRunningStatsComeFromTheFirstShard) {
+  // What torch.nn.DataParallel leaves in the master: replica 0's buffers are the master's.
+  const Batch batch = random_batch(8, 21);
+  auto reference = resnet20();
+  reference->train();
+  {
+    NoGradGuard no_grad;
+    reference->forward(batch.images.slice(0, 4));
+  }
+  DataParallel model(resnet20(), {Device::cpu(0), Device::cpu(1)});
+  model.train();
+  loss_and_backward(model, batch);
+  const auto expected = reference->named_buffers();
+  const auto actual = model.module().named_buffers();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (expected[i].second.dtype() != DType::Float32) {
+      EXPECT_EQ(actual[i].second.item(), expected[i].second.item()) << expected[i].first;
+      continue;
+    }
+    expect_close(actual[i].second, expected[i].second, expected[i].first);
+  }
+}
+
+// Throws from the replica that runs on `bad`.
+class FailsOnDevice final : public nn::Module {
+ public:
+  explicit FailsOnDevice(Device bad) : bad_(bad) {
+    weight_ = register_parameter("weight", ones({1}));
+  }
+  Tensor forward(const Tensor& input) override {
+    TANDEM_CHECK(input.device() != bad_, "[FailsOnDevice] refusing to run on ", bad_);
+    return mul(input, weight_);
+  }
+  std::string describe() const override { return "FailsOnDevice"; }
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override { return std::make_shared<FailsOnDevice>(bad_); }
+
+ private:
+  Device bad_;
+  Tensor weight_;
+};
+
+TEST(DataParallel, ReplicaExceptionReachesTheCaller) {
+  DataParallel model(std::make_shared<FailsOnDevice>(Device::cpu(1)),
+                     {Device::cpu(0), Device::cpu(1), Device::cpu(2)});
+  const std::string message = error_message([&] { model.forward(ones({6, 2})); });
+  EXPECT_NE(message.find("[DataParallel] replica 1 on cpu:1 failed"), std::string::npos) << message;
+  EXPECT_NE(message.find("[FailsOnDevice] refusing to run on cpu:1"), std::string::npos) << message;
+  // The model still works once the input avoids the failing device.
+  EXPECT_EQ(model.forward(ones({1, 2})).size(0), 1);
+}
+
+TEST(DataParallel, BadDeviceListsAreRejected) {
+  EXPECT_NE(error_message([] { parse_device_list("cpu:0,,cpu:1"); }).find("empty entry"),
+            std::string::npos);
+  EXPECT_NE(error_message([] { parse_device_list("cpu:0,gpu:1"); }).find("gpu:1"),
+            std::string::npos);
+  EXPECT_EQ(parse_device_list("cpu:0,cpu:0").size(), 2u);
+  EXPECT_NE(error_message([] { DataParallel(resnet20(), {}); }).find("needs at least one device"),
+            std::string::npos);
+  EXPECT_NE(error_message([] {
+              DataParallel(resnet20(), {Device::cpu(0), Device::cuda(0)});
+            }).find("all CPU or all CUDA"),
+            std::string::npos);
+  if (!cuda_available()) {
+    EXPECT_NE(error_message([] { DataParallel(resnet20(), {Device::cuda(0)}); })
+                  .find("no CUDA backend or no GPU"),
+              std::string::npos);
+  }
+  DataParallel elsewhere(resnet20(), {Device::cpu(1), Device::cpu(0)});
+  EXPECT_NE(error_message([&] { elsewhere.forward(ones({2, 3, 32, 32})); })
+                .find("must have its parameters and buffers on cpu:1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::parallel
