@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <queue>
 #include <thread>
@@ -17,6 +18,8 @@ namespace tandem::autograd {
 namespace {
 
 thread_local bool inside_engine_worker = false;
+struct GraphTask;
+thread_local GraphTask* current_graph_task = nullptr;  ///< the task whose node this thread runs
 
 /// State of one backward() call, shared by the workers that run its nodes.
 struct GraphTask {
@@ -29,6 +32,7 @@ struct GraphTask {
   std::unordered_map<Node*, std::vector<Tensor>> input_buffers;  ///< grads gathered so far
   int outstanding = 0;                                           ///< nodes queued or running
   std::exception_ptr error;                                      ///< first failure
+  std::vector<std::function<void()>> final_callbacks;            ///< queue_callback(), in order
 };
 
 struct ReadyNode {
@@ -111,7 +115,14 @@ class DeviceWorker {
     for (const Tensor& grad : ready.grads) any_defined = any_defined || grad.defined();
     if (any_defined) {
       ThreadCountGuard threads(device_.is_cpu() ? task.threads_per_cpu_worker : 1);
-      input_grads = node.apply(ready.grads);
+      current_graph_task = &task;
+      try {
+        input_grads = node.apply(ready.grads);
+      } catch (...) {
+        current_graph_task = nullptr;
+        throw;
+      }
+      current_graph_task = nullptr;
       if (!task.retain_graph) node.release_saved();
     }
     ready.grads.clear();
@@ -228,9 +239,22 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     const Device device = ready.node->device();
     worker_for(device).push(std::move(ready));
   }
-  std::unique_lock lock(task->mutex);
-  task->finished.wait(lock, [&] { return task->outstanding == 0; });
-  if (task->error) std::rethrow_exception(task->error);
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::unique_lock lock(task->mutex);
+    task->finished.wait(lock, [&] { return task->outstanding == 0; });
+    if (task->error) std::rethrow_exception(task->error);
+    callbacks = std::move(task->final_callbacks);
+  }
+  for (auto& callback : callbacks) callback();
+}
+
+void queue_callback(std::function<void()> callback) {
+  GraphTask* task = current_graph_task;
+  TANDEM_CHECK(task != nullptr,
+               "[autograd] queue_callback() can only be called from inside a backward pass");
+  std::lock_guard lock(task->mutex);
+  task->final_callbacks.push_back(std::move(callback));
 }
 
 }  // namespace tandem::autograd

@@ -8,6 +8,7 @@
 /// with its share of the caller's CPU threads. Within a device, ready nodes run
 /// newest first (highest sequence number), i.e. in reverse forward order.
 
+#include <functional>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -19,5 +20,12 @@ namespace tandem::autograd {
 /// after the whole graph task has stopped.
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
                   bool retain_graph);
+
+/// From inside a backward pass (a node or a gradient hook): runs `callback` on the thread that
+/// called backward(), after every node of this pass has run and before backward() returns
+/// (PyTorch's Engine::queue_callback; DDP's Reducer waits for its all-reduces there). Callbacks
+/// run in the order queued, and not at all if a node failed; a callback's exception leaves
+/// backward().
+void queue_callback(std::function<void()> callback);
 
 }  // namespace tandem::autograd

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/autograd/engine.h"
 #include "engine/tandem.h"
 
 namespace tandem {
@@ -189,6 +190,32 @@ TEST(Autograd, OnlyLeavesCanBeMarked) {
   EXPECT_FALSE(y.is_leaf());
   EXPECT_THROW(y.set_requires_grad(false), Error);
   EXPECT_THROW(zeros({1}, {.dtype = DType::Int64}).set_requires_grad(true), Error);
+}
+
+
+TEST(Autograd, QueuedCallbacksRunAfterTheWholePassOnTheCallingThread) {
+  Tensor a = leaf({1, 2}, {2});
+  Tensor b = leaf({3, 4}, {2});
+  std::vector<std::string> events;
+  std::thread::id callback_thread;
+  bool b_done_when_called = false;
+  a.register_post_accumulate_grad_hook([&](const Tensor&) {
+    events.push_back("hook a");
+    autograd::queue_callback([&] {
+      events.push_back("callback");
+      callback_thread = std::this_thread::get_id();
+      b_done_when_called = b.grad().defined();
+    });
+  });
+  // a's leaf is reached first (b feeds a later op), so the callback is queued before b is done.
+  sum(mul(a * 2.0f, b)).backward();
+  ASSERT_EQ(events, (std::vector<std::string>{"hook a", "callback"}));
+  EXPECT_EQ(callback_thread, std::this_thread::get_id());
+  EXPECT_TRUE(b_done_when_called);
+}
+
+TEST(Autograd, QueueCallbackOutsideBackwardIsAnError) {
+  EXPECT_THROW(autograd::queue_callback([] {}), Error);
 }
 
 }  // namespace
