@@ -74,4 +74,21 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
   return mine;
 }
 
+StridedSampler::StridedSampler(int64_t n, int64_t num_replicas, int64_t rank)
+    : n_(n), num_replicas_(num_replicas), rank_(rank) {
+  TANDEM_CHECK(n >= 0 && num_replicas >= 1 && rank >= 0 && rank < num_replicas,
+               "[StridedSampler] needs n >= 0 and 0 <= rank < num_replicas, got n ", n, ", rank ",
+               rank, " of ", num_replicas);
+}
+
+int64_t StridedSampler::size() const {
+  return rank_ < n_ ? (n_ - rank_ + num_replicas_ - 1) / num_replicas_ : 0;
+}
+
+std::vector<int64_t> StridedSampler::indices(int64_t) const {
+  std::vector<int64_t> mine;
+  for (int64_t i = rank_; i < n_; i += num_replicas_) mine.push_back(i);
+  return mine;
+}
+
 }  // namespace tandem::data

@@ -61,6 +61,21 @@ class DistributedSampler final : public Sampler {
   int64_t per_rank_;
 };
 
+/// Rank r's share of 0 … n − 1 for evaluation: r, r + R, r + 2R, … < n, in order and without
+/// padding, so per-rank counts summed over ranks are exactly the data set's (ranks may differ in
+/// size by one).
+class StridedSampler final : public Sampler {
+ public:
+  StridedSampler(int64_t n, int64_t num_replicas, int64_t rank);
+  std::vector<int64_t> indices(int64_t epoch) const override;
+  int64_t size() const override;
+
+ private:
+  int64_t n_;
+  int64_t num_replicas_;
+  int64_t rank_;
+};
+
 /// The permutation RandomSampler and DistributedSampler share (Fisher–Yates on Generator(seed)).
 std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed);
 

@@ -51,6 +51,22 @@ void check_partition(int64_t n, int64_t world, bool drop_last, bool shuffle) {
   }
 }
 
+TEST(StridedSampler, SplitsWithoutPaddingOrOverlap) {
+  for (int64_t world : {1, 2, 3, 4}) {
+    std::vector<int> seen(10, 0);
+    for (int64_t rank = 0; rank < world; ++rank) {
+      const StridedSampler sampler(10, world, rank);
+      const auto mine = sampler.indices(3);
+      EXPECT_EQ(static_cast<int64_t>(mine.size()), sampler.size());
+      for (int64_t i : mine) ++seen[static_cast<size_t>(i)];
+    }
+    EXPECT_EQ(seen, std::vector<int>(10, 1)) << "world " << world;
+  }
+  EXPECT_EQ(StridedSampler(10, 3, 1).indices(0), (std::vector<int64_t>{1, 4, 7}));
+  EXPECT_EQ(StridedSampler(2, 4, 3).size(), 0);
+  EXPECT_THROW(StridedSampler(10, 2, 2), Error);
+}
+
 TEST(DistributedSampler, PartitionsForSeveralWorldSizes) {
   for (int64_t world : {1, 2, 3, 4, 8}) {
     for (int64_t n : {8, 10, 13, 50}) {
