@@ -69,8 +69,9 @@ class DataLoader {
   std::vector<std::thread> workers_;
 };
 
-/// Random images and labels with CIFAR-10's shapes, for benchmarks: the same loader path as the
-/// real data.
+/// Random images and labels with CIFAR-10's shapes, for benchmarks and smoke runs: the same
+/// loader path as the real data. Each class has its own mean colour under heavy noise, so a model
+/// can learn it and a short run's loss falls.
 CifarDataset synthetic_cifar10(int64_t size, uint64_t seed);
 
 }  // namespace tandem::data
