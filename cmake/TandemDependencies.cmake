@@ -21,6 +21,24 @@ if(NOT nlohmann_json_FOUND)
 endif()
 tandem_report("nlohmann-json" TRUE "${nlohmann_json_VERSION}")
 
+# Gloo: the CPU process group of DistributedDataParallel. Debian's package ships a CMake config
+# (target `gloo`) with an imported RelWithDebInfo configuration only, which every build type uses.
+find_package(Gloo CONFIG QUIET)
+if(NOT Gloo_FOUND OR NOT TARGET gloo)
+  tandem_report("Gloo" FALSE "missing: apt-get install libgloo-dev")
+  tandem_print_summary()
+  message(FATAL_ERROR "Gloo (the CPU process group for DistributedDataParallel) is required: apt-get install libgloo-dev")
+endif()
+tandem_report("Gloo" TRUE "${GLOO_VERSION}")
+
+find_package(CLI11 CONFIG QUIET)
+if(NOT CLI11_FOUND)
+  tandem_report("CLI11" FALSE "missing: apt-get install libcli11-dev")
+  tandem_print_summary()
+  message(FATAL_ERROR "CLI11 (command-line flags of the apps) is required: apt-get install libcli11-dev")
+endif()
+tandem_report("CLI11" TRUE "${CLI11_VERSION}")
+
 if(TANDEM_BUILD_TESTS)
   find_package(GTest CONFIG QUIET)
   if(NOT GTest_FOUND)

@@ -1,0 +1,52 @@
+// tandem-run: starts the workers of a distributed job on this machine, like torchrun.
+//
+//   tandem-run --nproc-per-node 2 -- ./train_cifar --mode ddp
+//
+// The logic lives in parallel/launcher.h; this file only reads the flags.
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "parallel/launcher.h"
+
+int main(int argc, char** argv) {
+  tandem::parallel::LaunchOptions options;
+  double kill_grace_s = 5.0;
+  double timeout_s = 0.0;
+  CLI::App app{"tandem-run: start the workers of a distributed job on this machine (like torchrun)",
+               "tandem-run"};
+  app.add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node,
+                 "workers to start on this machine")
+      ->capture_default_str();
+  app.add_option("--nnodes", options.nnodes, "machines in the job")->capture_default_str();
+  app.add_option("--node-rank,--node_rank", options.node_rank, "this machine, 0..nnodes-1")
+      ->capture_default_str();
+  app.add_option("--master-addr,--master_addr", options.master_addr,
+                 "address of node 0, where the rendezvous store runs")
+      ->capture_default_str();
+  app.add_option("--master-port,--master_port", options.master_port,
+                 "port of the rendezvous store; 0 picks a free one (one node only)")
+      ->capture_default_str();
+  app.add_option("--kill-grace", kill_grace_s,
+                 "seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
+      ->capture_default_str();
+  // Everything from "--" (or the first argument that is not a flag) on is the workers' command.
+  app.prefix_command();
+  app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
+  CLI11_PARSE(app, argc, argv);
+  options.command = app.remaining();
+  if (!options.command.empty() && options.command.front() == "--") {
+    options.command.erase(options.command.begin());
+  }
+  options.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(kill_grace_s * 1000));
+  options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  try {
+    return tandem::parallel::launch(options).exit_code;
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,51 @@
+#pragma once
+/// Where this process sits in a distributed job, read from the launcher's environment variables.
+///
+/// Three launchers are understood, first match wins:
+///   tandem-run / torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+///   MASTER_PORT mpirun (Open MPI)      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE srun
+///   (Slurm)           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+///                          (or SLURM_TASKS_PER_NODE with SLURM_NODEID)
+/// mpirun and srun do not say where rank 0 is, so MASTER_ADDR and MASTER_PORT must be exported
+/// for them too; the error says how.
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace tandem::parallel {
+
+struct DistributedEnv {
+  int rank = 0;              ///< this process in [0, world_size)
+  int world_size = 1;        ///< processes in the job
+  int local_rank = 0;        ///< this process among those on its machine (picks the GPU)
+  int local_world_size = 1;  ///< processes on this machine
+  std::string master_addr = "127.0.0.1";  ///< host of the rendezvous store
+  int master_port = 29500;                ///< port of the rendezvous store
+  /// Whether the launcher hosts the store (tandem-run sets TANDEM_STORE_HOSTED=1); otherwise
+  /// rank 0 hosts it.
+  bool store_hosted_by_launcher = false;
+  /// Which launcher's variables were read: "torchrun", "mpirun" or "srun" (for messages).
+  std::string launcher = "torchrun";
+};
+
+/// Looks a variable up; nothing when unset.
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+
+/// Reads the process environment. Throws a tandem::Error starting with "[env]" that names the
+/// missing or malformed variable and how to set it.
+DistributedEnv from_environment();
+/// The same from any lookup (tests pass a map).
+DistributedEnv from_environment(const EnvLookup& lookup);
+DistributedEnv from_variables(const std::map<std::string, std::string>& variables);
+
+/// Whether a launcher's variables are present (RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK or
+/// SLURM_PROCID); from_environment() may still reject them.
+bool launched_distributed();
+bool launched_distributed(const EnvLookup& lookup);
+
+/// For one of Slurm's task counts such as "2(x3),1": how many tasks run on node `node_id`.
+int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
+
+}  // namespace tandem::parallel

@@ -1,0 +1,315 @@
+#include "parallel/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "engine/error.h"
+#include "parallel/store_server.h"
+#include "parallel/worker_process.h"
+
+extern char** environ;
+
+namespace tandem::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void validate(const LaunchOptions& o) {
+  TANDEM_CHECK(o.nproc_per_node >= 1, "[tandem-run] --nproc-per-node must be at least 1, got ",
+               o.nproc_per_node);
+  TANDEM_CHECK(o.nnodes >= 1, "[tandem-run] --nnodes must be at least 1, got ", o.nnodes);
+  TANDEM_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "[tandem-run] --node-rank ", o.node_rank,
+               " is out of range for --nnodes ", o.nnodes, " (0..", o.nnodes - 1, ")");
+  TANDEM_CHECK(o.master_port >= 0 && o.master_port <= 65535, "[tandem-run] --master-port ",
+               o.master_port, " is out of range 0..65535");
+  TANDEM_CHECK(o.master_port != 0 || o.nnodes == 1,
+               "[tandem-run] --master-port 0 (a free port) only works with one node: the other "
+               "nodes could not know which port node 0 picked; give a fixed port");
+  TANDEM_CHECK(!o.master_addr.empty(), "[tandem-run] --master-addr is empty");
+  TANDEM_CHECK(!o.command.empty(),
+               "[tandem-run] no command to run; put it after --, e.g. "
+               "tandem-run --nproc-per-node 2 -- ./train_cifar");
+}
+
+// Note [Signal forwarding]: SIGINT/SIGTERM handlers can only do async-signal-safe work, so they
+// write the signal number into a pipe that the supervision loop polls. The pipe's write end is
+// the one piece of process-wide state here, as signal handlers leave no other choice.
+std::atomic<int> signal_pipe_write{-1};
+
+void on_signal(int sig) {
+  const int fd = signal_pipe_write.load();
+  const unsigned char byte = static_cast<unsigned char>(sig);
+  if (fd >= 0) [[maybe_unused]]
+    ssize_t ignored = ::write(fd, &byte, 1);
+}
+
+class SignalForwarding {
+ public:
+  SignalForwarding() {
+    int fds[2];
+    TANDEM_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0,
+                 "[tandem-run] pipe failed: ", std::strerror(errno));
+    read_ = net::Socket(fds[0]);
+    write_ = net::Socket(fds[1]);
+    int expected = -1;
+    TANDEM_CHECK(signal_pipe_write.compare_exchange_strong(expected, write_.fd()),
+                 "[tandem-run] launch() is already running in this process");
+    struct sigaction action {};
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &action, &previous_int_);
+    sigaction(SIGTERM, &action, &previous_term_);
+  }
+  ~SignalForwarding() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+    signal_pipe_write.store(-1);
+  }
+  SignalForwarding(const SignalForwarding&) = delete;
+  SignalForwarding& operator=(const SignalForwarding&) = delete;
+
+  int fd() const { return read_.fd(); }
+  /// The signals received since the last call.
+  std::vector<int> take() {
+    std::vector<int> out;
+    unsigned char byte;
+    while (::read(read_.fd(), &byte, 1) == 1) out.push_back(byte);
+    return out;
+  }
+
+ private:
+  net::Socket read_, write_;
+  struct sigaction previous_int_ {
+  }, previous_term_{};
+};
+
+// Settles the store port before any worker starts, so a busy port is one clear error up front.
+// Returns the port, and the server when this launcher hosts it.
+int prepare_port(const LaunchOptions& o, std::unique_ptr<StoreServer>& server) {
+  if (o.node_rank != 0) return o.master_port;
+  try {
+    if (o.host_store) {
+      server = std::make_unique<StoreServer>(StoreServerOptions{.host = "", .port = o.master_port});
+      return server->port();
+    }
+    // Rank 0 will host it: check (or pick) the port by binding it once. Another program could
+    // take it before rank 0 binds it again; rank 0 then fails with the same clear message.
+    const net::Socket probe = net::listen_on("[tandem-run]", "", o.master_port);
+    return net::local_port(probe);
+  } catch (const Error& e) {
+    TANDEM_FAIL("[tandem-run] cannot use --master-port ", o.master_port,
+                " for the rendezvous store: ", e.what());
+  }
+}
+
+std::vector<std::string> worker_environment(const LaunchOptions& o, int local_rank, int port) {
+  std::map<std::string, std::string> vars;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string text = *entry;
+    const size_t equals = text.find('=');
+    if (equals != std::string::npos) vars[text.substr(0, equals)] = text.substr(equals + 1);
+  }
+  for (const auto& name : o.unset_env) vars.erase(name);
+  if (vars.count("TANDEM_NUM_THREADS") == 0 && o.env.count("TANDEM_NUM_THREADS") == 0) {
+    // N workers sharing the cores: oversubscribing them slows every worker down.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    vars["TANDEM_NUM_THREADS"] = std::to_string(std::max(1, cores / o.nproc_per_node));
+  }
+  vars["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  vars["LOCAL_RANK"] = std::to_string(local_rank);
+  vars["WORLD_SIZE"] = std::to_string(o.nnodes * o.nproc_per_node);
+  vars["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
+  vars["GROUP_RANK"] = std::to_string(o.node_rank);
+  vars["MASTER_ADDR"] = o.master_addr;
+  vars["MASTER_PORT"] = std::to_string(port);
+  vars["TANDEM_STORE_HOSTED"] = o.host_store ? "1" : "0";
+  for (const auto& [name, value] : o.env) vars[name] = value;
+  std::vector<std::string> out;
+  for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
+  return out;
+}
+
+void write_line(int fd, const std::string& text) {
+  const std::string line = text + "\n";
+  [[maybe_unused]] const ssize_t ignored = ::write(fd, line.data(), line.size());
+}
+
+// Watches the workers of one launch: relays their output, reaps them, and stops them all when
+// one fails, when the launcher is interrupted, or when the job runs out of time.
+class Supervisor {
+ public:
+  Supervisor(const LaunchOptions& options, int port) : options_(options) {
+    const auto started = Clock::now();
+    if (options.timeout.count() > 0) job_deadline_ = started + options.timeout;
+    const std::string program = find_executable(options.command[0]);
+    std::vector<std::string> argv = options.command;
+    argv[0] = program;
+    for (int local = 0; local < options.nproc_per_node; ++local) {
+      const int rank = options.node_rank * options.nproc_per_node + local;
+      const std::string prefix = "[rank " + std::to_string(rank) + "] ";
+      workers_.push_back(
+          std::make_unique<WorkerProcess>(argv, worker_environment(options, local, port)));
+      out_.emplace_back(prefix, options.stdout_fd);
+      err_.emplace_back(prefix, options.stderr_fd);
+      exits_.push_back(
+          WorkerExit{.rank = rank, .local_rank = local, .pid = workers_.back()->pid()});
+    }
+  }
+
+  LaunchResult run(SignalForwarding& signals) {
+    while (!all_exited()) {
+      relay_output(signals.fd(), std::chrono::milliseconds(50));
+      for (int sig : signals.take()) on_interrupt(sig);
+      reap();
+      check_deadlines();
+    }
+    // A stopped job leaves nothing behind: what the workers started (a shell's background
+    // commands ignore SIGINT) goes with them. A process group's id is not reused while any
+    // member lives, so this reaches only the workers' leftovers.
+    if (stopping_) {
+      for (auto& w : workers_) ::kill(-w->pid(), SIGKILL);
+    }
+    relay_output(-1, std::chrono::milliseconds(0));  // what the workers wrote before exiting
+    for (auto& p : out_) p.flush();
+    for (auto& p : err_) p.flush();
+    if (!result_.message.empty()) write_line(options_.stderr_fd, result_.message);
+    result_.workers = exits_;
+    return result_;
+  }
+
+ private:
+  bool all_exited() const {
+    for (const auto& w : workers_) {
+      if (!w->exited()) return false;
+    }
+    return true;
+  }
+
+  // Polls every open output pipe (and the signal pipe) once, relaying what is there. With a zero
+  // wait it drains pipes until they are empty, then closes them: a worker's own children may
+  // keep a pipe open forever, and the job is over once the workers are.
+  void relay_output(int signal_fd, std::chrono::milliseconds wait) {
+    while (true) {
+      std::vector<pollfd> fds;
+      std::vector<std::pair<net::Socket*, LinePrefixer*>> targets;
+      for (size_t i = 0; i < workers_.size(); ++i) {
+        for (auto [pipe, prefixer] : {std::pair{&workers_[i]->stdout_pipe(), &out_[i]},
+                                      std::pair{&workers_[i]->stderr_pipe(), &err_[i]}}) {
+          if (!pipe->valid()) continue;
+          fds.push_back({pipe->fd(), POLLIN, 0});
+          targets.emplace_back(pipe, prefixer);
+        }
+      }
+      if (signal_fd >= 0) fds.push_back({signal_fd, POLLIN, 0});
+      if (fds.empty()) return;
+      const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(wait.count()));
+      if (ready <= 0) {
+        if (wait.count() == 0) close_all_pipes();
+        return;
+      }
+      for (size_t i = 0; i < targets.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        char buffer[16384];
+        const ssize_t n = ::read(targets[i].first->fd(), buffer, sizeof(buffer));
+        if (n > 0) targets[i].second->feed(buffer, static_cast<size_t>(n));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) targets[i].first->reset();
+      }
+      if (wait.count() != 0) return;
+    }
+  }
+
+  void close_all_pipes() {
+    for (auto& w : workers_) {
+      w->stdout_pipe().reset();
+      w->stderr_pipe().reset();
+    }
+  }
+
+  void reap() {
+    for (size_t i = 0; i < workers_.size(); ++i) {
+      WorkerProcess& w = *workers_[i];
+      if (w.exited() || !w.poll_exit()) continue;
+      const int status = w.wait_status();
+      exits_[i].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      exits_[i].signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+      const bool failed = exits_[i].exit_code != 0;
+      if (!failed || stopping_) continue;  // after a stop, the others' exits are our doing
+      result_.exit_code = exits_[i].exit_code > 0 ? exits_[i].exit_code : 128 + exits_[i].signal;
+      result_.message = "[tandem-run] rank " + std::to_string(exits_[i].rank) + " (local rank " +
+                        std::to_string(exits_[i].local_rank) + ", pid " + std::to_string(w.pid()) +
+                        ") " + describe_wait_status(status);
+      if (options_.stop_on_failure) {
+        result_.message += "; stopping the other workers";
+        stop_all(SIGTERM);
+      } else {
+        stopping_ = true;  // report the first failure only
+      }
+    }
+  }
+
+  void on_interrupt(int sig) {
+    write_line(options_.stderr_fd, std::string("[tandem-run] got ") + ::strsignal(sig) +
+                                       "; forwarding it to the workers");
+    if (!stopping_) {
+      result_.exit_code = 128 + sig;
+      result_.message = std::string("[tandem-run] interrupted by ") + ::strsignal(sig);
+    }
+    stop_all(sig);
+  }
+
+  // Signals every running worker, then SIGKILL after the grace period.
+  void stop_all(int sig) {
+    stopping_ = true;
+    for (auto& w : workers_) w->signal(sig);
+    if (!kill_deadline_) kill_deadline_ = Clock::now() + options_.kill_grace;
+  }
+
+  void check_deadlines() {
+    const auto now = Clock::now();
+    if (job_deadline_ && now >= *job_deadline_ && !result_.timed_out) {
+      result_.timed_out = true;
+      if (!stopping_) {
+        result_.exit_code = 124;
+        result_.message = "[tandem-run] the job ran longer than its timeout of " +
+                          net::format_duration(options_.timeout) + "; stopped the workers";
+      }
+      stop_all(SIGTERM);
+    }
+    if (kill_deadline_ && now >= *kill_deadline_) {
+      for (auto& w : workers_) w->signal(SIGKILL);
+    }
+  }
+
+  const LaunchOptions& options_;
+  std::vector<std::unique_ptr<WorkerProcess>> workers_;
+  std::vector<LinePrefixer> out_, err_;
+  std::vector<WorkerExit> exits_;
+  LaunchResult result_;
+  bool stopping_ = false;
+  std::optional<Clock::time_point> kill_deadline_, job_deadline_;
+};
+
+}  // namespace
+
+LaunchResult launch(const LaunchOptions& options) {
+  validate(options);
+  std::unique_ptr<StoreServer> server;
+  const int port = prepare_port(options, server);
+  SignalForwarding signals;
+  Supervisor supervisor(options, port);
+  return supervisor.run(signals);
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,74 @@
+#pragma once
+/// The logic of tandem-run (apps/tandem_run.cpp), torchrun's counterpart: starts the workers of
+/// one machine with the rendezvous variables set, prefixes their output with their rank, forwards
+/// Ctrl-C, and stops the whole job as soon as one worker fails.
+///
+///   tandem-run --nproc-per-node 4 -- ./train_cifar --mode ddp
+///   # two machines: run on each, with --node-rank 0 and 1
+///   tandem-run --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr node0 -- ./train ...
+///
+/// Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+/// GROUP_RANK (the node), TANDEM_STORE_HOSTED and, unless set, TANDEM_NUM_THREADS = cores / N.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace tandem::parallel {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  /// Host of the rendezvous store: node 0's address as the other nodes reach it.
+  std::string master_addr = "127.0.0.1";
+  /// Port of the rendezvous store; 0 picks a free one (one node only: the other nodes could not
+  /// know it).
+  int master_port = 29500;
+  /// Node 0 hosts the rendezvous store in the launcher (Note [Who hosts the store]); false
+  /// leaves it to rank 0.
+  bool host_store = true;
+  /// The program and its arguments; a name without '/' is looked up on PATH.
+  std::vector<std::string> command{};
+  /// Extra variables for every worker (after the launcher's own).
+  std::map<std::string, std::string> env{};
+  /// Variables of the launcher's environment that the workers must not inherit.
+  std::vector<std::string> unset_env{};
+  /// Whether one worker's failure stops the others (SIGTERM, then SIGKILL after kill_grace).
+  bool stop_on_failure = true;
+  std::chrono::milliseconds kill_grace{5000};
+  /// Stops the job when it runs longer than this; 0: no limit.
+  std::chrono::milliseconds timeout{0};
+  /// Where the workers' prefixed output and the launcher's messages go.
+  int stdout_fd = 1;
+  int stderr_fd = 2;
+};
+
+struct WorkerExit {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = -1;
+  int exit_code = -1;  ///< its status, or -1 when a signal ended it
+  int signal = 0;      ///< the signal that ended it, or 0
+};
+
+struct LaunchResult {
+  /// 0 when every worker succeeded; else the first failed worker's status (128 + signal when a
+  /// signal ended it), 128 + signal when the launcher was interrupted, 124 on timeout.
+  int exit_code = 0;
+  std::vector<WorkerExit> workers;  ///< by local rank
+  /// Why the job failed (also written to stderr_fd), e.g. "[tandem-run] rank 1 (local rank 1,
+  /// pid 123) exited with status 3; stopped the other workers"; empty on success.
+  std::string message;
+  bool timed_out = false;
+};
+
+/// Runs the workers of this node until they have all exited. Throws tandem::Error ("[tandem-run]
+/// ...") for bad options, a command that cannot run, or a busy port, before starting anything.
+/// SIGINT and SIGTERM received meanwhile are forwarded to the workers.
+LaunchResult launch(const LaunchOptions& options);
+
+}  // namespace tandem::parallel

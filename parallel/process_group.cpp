@@ -1,0 +1,82 @@
+#include "parallel/process_group.h"
+
+#include "engine/error.h"
+#include "parallel/socket.h"
+
+namespace tandem::parallel {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Avg: return "avg";
+  }
+  return "?";
+}
+
+// --- Work
+
+Work::Work(std::string description, std::chrono::milliseconds default_timeout)
+    : description_(std::move(description)), default_timeout_(default_timeout) {}
+
+Work::~Work() = default;
+
+void Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  // A huge timeout means "forever"; now() + milliseconds::max() would overflow.
+  const bool forever = timeout > std::chrono::hours(24 * 365);
+  if (forever) done_.wait(lock, [&] { return completed_; });
+  const bool done = forever || done_.wait_for(lock, timeout, [&] { return completed_; });
+  TANDEM_CHECK(done, description_, " did not complete within ", net::format_duration(timeout),
+               " (a peer may have died or hung, or the ranks issued different collectives)");
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Work::completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_;
+}
+
+bool Work::failed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_ && error_ != nullptr;
+}
+
+Work::Clock::time_point Work::started_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return started_at_;
+}
+
+Work::Clock::time_point Work::ended_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_at_;
+}
+
+void Work::mark_started() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  started_at_ = Clock::now();
+}
+
+void Work::mark_completed(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ended_at_ = Clock::now();
+    if (started_at_ == Clock::time_point{}) started_at_ = ended_at_;
+    error_ = std::move(error);
+    completed_ = true;
+  }
+  done_.notify_all();
+}
+
+// --- ProcessGroup
+
+ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
+    : rank_(rank), size_(size), options_(std::move(options)) {
+  TANDEM_CHECK(size >= 1, "[process_group] size must be at least 1, got ", size);
+  TANDEM_CHECK(rank >= 0 && rank < size, "[process_group] rank ", rank, " is out of range for ",
+               size, " ranks");
+  TANDEM_CHECK(options_.timeout.count() > 0, "[process_group] timeout must be positive");
+}
+
+ProcessGroup::~ProcessGroup() = default;
+
+}  // namespace tandem::parallel

@@ -1,0 +1,133 @@
+#pragma once
+/// ProcessGroup: the collectives that DistributedDataParallel's Reducer needs (all-reduce,
+/// broadcast, all-gather, barrier) over the ranks of a job, each returning an asynchronous Work.
+///
+/// Note [Collective order]: a group runs its collectives one at a time, in the order they were
+/// submitted. Every rank must submit the same collectives in the same order (as with MPI, NCCL
+/// and PyTorch); a rank that issues a different one, or none, makes the others time out.
+///
+/// Tensors are reduced in place and must stay alive and untouched until the Work completes; the
+/// Work keeps a reference to them, so dropping the caller's handle early is safe.
+///
+///   auto group = init_process_group("gloo", from_environment());
+///   auto work = group->allreduce({bucket}, ReduceOp::Avg);   // returns at once
+///   ...                                                      // backward goes on
+///   work->wait();                                            // bucket holds the average
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "parallel/launch_env.h"
+
+namespace tandem::parallel {
+
+enum class ReduceOp {
+  Sum,
+  Avg,  ///< sum / size; float tensors only
+};
+
+const char* reduce_op_name(ReduceOp op);
+
+/// One asynchronous collective. A backend creates it when the collective is submitted and
+/// finishes it when the collective has run.
+class Work {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// `description` names the collective in messages, e.g. "[gloo] allreduce #3 on rank 1 of 2";
+  /// `default_timeout` bounds wait() without an argument.
+  Work(std::string description, std::chrono::milliseconds default_timeout);
+  virtual ~Work();
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  /// Blocks until the collective is done and rethrows its error. Throws a tandem::Error naming
+  /// the collective when `timeout` passes first (the collective itself goes on in the background
+  /// until its own timeout, the group's options.timeout).
+  void wait(std::chrono::milliseconds timeout);
+  void wait() { wait(default_timeout_); }
+  /// Done, successfully or not; never blocks.
+  bool completed() const;
+  /// Done with an error (wait() would throw it).
+  bool failed() const;
+
+  /// When the collective started running on the group's thread and when it ended; a
+  /// default-constructed time_point until then. For DDP's overlap instrumentation.
+  Clock::time_point started_at() const;
+  Clock::time_point ended_at() const;
+
+  const std::string& description() const { return description_; }
+
+  // --- for backends
+  void mark_started();
+  /// Completes the Work; `error` (may be null) is what wait() rethrows.
+  void mark_completed(std::exception_ptr error = nullptr);
+
+ private:
+  const std::string description_;
+  const std::chrono::milliseconds default_timeout_;
+  mutable std::mutex mutex_;  // guards everything below
+  std::condition_variable done_;
+  bool completed_ = false;
+  std::exception_ptr error_;
+  Clock::time_point started_at_{};
+  Clock::time_point ended_at_{};
+};
+
+struct ProcessGroupOptions {
+  /// Bounds every collective and the rendezvous: a dead or silent peer turns into an error after
+  /// this long instead of a hang. Also the default of Work::wait().
+  std::chrono::milliseconds timeout{300000};
+  /// Gloo: the network interface to use (e.g. "eth0"); overrides `hostname`.
+  std::string interface {};
+  /// Gloo: a hostname or address of this machine that the other ranks can reach. With neither
+  /// set, init_process_group() picks loopback for one-machine jobs and this machine's hostname
+  /// otherwise; GLOO_SOCKET_IFNAME in the environment also works, as in PyTorch.
+  std::string hostname{};
+};
+
+class ProcessGroup {
+ public:
+  ProcessGroup(int rank, int size, ProcessGroupOptions options);
+  virtual ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const ProcessGroupOptions& options() const { return options_; }
+  virtual std::string backend_name() const = 0;
+
+  /// Reduces each tensor across ranks, in place: every tensor is its own all-reduce (a list is a
+  /// batch, not one reduction over the list). Tensors: contiguous float32 (or int64 with Sum).
+  virtual std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) = 0;
+  /// Copies each tensor of rank `root` into the same tensor on every other rank, in place.
+  /// Tensors: contiguous float32 or int64.
+  virtual std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) = 0;
+  /// outputs[r] receives rank r's `input`; outputs must hold size() contiguous tensors of the
+  /// input's shape and dtype and stay alive until the Work completes.
+  virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  /// Completes once every rank has reached it (and every earlier collective has run).
+  virtual std::shared_ptr<Work> barrier() = 0;
+
+ private:
+  const int rank_;
+  const int size_;
+  const ProcessGroupOptions options_;
+};
+
+/// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
+/// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does), then
+/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (needs the CUDA backend).
+/// The returned group keeps the store (and, on rank 0, the server) alive.
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const DistributedEnv& env,
+                                                 ProcessGroupOptions options = {});
+
+}  // namespace tandem::parallel

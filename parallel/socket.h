@@ -1,0 +1,71 @@
+#pragma once
+/// TCP plumbing for the rendezvous store and the launcher: an owning socket handle, connect with
+/// retries, listen, and length-prefixed frames with deadlines.
+///
+/// Note [Frames]: every message is a 4-byte big-endian length followed by that many bytes, so a
+/// reader always knows where a message ends, and a peer that disconnects mid-message is told apart
+/// from one that closed between messages. Frames larger than kMaxFrameBytes are refused: a stray
+/// client (a port scanner, an HTTP probe) must not make the store allocate gigabytes.
+///
+/// Every function throws tandem::Error whose message starts with `tag` (e.g. "[store]").
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tandem::parallel::net {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kMaxFrameBytes = 1u << 30;
+
+/// Owns one file descriptor; closes it on destruction.
+class Socket {
+ public:
+  Socket() = default;
+  explicit Socket(int fd) : fd_(fd) {}
+  ~Socket() { reset(); }
+  Socket(Socket&& other) noexcept : fd_(other.release()) {}
+  Socket& operator=(Socket&& other) noexcept;
+  Socket(const Socket&) = delete;
+  Socket& operator=(const Socket&) = delete;
+
+  int fd() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int release();
+  void reset();
+  /// Wakes any thread blocked reading this socket (it sees EOF); sending still works.
+  void shutdown_read();
+
+ private:
+  int fd_ = -1;
+};
+
+/// Connects to host:port, retrying refused or unreachable attempts until `timeout` passes (the
+/// server may not be up yet). On failure returns an invalid socket and the last reason in
+/// `last_error`, so the caller can say what it was trying to reach.
+Socket connect_with_retry(const std::string& host, int port, std::chrono::milliseconds timeout,
+                          std::string& last_error);
+
+/// Listens on host:port; an empty host means every interface (IPv6 and IPv4 where possible).
+/// Port 0 picks a free port (see local_port). A busy port gives an error saying so.
+Socket listen_on(std::string_view tag, const std::string& host, int port);
+
+/// The port a bound socket got (useful after binding port 0).
+int local_port(const Socket& socket);
+
+/// Sends one frame; never raises SIGPIPE (a vanished peer is an error, not a dead process).
+void send_frame(std::string_view tag, const Socket& socket, std::string_view payload);
+
+/// Receives one frame. Returns nothing when the peer closed the connection between frames.
+/// Throws on an error, on a peer that vanishes mid-frame, on an oversized frame, or when
+/// `deadline` (if given) passes first.
+std::optional<std::string> receive_frame(std::string_view tag, const Socket& socket,
+                                         std::optional<Clock::time_point> deadline = {});
+
+/// "250 ms", "5 s", "1.5 s": durations as error messages show them.
+std::string format_duration(std::chrono::milliseconds duration);
+
+}  // namespace tandem::parallel::net

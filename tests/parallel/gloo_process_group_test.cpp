@@ -1,0 +1,303 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <thread>
+
+#include "engine/tandem.h"
+#include "parallel/gloo_process_group.h"
+#include "parallel/process_group.h"
+#include "parallel/store_server.h"
+#include "tests/support/error_message.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::error_message;
+using tandem::testing::SpawnOptions;
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// rank r holds r * 1000 + i at index i: sums and averages over the ranks are exact in float.
+Tensor ramp(int rank, int64_t n) {
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    values[static_cast<size_t>(i)] = static_cast<float>(rank * 1000 + i);
+  return from_vector<float>(values, {n});
+}
+
+// --- one process
+
+class GlooSingleRank : public ::testing::Test {
+ protected:
+  GlooSingleRank()
+      : store_(std::make_shared<TcpStore>(TcpStoreOptions{.port = server_.port(), .timeout = 10s})),
+        group_(store_, 0, 1, {.timeout = 10s}) {}
+
+  StoreServer server_;
+  std::shared_ptr<TcpStore> store_;
+  GlooProcessGroup group_;
+};
+
+TEST_F(GlooSingleRank, CollectivesOfOneRankKeepTheData) {
+  EXPECT_EQ(group_.backend_name(), "gloo");
+  EXPECT_EQ(group_.rank(), 0);
+  EXPECT_EQ(group_.size(), 1);
+  Tensor t = ramp(0, 5);
+  group_.allreduce({t}, ReduceOp::Avg)->wait();
+  EXPECT_EQ(t.to_vector<float>(), ramp(0, 5).to_vector<float>());
+  std::vector<Tensor> outputs = {zeros({5})};
+  group_.allgather(outputs, t)->wait();
+  EXPECT_EQ(outputs[0].to_vector<float>(), t.to_vector<float>());
+  group_.broadcast({t}, 0)->wait();
+  group_.barrier()->wait();
+}
+
+TEST_F(GlooSingleRank, BadArgumentsThrowAtTheCall) {
+  Tensor t = zeros({2, 3});
+  Tensor strided(
+      std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
+  EXPECT_TRUE(contains(error_message([&] { group_.allreduce({strided}, ReduceOp::Sum); }),
+                       "[gloo] allreduce: tensor 0 is not contiguous"));
+  const Tensor bytes = zeros({4}, {.dtype = DType::UInt8});
+  EXPECT_TRUE(contains(error_message([&] {
+                         group_.allreduce({t, bytes}, ReduceOp::Sum);
+                       }),
+                       "[gloo] allreduce: tensor 1 is uint8"));
+  const Tensor labels = zeros({4}, {.dtype = DType::Int64});
+  EXPECT_TRUE(contains(error_message([&] { group_.allreduce({labels}, ReduceOp::Avg); }),
+                       "supported: float32"));
+  EXPECT_TRUE(contains(error_message([&] { group_.broadcast({t}, 1); }),
+                       "[gloo] broadcast: root 1 is out of range for 1 ranks"));
+  std::vector<Tensor> two = {zeros({2, 3}), zeros({2, 3})};
+  EXPECT_TRUE(contains(error_message([&] { group_.allgather(two, t); }),
+                       "[gloo] allgather: got 2 output tensors for 1 ranks"));
+  std::vector<Tensor> wrong_shape = {zeros({3})};
+  EXPECT_TRUE(contains(error_message([&] { group_.allgather(wrong_shape, t); }),
+                       "output 0 differs from the input"));
+  // A tensor on a CUDA device (its storage is host memory here; only the device tag matters).
+  auto storage = std::make_shared<Storage>(16, Device::cuda(0),
+                                           backend_for(Device::cpu()).allocator(Device::cpu()));
+  Tensor on_gpu(std::make_shared<TensorImpl>(storage, Shape{4}, Shape{1}, 0, DType::Float32));
+  EXPECT_TRUE(contains(error_message([&] { group_.allreduce({on_gpu}, ReduceOp::Sum); }),
+                       "staging through pinned memory arrives with the CUDA backend"));
+  // The rejected calls queued nothing: the group still works.
+  group_.allreduce({t}, ReduceOp::Sum)->wait();
+}
+
+TEST(Gloo, RendezvousWithoutPeersTimesOutClearly) {
+  StoreServer server;
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = server.port(), .timeout = 10s});
+  const std::string message =
+      error_message([&] { GlooProcessGroup group(store, 0, 2, {.timeout = 300ms}); });
+  EXPECT_TRUE(contains(message, "[gloo] rendezvous failed on rank 0 of 2")) << message;
+  EXPECT_TRUE(contains(message, "timed out after 300 ms")) << message;
+}
+
+TEST(Gloo, InitProcessGroupNamesUnsupportedBackends) {
+  const DistributedEnv env;
+  EXPECT_TRUE(contains(error_message([&] { init_process_group("nccl", env); }),
+                       "[nccl] NCCL process group needs the CUDA backend (not built)"));
+  EXPECT_TRUE(contains(error_message([&] { init_process_group("mpi", env); }),
+                       "[process_group] unknown backend 'mpi'"));
+}
+
+TEST(Gloo, WorkWaitTimesOutNamingTheCollective) {
+  Work work("[gloo] allreduce #7 on rank 1 of 2", 10s);
+  EXPECT_FALSE(work.completed());
+  EXPECT_EQ(work.started_at(), Work::Clock::time_point{});
+  const std::string message = error_message([&] { work.wait(50ms); });
+  EXPECT_TRUE(contains(message, "[gloo] allreduce #7 on rank 1 of 2 did not complete within 50 ms"))
+      << message;
+  work.mark_started();
+  work.mark_completed(std::make_exception_ptr(Error("[gloo] allreduce failed: boom")));
+  EXPECT_TRUE(work.completed());
+  EXPECT_TRUE(work.failed());
+  EXPECT_LE(work.started_at(), work.ended_at());
+  EXPECT_TRUE(contains(error_message([&] { work.wait(); }), "boom"));
+}
+
+// --- several processes (TANDEM_RUN_AS_RANKS runs the body in every rank)
+
+std::shared_ptr<ProcessGroup> join_group(std::chrono::milliseconds timeout = 20s) {
+  return init_process_group("gloo", from_environment(), {.timeout = timeout});
+}
+
+void check_allreduce(ProcessGroup& group) {
+  const int n = group.size();
+  Tensor sum = ramp(group.rank(), 1000), avg = ramp(group.rank(), 1000);
+  Tensor small = ramp(group.rank(), 3), empty = zeros({0});
+  Tensor counts = from_vector<int64_t>({group.rank(), 1}, {2}, {.dtype = DType::Int64});
+  auto first = group.allreduce({sum, small, empty}, ReduceOp::Sum);
+  auto second = group.allreduce({avg}, ReduceOp::Avg);
+  auto third = group.allreduce({counts}, ReduceOp::Sum);
+  first->wait();
+  second->wait();
+  third->wait();
+  const float rank_sum = 1000.0f * n * (n - 1) / 2;  // sum over r of r * 1000
+  for (int64_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(sum.data<float>()[i], rank_sum + n * i) << i;
+    ASSERT_EQ(avg.data<float>()[i], rank_sum / n + i) << i;
+  }
+  EXPECT_EQ(small.to_vector<float>(),
+            (std::vector<float>{rank_sum, rank_sum + n, rank_sum + 2 * n}));
+  EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{n * (n - 1) / 2, n}));
+}
+
+TEST(GlooMultiprocess, AllreduceSumAndAvgTwoRanks) {
+  TANDEM_RUN_AS_RANKS(2);
+  auto group = join_group();
+  ASSERT_EQ(group->size(), 2);
+  check_allreduce(*group);
+}
+
+TEST(GlooMultiprocess, AllreduceSumAndAvgFourRanks) {
+  TANDEM_RUN_AS_RANKS(4);
+  auto group = join_group();
+  ASSERT_EQ(group->size(), 4);
+  check_allreduce(*group);
+}
+
+TEST(GlooMultiprocess, BroadcastFromEachRoot) {
+  TANDEM_RUN_AS_RANKS(4);
+  auto group = join_group();
+  for (int root = 0; root < group->size(); ++root) {
+    Tensor values = ramp(group->rank(), 100);
+    Tensor ids = full({3}, group->rank(), {.dtype = DType::Int64});
+    group->broadcast({values, ids}, root)->wait();
+    EXPECT_EQ(values.to_vector<float>(), ramp(root, 100).to_vector<float>()) << root;
+    EXPECT_EQ(ids.to_vector<int64_t>(), std::vector<int64_t>(3, root)) << root;
+  }
+}
+
+TEST(GlooMultiprocess, AllgatherCollectsEveryRanksInput) {
+  TANDEM_RUN_AS_RANKS(4);
+  auto group = join_group();
+  const Tensor input = ramp(group->rank(), 10).view({2, 5});
+  std::vector<Tensor> outputs;
+  for (int r = 0; r < group->size(); ++r) outputs.push_back(zeros({2, 5}));
+  group->allgather(outputs, input)->wait();
+  for (int r = 0; r < group->size(); ++r) {
+    EXPECT_EQ(outputs[r].to_vector<float>(), ramp(r, 10).to_vector<float>()) << r;
+  }
+  const Tensor id = full({1}, 10 + group->rank(), {.dtype = DType::Int64});
+  std::vector<Tensor> ids;
+  for (int r = 0; r < group->size(); ++r) ids.push_back(zeros({1}, {.dtype = DType::Int64}));
+  group->allgather(ids, id)->wait();
+  for (int r = 0; r < group->size(); ++r) EXPECT_EQ(ids[r].item(), 10 + r);
+}
+
+TEST(GlooMultiprocess, BarrierWaitsForEveryRank) {
+  TANDEM_RUN_AS_RANKS(3);
+  const DistributedEnv env = from_environment();
+  auto group = join_group();
+  TcpStore store({.host = env.master_addr, .port = env.master_port, .timeout = 20s});
+  // Later ranks arrive later; whoever leaves the barrier must find every rank's mark.
+  std::this_thread::sleep_for(env.rank * 150ms);
+  store.set("before_barrier/" + std::to_string(env.rank), {});
+  group->barrier()->wait();
+  EXPECT_TRUE(store.check({"before_barrier/0", "before_barrier/1", "before_barrier/2"}));
+}
+
+TEST(GlooMultiprocess, AsyncCollectivesRunInSubmissionOrder) {
+  TANDEM_RUN_AS_RANKS(2);
+  const DistributedEnv env = from_environment();
+  auto group = join_group();
+  TcpStore store({.host = env.master_addr, .port = env.master_port, .timeout = 20s});
+  // allreduce() returns before the collective ran: rank 0's cannot finish before rank 1 joins,
+  // and rank 1 joins only when rank 0 says it has checked.
+  if (env.rank == 1) store.get("rank0_submitted");
+  std::vector<Tensor> tensors;
+  std::vector<std::shared_ptr<Work>> works;
+  for (int k = 0; k < 8; ++k) {
+    tensors.push_back(full({1000}, k + env.rank));
+    works.push_back(group->allreduce({tensors.back()}, ReduceOp::Sum));
+  }
+  if (env.rank == 0) {
+    EXPECT_FALSE(works.front()->completed());
+    store.set("rank0_submitted", {});
+  }
+  works.back()->wait();
+  for (int k = 0; k < 8; ++k) {
+    EXPECT_TRUE(works[k]->completed()) << k;  // the last one done means all earlier ones are
+    EXPECT_EQ(tensors[k].data<float>()[999], 2 * k + 1) << k;
+    EXPECT_LE(works[k]->started_at(), works[k]->ended_at());
+    if (k > 0) {
+      EXPECT_LE(works[k - 1]->ended_at(), works[k]->started_at()) << k;
+    }
+  }
+}
+
+TEST(GlooMultiprocess, GroupsOnOneStoreDoNotMix) {
+  TANDEM_RUN_AS_RANKS(2);
+  for (int generation = 0; generation < 3; ++generation) {
+    auto group = join_group();
+    Tensor t = full({4}, generation + group->rank());
+    group->allreduce({t}, ReduceOp::Sum)->wait();
+    EXPECT_EQ(t.data<float>()[0], 2 * generation + 1);
+  }
+}
+
+TEST(GlooMultiprocess, RankZeroHostsTheStoreWithoutTheLauncher) {
+  TANDEM_RUN_AS_RANKS(2, SpawnOptions{.launcher_hosts_store = false});
+  ASSERT_FALSE(from_environment().store_hosted_by_launcher);
+  auto group = join_group();
+  check_allreduce(*group);
+}
+
+// Note [Dead peer test]: rank 1 dies (SIGKILL, no cleanup) after the group is up; rank 0's next
+// all-reduce must fail with a clear error within the group's timeout instead of hanging, and
+// the broken group must refuse later collectives at once.
+TEST(GlooMultiprocess, KilledRankMakesTheOthersFail) {
+  if (!tandem::testing::launched_as_rank()) {
+    const auto result = tandem::testing::spawn_ranks(
+        2, tandem::testing::current_test_filter(),
+        SpawnOptions{.timeout = std::chrono::seconds(60), .stop_on_failure = false});
+    EXPECT_FALSE(result.timed_out);
+    EXPECT_EQ(result.signals.at(1), SIGKILL);
+    EXPECT_EQ(result.exit_codes.at(0), 0) << result.output;
+    EXPECT_TRUE(contains(result.output_of(0), "[       OK ]")) << result.output;
+    return;
+  }
+  auto group = join_group(5s);
+  group->barrier()->wait();
+  if (group->rank() == 1) std::raise(SIGKILL);
+  Tensor t = full({1 << 16}, 1.0);
+  auto work = group->allreduce({t}, ReduceOp::Sum);
+  const std::string message = error_message([&] { work->wait(60s); });
+  std::printf("rank 0 saw: %s\n", message.c_str());
+  EXPECT_TRUE(contains(message, "[gloo] allreduce failed on rank 0 of 2: ")) << message;
+  EXPECT_TRUE(work->failed());
+  const std::string later = error_message([&] { group->barrier()->wait(60s); });
+  EXPECT_TRUE(contains(later, "[gloo] barrier not run on rank 0 of 2: the group is broken"))
+      << later;
+}
+
+// A peer that is alive but never joins the collective: the group's timeout ends the wait.
+TEST(GlooMultiprocess, SilentRankMakesTheOthersTimeOut) {
+  TANDEM_RUN_AS_RANKS(2);
+  const DistributedEnv env = from_environment();
+  auto group = join_group(2s);
+  TcpStore store({.host = env.master_addr, .port = env.master_port, .timeout = 60s});
+  if (env.rank == 1) {
+    store.get("rank0_done");  // stays away from the collective until rank 0 has given up
+    return;
+  }
+  Tensor t = full({16}, 1.0);
+  auto work = group->allreduce({t}, ReduceOp::Sum);
+  const std::string early = error_message([&] { work->wait(100ms); });
+  EXPECT_TRUE(contains(early, "[gloo] allreduce #1 on rank 0 of 2 did not complete within 100 ms"))
+      << early;
+  const std::string message = error_message([&] { work->wait(60s); });
+  EXPECT_TRUE(contains(message, "[gloo] allreduce failed on rank 0 of 2: ")) << message;
+  std::printf("rank 0 saw: %s\n", message.c_str());
+  EXPECT_TRUE(contains(message, "imed out")) << message;
+  store.set("rank0_done", {});
+}
+
+}  // namespace
+}  // namespace tandem::parallel

@@ -1,0 +1,274 @@
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "parallel/launch_env.h"
+#include "parallel/store.h"
+#include "parallel/store_server.h"
+#include "tests/support/error_message.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::error_message;
+
+std::shared_ptr<TcpStore> client(int port, std::chrono::milliseconds timeout = 10s) {
+  return std::make_shared<TcpStore>(TcpStoreOptions{.port = port, .timeout = timeout});
+}
+
+// A port that nothing listens on (bound once to find it, then released).
+int unused_port() {
+  const net::Socket probe = net::listen_on("[test]", "127.0.0.1", 0);
+  return net::local_port(probe);
+}
+
+TEST(Store, SetThenGetReturnsTheBytes) {
+  StoreServer server;
+  auto store = client(server.port());
+  Bytes binary = {0, 1, 2, 255, 0, 7};
+  store->set("binary", binary);
+  EXPECT_EQ(store->get("binary"), binary);
+  store->set("binary", to_bytes("overwritten"));
+  EXPECT_EQ(to_string(store->get("binary")), "overwritten");
+  store->set("empty", {});
+  EXPECT_TRUE(store->get("empty").empty());
+}
+
+TEST(Store, LargeValuesRoundTrip) {
+  StoreServer server;
+  auto store = client(server.port());
+  Bytes big(5 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint8_t>(i * 7);
+  store->set("big", big);
+  EXPECT_EQ(store->get("big"), big);
+}
+
+TEST(Store, GetBlocksUntilAnotherThreadSetsTheKey) {
+  StoreServer server;
+  auto reader = client(server.port());
+  auto writer = client(server.port());
+  Bytes seen;
+  std::thread waiting([&] { seen = reader->get("late"); });
+  std::this_thread::sleep_for(100ms);
+  writer->set("late", to_bytes("here"));
+  waiting.join();
+  EXPECT_EQ(to_string(seen), "here");
+}
+
+TEST(Store, AddIsAtomicAcrossClients) {
+  StoreServer server;
+  constexpr int kThreads = 4, kAdds = 50;
+  std::vector<std::vector<int64_t>> returned(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto store = client(server.port());
+      for (int i = 0; i < kAdds; ++i) returned[t].push_back(store->add("counter", 1));
+    });
+  }
+  for (auto& t : threads) t.join();
+  // Every add saw a distinct value: together they are exactly 1..200.
+  std::vector<int64_t> all;
+  for (const auto& r : returned) all.insert(all.end(), r.begin(), r.end());
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(kThreads * kAdds);
+  std::iota(expected.begin(), expected.end(), 1);
+  EXPECT_EQ(all, expected);
+  auto store = client(server.port());
+  EXPECT_EQ(store->add("counter", -200), 0);
+  EXPECT_EQ(store->add("counter", 5), 5);
+  EXPECT_EQ(to_string(store->get("counter")), "5");  // counters are decimal text
+}
+
+TEST(Store, AddOnAValueThatIsNotACounterFails) {
+  StoreServer server;
+  auto store = client(server.port());
+  store->set("text", to_bytes("abc"));
+  EXPECT_NE(error_message([&] { store->add("text", 1); }).find("[store] add('text') failed"),
+            std::string::npos);
+  EXPECT_EQ(store->add("fresh", 1), 1);  // the connection is still usable
+}
+
+TEST(Store, WaitAndCheck) {
+  StoreServer server;
+  auto store = client(server.port());
+  auto other = client(server.port());
+  EXPECT_FALSE(store->check({"a", "b"}));
+  std::thread setter([&] {
+    other->set("a", to_bytes("1"));
+    std::this_thread::sleep_for(50ms);
+    other->set("b", to_bytes("2"));
+  });
+  store->wait({"a", "b"}, 10s);
+  setter.join();
+  EXPECT_TRUE(store->check({"a", "b"}));
+  EXPECT_TRUE(store->check({}));
+  EXPECT_FALSE(store->check({"a", "c"}));
+}
+
+TEST(Store, GetTimeoutNamesTheKeyAndTheTimeout) {
+  StoreServer server;
+  auto store = client(server.port());
+  const std::string message = error_message([&] { store->get("rank1/address", 200ms); });
+  EXPECT_NE(message.find("[store] get('rank1/address') timed out after 200 ms"), std::string::npos)
+      << message;
+  // A timeout is an answer, not a broken connection.
+  store->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(store->get("k")), "v");
+}
+
+TEST(Store, WaitTimeoutListsTheMissingKeys) {
+  StoreServer server;
+  auto store = client(server.port());
+  store->set("present", {});
+  const std::string message = error_message([&] {
+    store->wait({"present", "missing1", "missing2"}, 100ms);
+  });
+  EXPECT_NE(message.find("[store] wait timed out after 100 ms; still missing: 'missing1', "
+                         "'missing2'"),
+            std::string::npos)
+      << message;
+}
+
+TEST(Store, ConnectFailureNamesTheAddressAndTheTime) {
+  const int port = unused_port();
+  const std::string message = error_message([&] { client(port, 300ms); });
+  EXPECT_NE(message.find("[store] could not reach the rendezvous store at 127.0.0.1:" +
+                         std::to_string(port) + " after 300 ms"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Connection refused"), std::string::npos) << message;
+}
+
+TEST(Store, ClientRetriesUntilTheServerStarts) {
+  const int port = unused_port();
+  std::shared_ptr<TcpStore> store;
+  std::thread connecting([&] { store = client(port, 20s); });
+  std::this_thread::sleep_for(300ms);
+  StoreServer server({.port = port});
+  connecting.join();
+  store->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(store->get("k")), "v");
+}
+
+TEST(Store, BusyPortIsAClearError) {
+  StoreServer first;
+  const std::string message = error_message([&] { StoreServer second({.port = first.port()}); });
+  EXPECT_NE(message.find("[store] port " + std::to_string(first.port()) +
+                         " is already in use on this machine"),
+            std::string::npos)
+      << message;
+}
+
+TEST(Store, ServerSurvivesGarbageAndVanishingClients) {
+  StoreServer server;
+  {  // an oversized frame header, as from something that is not a Tandem client
+    std::string error;
+    net::Socket raw = net::connect_with_retry("127.0.0.1", server.port(), 2s, error);
+    ASSERT_TRUE(raw.valid()) << error;
+    const char header[4] = {'\x7f', '\x7f', '\x7f', '\x7f'};
+    ::send(raw.fd(), header, 4, MSG_NOSIGNAL);
+  }
+  {  // a client that disconnects in the middle of a frame
+    std::string error;
+    net::Socket raw = net::connect_with_retry("127.0.0.1", server.port(), 2s, error);
+    ASSERT_TRUE(raw.valid()) << error;
+    const char partial[6] = {0, 0, 0, 100, 1, 0};
+    ::send(raw.fd(), partial, 6, MSG_NOSIGNAL);
+  }
+  {  // a well-framed request with an unknown command
+    std::string error;
+    net::Socket raw = net::connect_with_retry("127.0.0.1", server.port(), 2s, error);
+    ASSERT_TRUE(raw.valid()) << error;
+    net::send_frame("[test]", raw, std::string(1, '\x63'));
+  }
+  auto store = client(server.port());
+  store->set("still", to_bytes("works"));
+  EXPECT_EQ(to_string(store->get("still")), "works");
+}
+
+TEST(Store, ShutdownFailsAPendingGetInsteadOfHanging) {
+  auto server = std::make_unique<StoreServer>();
+  auto store = client(server->port());
+  std::string message;
+  std::thread waiting([&] { message = error_message([&] { store->get("never", 60s); }); });
+  std::this_thread::sleep_for(100ms);
+  server.reset();  // joins its threads: the pending get must be released, not left to time out
+  waiting.join();
+  EXPECT_NE(message.find("[store]"), std::string::npos) << message;
+  EXPECT_EQ(message.find("timed out"), std::string::npos) << message;
+  // The connection is gone; later calls say so at once.
+  EXPECT_NE(error_message([&] { store->set("k", {}); }).find("[store]"), std::string::npos);
+}
+
+TEST(Store, PrefixStoreScopesKeys) {
+  StoreServer server;
+  auto base = client(server.port());
+  PrefixStore a("a/", base), b("b/", base);
+  a.set("key", to_bytes("from a"));
+  b.set("key", to_bytes("from b"));
+  EXPECT_EQ(to_string(a.get("key")), "from a");
+  EXPECT_EQ(to_string(b.get("key")), "from b");
+  EXPECT_EQ(to_string(base->get("a/key")), "from a");
+  EXPECT_EQ(a.add("n", 2), 2);
+  EXPECT_EQ(b.add("n", 3), 3);
+  EXPECT_TRUE(a.check({"key", "n"}));
+  EXPECT_FALSE(a.check({"other"}));
+  a.wait({"key", "n"}, 1s);
+  const std::string message = error_message([&] { b.get("missing", 50ms); });
+  EXPECT_NE(message.find("get('b/missing')"), std::string::npos) << message;
+}
+
+TEST(Store, ClientCanHostTheServer) {
+  TcpStore host(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 5s});
+  ASSERT_GT(host.port(), 0);
+  auto other = client(host.port());
+  other->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(host.get("k")), "v");
+}
+
+// Ranks meet through the store the launcher hosts: each publishes a key, counts itself in, and
+// reads every other rank's key.
+TEST(StoreMultiprocess, RanksShareKeysAndCounters) {
+  TANDEM_RUN_AS_RANKS(3);
+  const DistributedEnv env = from_environment();
+  TcpStore store({.host = env.master_addr, .port = env.master_port, .timeout = 20s});
+  store.add("arrived", 1);  // before the key: once all keys exist, all ranks have counted
+  store.set("rank" + std::to_string(env.rank), to_bytes("hello from " + std::to_string(env.rank)));
+  for (int r = 0; r < env.world_size; ++r) {
+    EXPECT_EQ(to_string(store.get("rank" + std::to_string(r))), "hello from " + std::to_string(r));
+  }
+  store.wait({"rank0", "rank1", "rank2"});
+  EXPECT_TRUE(store.check({"rank0", "rank1", "rank2"}));
+  // Adding 0 reads the counter.
+  EXPECT_EQ(store.add("arrived", 0), 3);
+}
+
+// Under mpirun or srun nobody else hosts the store: rank 0 does, the others retry until it is up.
+TEST(StoreMultiprocess, RankZeroCanHostTheStore) {
+  TANDEM_RUN_AS_RANKS(2, tandem::testing::SpawnOptions{.launcher_hosts_store = false});
+  const DistributedEnv env = from_environment();
+  ASSERT_FALSE(env.store_hosted_by_launcher);
+  TcpStore store({.host = env.master_addr,
+                  .port = env.master_port,
+                  .is_server = env.rank == 0,
+                  .timeout = 20s});
+  store.set("rank" + std::to_string(env.rank), to_bytes("up"));
+  store.wait({"rank0", "rank1"});
+  EXPECT_EQ(to_string(store.get(env.rank == 0 ? "rank1" : "rank0")), "up");
+  // Rank 0 must outlive rank 1's last request, so rank 1's last word is the key rank 0 waits for
+  // (the server still delivers that reply while it shuts down).
+  if (env.rank == 1) store.set("rank1_done", {});
+  if (env.rank == 0) store.wait({"rank1_done"});
+}
+
+}  // namespace
+}  // namespace tandem::parallel
