@@ -6,28 +6,16 @@
 #include "parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 #include "tests/support/error_message.h"
+#include "tests/support/tensor_compare.h"
 
 namespace tandem::parallel {
 namespace {
 
 using testing::error_message;
 
-// Gradients of one global batch summed over shards differ from the single-device sums only in
-// float32 rounding order: compare relative to each tensor's largest entry.
-constexpr double kRelativeTolerance = 2e-4;
-
+// Shards (or ranks) change only the float32 summation order: see tensor_compare.h.
 void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << " is undefined";
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  const std::vector<float> a = actual.to_vector<float>();
-  const std::vector<float> e = expected.to_vector<float>();
-  double scale = 1e-6, worst = 0;
-  for (size_t i = 0; i < e.size(); ++i) {
-    scale = std::max(scale, std::abs(static_cast<double>(e[i])));
-    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - e[i]));
-  }
-  EXPECT_LE(worst, kRelativeTolerance * scale) << what << ": max |diff| " << worst
-                                               << " for max |value| " << scale;
+  testing::expect_close_to_reference(actual, expected, what);
 }
 
 struct Batch {

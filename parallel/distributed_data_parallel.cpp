@@ -1,0 +1,130 @@
+#include "parallel/distributed_data_parallel.h"
+
+#include <sstream>
+
+namespace tandem::parallel {
+namespace {
+
+// A parameter list as numbers that every rank can compare: [count, then per parameter: dtype,
+// dims, then each size].
+std::vector<int64_t> describe_parameters(const nn::NamedTensors& parameters) {
+  std::vector<int64_t> out{static_cast<int64_t>(parameters.size())};
+  for (const auto& [name, tensor] : parameters) {
+    out.push_back(static_cast<int64_t>(tensor.dtype()));
+    out.push_back(tensor.dim());
+    for (int64_t size : tensor.shape()) out.push_back(size);
+  }
+  return out;
+}
+
+// Gathers every rank's vector (padded to the longest with -1).
+std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
+                                                    const std::vector<int64_t>& mine) {
+  const int n = group.size();
+  Tensor length = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}, {.dtype = DType::Int64});
+  std::vector<Tensor> lengths;
+  for (int r = 0; r < n; ++r) lengths.push_back(zeros({1}, {.dtype = DType::Int64}));
+  group.allgather(lengths, length)->wait();
+  int64_t longest = 0;
+  for (const Tensor& l : lengths) longest = std::max(longest, static_cast<int64_t>(l.item()));
+
+  std::vector<int64_t> padded(mine);
+  padded.resize(static_cast<size_t>(longest), -1);
+  std::vector<Tensor> all;
+  for (int r = 0; r < n; ++r) all.push_back(zeros({longest}, {.dtype = DType::Int64}));
+  group.allgather(all, from_vector(padded, {longest}, {.dtype = DType::Int64}))->wait();
+  std::vector<std::vector<int64_t>> out;
+  for (const Tensor& t : all) out.push_back(t.to_vector<int64_t>());
+  return out;
+}
+
+std::string shape_of(const std::vector<int64_t>& d, size_t& at) {
+  const auto dtype = static_cast<DType>(d[at++]);
+  const int64_t dims = d[at++];
+  Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at), d.begin() + static_cast<std::ptrdiff_t>(at + dims));
+  at += static_cast<size_t>(dims);
+  return std::string(dtype_name(dtype)) + " " + shape_str(shape);
+}
+
+// The first difference between rank 0's description and rank r's, or "".
+std::string first_difference(const std::vector<int64_t>& zero, const std::vector<int64_t>& other,
+                             int rank, const nn::NamedTensors& parameters) {
+  if (zero[0] != other[0]) {
+    return "rank 0 has " + std::to_string(zero[0]) + " parameters, rank " + std::to_string(rank) +
+           " has " + std::to_string(other[0]);
+  }
+  size_t a = 1, b = 1;
+  for (int64_t i = 0; i < zero[0]; ++i) {
+    const std::string mine = shape_of(zero, a), theirs = shape_of(other, b);
+    if (mine != theirs) {
+      const std::string name = static_cast<size_t>(i) < parameters.size()
+                                   ? parameters[static_cast<size_t>(i)].first
+                                   : "#" + std::to_string(i);
+      return "parameter " + std::to_string(i) + " (" + name + ") is " + mine + " on rank 0 and " +
+             theirs + " on rank " + std::to_string(rank);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+void verify_same_model(ProcessGroup& group, const nn::NamedTensors& parameters) {
+  const auto all = allgather_vectors(group, describe_parameters(parameters));
+  for (int r = 1; r < group.size(); ++r) {
+    const std::string difference = first_difference(all[0], all[static_cast<size_t>(r)], r, parameters);
+    TANDEM_CHECK(difference.empty(), "[DDP] every rank must hold the same model, but ", difference,
+                 " (seen from rank ", group.rank(), ")");
+  }
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 std::shared_ptr<ProcessGroup> group,
+                                                 DdpOptions options)
+    : module_(std::move(module)), group_(std::move(group)), options_(options) {
+  TANDEM_CHECK(module_ != nullptr && group_ != nullptr, "[DDP] needs a module and a process group");
+  register_module("module", module_);
+  const nn::NamedTensors parameters = module_->named_parameters();
+  verify_same_model(*group_, parameters);
+
+  NoGradGuard no_grad;
+  std::vector<Tensor> state;
+  for (const auto& [name, tensor] : module_->state_dict()) state.push_back(tensor);
+  if (!state.empty()) group_->broadcast(state, 0)->wait();
+
+  std::vector<Tensor> trained;
+  std::vector<std::string> names;
+  for (const auto& [name, tensor] : parameters) {
+    if (!tensor.requires_grad()) continue;  // frozen parameters are not reduced
+    trained.push_back(tensor);
+    names.push_back(name);
+  }
+  reducer_ = std::make_unique<Reducer>(trained, names, group_, options_.reducer);
+}
+
+void DistributedDataParallel::sync_buffers() {
+  std::vector<Tensor> buffers;
+  for (const auto& [name, tensor] : module_->named_buffers()) buffers.push_back(tensor);
+  if (!buffers.empty()) group_->broadcast(buffers, 0)->wait();
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& input) {
+  if (options_.broadcast_buffers && group_->size() > 1) sync_buffers();
+  Tensor output = module_->forward(input);
+  if (autograd::grad_mode_enabled() && sync_) reducer_->prepare_for_backward({output});
+  return output;
+}
+
+std::string DistributedDataParallel::describe() const {
+  std::ostringstream out;
+  out << "DistributedDataParallel(" << group_->backend_name() << ", rank " << group_->rank()
+      << " of " << group_->size() << ")";
+  return out.str();
+}
+
+std::shared_ptr<nn::Module> DistributedDataParallel::make_twin() const {
+  TANDEM_FAIL("[DDP] cannot clone a DistributedDataParallel module (it is tied to its process "
+              "group); clone module() instead");
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,313 @@
+#include "parallel/reducer.h"
+
+#include <algorithm>
+#include <sstream>
+#include <unordered_set>
+
+#include "engine/autograd/accumulate_grad.h"
+#include "engine/autograd/engine.h"
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/backend.h"
+#include "engine/ops/factory.h"
+
+namespace tandem::parallel {
+namespace {
+
+constexpr double kMegabyte = 1024.0 * 1024.0;
+
+double ms_between(std::chrono::steady_clock::time_point from,
+                  std::chrono::steady_clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+bool is_view_of(const Tensor& grad, const Tensor& view) {
+  return grad.defined() && grad.storage() == view.storage() && grad.offset() == view.offset();
+}
+
+// Every node reachable from the outputs' gradient functions.
+std::unordered_set<const autograd::Node*> reachable_nodes(const std::vector<Tensor>& outputs) {
+  std::unordered_set<const autograd::Node*> seen;
+  std::vector<const autograd::Node*> stack;
+  for (const Tensor& output : outputs) {
+    const autograd::Edge edge = autograd::gradient_edge(output);
+    if (edge.valid() && seen.insert(edge.node.get()).second) stack.push_back(edge.node.get());
+  }
+  while (!stack.empty()) {
+    const autograd::Node* node = stack.back();
+    stack.pop_back();
+    for (const autograd::Edge& next : node->next_edges()) {
+      if (next.valid() && seen.insert(next.node.get()).second) stack.push_back(next.node.get());
+    }
+  }
+  return seen;
+}
+
+}  // namespace
+
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order,
+                                                const std::vector<size_t>& bytes,
+                                                size_t first_cap_bytes, size_t cap_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> current;
+  size_t current_bytes = 0;
+  for (size_t index : order) {
+    const size_t cap = buckets.empty() ? first_cap_bytes : cap_bytes;
+    if (!current.empty() && current_bytes + bytes.at(index) > cap) {
+      buckets.push_back(std::move(current));
+      current.clear();
+      current_bytes = 0;
+    }
+    current.push_back(index);
+    current_bytes += bytes[index];
+  }
+  if (!current.empty()) buckets.push_back(std::move(current));
+  return buckets;
+}
+
+Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
+                 std::shared_ptr<ProcessGroup> group, ReducerOptions options)
+    : parameters_(std::move(parameters)),
+      names_(std::move(names)),
+      group_(std::move(group)),
+      options_(options) {
+  TANDEM_CHECK(group_ != nullptr, "[DDP] no process group");
+  TANDEM_CHECK(names_.size() == parameters_.size(), "[DDP] ", names_.size(), " names for ",
+               parameters_.size(), " parameters");
+  TANDEM_CHECK(options_.first_bucket_mb > 0 && options_.bucket_cap_mb > 0,
+               "[DDP] bucket caps must be positive, got first_bucket_mb ",
+               options_.first_bucket_mb, " and bucket_cap_mb ", options_.bucket_cap_mb);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Tensor& p = parameters_[i];
+    TANDEM_CHECK(p.dtype() == DType::Float32 && p.device() == parameters_.front().device() &&
+                     p.is_leaf() && p.requires_grad(),
+                 "[DDP] parameter ", names_[i], " must be a float32 leaf that requires grad, on ",
+                 parameters_.front().device(), " like the others");
+  }
+  std::vector<size_t> reverse_registration(parameters_.size());
+  for (size_t i = 0; i < parameters_.size(); ++i) reverse_registration[i] = parameters_.size() - 1 - i;
+  build_buckets(reverse_registration);
+  ready_.assign(parameters_.size(), false);
+  used_.assign(parameters_.size(), false);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    hook_ids_.push_back(
+        parameters_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_ready(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (size_t i = 0; i < hook_ids_.size(); ++i) parameters_[i].remove_hook(hook_ids_[i]);
+}
+
+void Reducer::build_buckets(const std::vector<size_t>& order) {
+  NoGradGuard no_grad;
+  std::vector<size_t> bytes;
+  for (const Tensor& p : parameters_) bytes.push_back(p.nbytes());
+  const auto assignment =
+      assign_buckets(order, bytes, static_cast<size_t>(options_.first_bucket_mb * kMegabyte),
+                     static_cast<size_t>(options_.bucket_cap_mb * kMegabyte));
+  buckets_.clear();
+  locators_.assign(parameters_.size(), {});
+  for (const std::vector<size_t>& members : assignment) {
+    Bucket bucket;
+    int64_t numel = 0;
+    for (size_t index : members) numel += parameters_[index].numel();
+    bucket.flat = zeros({numel}, {.device = parameters_.front().device()});
+    int64_t offset = 0;
+    for (size_t index : members) {
+      const Tensor& p = parameters_[index];
+      locators_[index] = {buckets_.size(), bucket.views.size()};
+      bucket.views.push_back(bucket.flat.slice(offset, offset + p.numel()).view(p.shape()));
+      offset += p.numel();
+    }
+    bucket.parameters = members;
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+// Note [Bucket ordering]: rank 0's arrival order, so that all ranks agree.
+void Reducer::rebuild_buckets() {
+  const auto count = static_cast<int64_t>(parameters_.size());
+  std::vector<int64_t> order_values(arrival_order_.begin(), arrival_order_.end());
+  Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64});
+  group_->broadcast({order}, 0)->wait();
+  std::vector<size_t> order_from_rank0;
+  for (int64_t index : order.to_vector<int64_t>()) {
+    TANDEM_CHECK(index >= 0 && index < count, "[DDP] rank 0 sent a bad bucket order");
+    order_from_rank0.push_back(static_cast<size_t>(index));
+  }
+  // Gradients that are views of the old buckets move into the new ones.
+  std::vector<Tensor> view_grads(parameters_.size());
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const Locator& at = locators_[i];
+    if (is_view_of(parameters_[i].grad(), buckets_[at.bucket].views[at.slot])) {
+      view_grads[i] = parameters_[i].grad().clone();
+    }
+  }
+  build_buckets(order_from_rank0);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!view_grads[i].defined()) continue;
+    const Locator& at = locators_[i];
+    Tensor view = buckets_[at.bucket].views[at.slot];
+    view.copy_(view_grads[i]);
+    parameters_[i].set_grad(view);
+  }
+  rebuilt_ = true;
+  arrival_order_.clear();
+}
+
+void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  std::lock_guard lock(mutex_);
+  if (!rebuilt_ && arrival_order_.size() == parameters_.size()) rebuild_buckets();
+  arrival_order_.clear();
+  std::fill(ready_.begin(), ready_.end(), false);
+  std::fill(used_.begin(), used_.end(), false);
+  for (Bucket& bucket : buckets_) {
+    bucket.pending = bucket.parameters.size();
+    bucket.work.reset();
+  }
+  next_to_launch_ = 0;
+  expect_hooks_ = true;
+  finalize_queued_ = false;
+  if (options_.find_unused_parameters) mark_unused_parameters(outputs);
+}
+
+void Reducer::mark_unused_parameters(const std::vector<Tensor>& outputs) {
+  const auto reached = reachable_nodes(outputs);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    // A parameter in the graph is reached through its (shared) accumulator node.
+    if (!reached.contains(autograd::grad_accumulator(parameters_[i]).get())) {
+      mark_ready_locked(i, false);
+    }
+  }
+}
+
+void Reducer::mark_ready(size_t index) {
+  std::lock_guard lock(mutex_);
+  if (!expect_hooks_) return;  // no_sync(), or a backward pass that no DDP forward armed
+  if (!finalize_queued_) {
+    autograd::queue_callback([this] { finalize(); });
+    finalize_queued_ = true;
+  }
+  mark_ready_locked(index, true);
+}
+
+void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
+  TANDEM_CHECK(!ready_[index], "[DDP] parameter ", names_[index],
+               " got its gradient twice in one step: backward ran twice after one forward, or "
+               "the parameter is shared in a way DDP cannot follow");
+  ready_[index] = true;
+  used_[index] = has_gradient;
+  arrival_order_.push_back(index);
+  Bucket& bucket = buckets_[locators_[index].bucket];
+  Tensor view = bucket.views[locators_[index].slot];
+  if (has_gradient) {
+    const Tensor grad = parameters_[index].grad();
+    const float scale = 1.0f / static_cast<float>(group_->size());  // Note [Averaging]
+    backend_for(view.device()).unary(UnaryOp::MulScalar, grad.contiguous(), scale, view);
+    if (options_.gradient_as_bucket_view && !is_view_of(grad, view)) {
+      parameters_[index].set_grad(view);
+    }
+  } else {
+    view.zero_();
+  }
+  if (--bucket.pending == 0) {
+    bucket.ready_at = Clock::now();
+    if (options_.overlap) launch_ready_buckets();
+  }
+}
+
+void Reducer::launch_ready_buckets() {
+  while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
+    Bucket& bucket = buckets_[next_to_launch_++];
+    bucket.work = group_->allreduce({bucket.flat}, ReduceOp::Sum);
+  }
+}
+
+std::string Reducer::names_of_pending() const {
+  std::string names;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!ready_[i]) names += (names.empty() ? "" : ", ") + names_[i];
+  }
+  return names;
+}
+
+void Reducer::finalize() {
+  std::lock_guard lock(mutex_);
+  const Clock::time_point backward_end = Clock::now();
+  if (!expect_hooks_) return;
+  expect_hooks_ = false;
+  TANDEM_CHECK(std::all_of(ready_.begin(), ready_.end(), [](bool ready) { return ready; }),
+               "[DDP] backward ended on rank ", group_->rank(), " without a gradient for: ",
+               names_of_pending(), ". If some parameters take no part in a step's loss, construct "
+               "DDP with find_unused_parameters = true");
+  launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    try {
+      buckets_[k].work->wait();
+    } catch (const Error& e) {
+      TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.what());
+    }
+  }
+  write_back();
+  record_stats(backward_end);
+}
+
+void Reducer::write_back() {
+  std::vector<bool> used_anywhere(used_);
+  if (options_.find_unused_parameters) {
+    // A parameter unused here may have been used on another rank: then it gets the average.
+    std::vector<float> local(used_.begin(), used_.end());
+    Tensor counts = from_vector(local, {static_cast<int64_t>(local.size())});
+    group_->allreduce({counts}, ReduceOp::Sum)->wait();
+    const std::vector<float> global = counts.to_vector<float>();
+    for (size_t i = 0; i < global.size(); ++i) used_anywhere[i] = global[i] > 0;
+  }
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (!used_anywhere[i]) continue;  // as in PyTorch: a parameter no rank used keeps its .grad
+    const Locator& at = locators_[i];
+    const Tensor& view = buckets_[at.bucket].views[at.slot];
+    Tensor grad = parameters_[i].grad();
+    if (is_view_of(grad, view)) continue;  // gradient_as_bucket_view: already there
+    if (options_.gradient_as_bucket_view) {
+      parameters_[i].set_grad(view);
+    } else if (grad.defined()) {
+      grad.copy_(view);
+    } else {
+      parameters_[i].set_grad(view.clone());
+    }
+  }
+}
+
+void Reducer::record_stats(Clock::time_point backward_end) {
+  ReducerStepStats stats;
+  double hidden_ms = 0;
+  for (const Bucket& bucket : buckets_) {
+    BucketTiming timing;
+    timing.parameters = bucket.parameters.size();
+    timing.bytes = bucket.flat.nbytes();
+    timing.ready_ms = ms_between(backward_end, bucket.ready_at);
+    timing.started_ms = ms_between(backward_end, bucket.work->started_at());
+    timing.ended_ms = ms_between(backward_end, bucket.work->ended_at());
+    stats.comm_ms += timing.ended_ms - timing.started_ms;
+    hidden_ms += std::max(0.0, std::min(timing.ended_ms, 0.0) - timing.started_ms);
+    stats.buckets.push_back(timing);
+  }
+  stats.hidden_fraction = stats.comm_ms > 0 ? hidden_ms / stats.comm_ms : 0;
+  stats.wait_ms = ms_between(backward_end, Clock::now());
+  last_step_ = std::move(stats);
+}
+
+std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::vector<size_t>> out;
+  for (const Bucket& bucket : buckets_) out.push_back(bucket.parameters);
+  return out;
+}
+
+ReducerStepStats Reducer::last_step() const {
+  std::lock_guard lock(mutex_);
+  return last_step_;
+}
+
+}  // namespace tandem::parallel

@@ -1,0 +1,141 @@
+#pragma once
+/// Reducer: averages DDP's gradients across ranks in buckets whose all-reduces run while backward
+/// is still going. Its lifecycle, once per training step:
+///
+///   prepare_for_backward(outputs)  DDP's forward: arm the hooks (and find unused parameters)
+///   mark_ready(i)                  gradient hook of parameter i: copy it into its bucket; a bucket
+///                                  whose gradients are all in launches its all-reduce
+///   finalize()                     end of backward (an autograd callback): wait for every bucket,
+///                                  write the averages back
+///   rebuild_buckets()              once, at the second step's forward: buckets in arrival order
+///
+/// Note [Bucket ordering]: parameters go into buckets in reverse registration order, since
+/// backward produces gradients roughly in the reverse of the forward, which follows registration.
+/// The first bucket is small (first_bucket_mb) so the first all-reduce starts early, later ones
+/// hold up to bucket_cap_mb. After the first step the buckets are rebuilt once in the order the
+/// gradients actually arrived on rank 0, broadcast so that every rank builds the same buckets.
+///
+/// Note [Launch order]: every rank must submit the same all-reduces in the same order (Note
+/// [Collective order]), so bucket k launches only once buckets 0 … k-1 have launched, even when
+/// it is ready earlier.
+///
+/// Note [Averaging]: each gradient is scaled by 1/world_size on its way into the bucket and the
+/// bucket is summed, as PyTorch does, so the all-reduce yields the average without a second pass.
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "parallel/process_group.h"
+
+namespace tandem::parallel {
+
+struct ReducerOptions {
+  double first_bucket_mb = 1.0;  ///< cap of bucket 0 (Note [Bucket ordering])
+  double bucket_cap_mb = 25.0;   ///< cap of every later bucket
+  /// Parameters that get no gradient in a step (unreachable from the outputs) are marked ready at
+  /// the start of backward with a zero contribution, instead of stalling every bucket after them.
+  bool find_unused_parameters = false;
+  /// Gradients become views into the buckets: no copy back after the all-reduce, less memory.
+  bool gradient_as_bucket_view = false;
+  /// false: buckets launch only after backward has ended, one after another; for measuring what
+  /// the overlap is worth (bucket sizes stay the same).
+  bool overlap = true;
+};
+
+/// Where one bucket's time went in the last step, in ms relative to the end of backward
+/// (negative: before it ended).
+struct BucketTiming {
+  size_t parameters = 0;
+  size_t bytes = 0;
+  double ready_ms = 0;    ///< its last gradient arrived
+  double started_ms = 0;  ///< its all-reduce started running
+  double ended_ms = 0;    ///< its all-reduce finished
+};
+
+struct ReducerStepStats {
+  std::vector<BucketTiming> buckets;
+  double comm_ms = 0;          ///< time all-reduces ran, summed over buckets
+  double hidden_fraction = 0;  ///< share of comm_ms that ran before backward ended
+  double wait_ms = 0;          ///< how long finalize() waited after backward ended
+};
+
+/// Buckets (lists of indices into `bytes`) for parameters taken in `order`: a bucket closes when
+/// adding the next parameter would exceed its cap; a parameter larger than the cap gets a bucket
+/// of its own. Bucket 0's cap is first_cap_bytes, the others' cap_bytes.
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order,
+                                                const std::vector<size_t>& bytes,
+                                                size_t first_cap_bytes, size_t cap_bytes);
+
+class Reducer {
+ public:
+  /// parameters: the model's parameters in registration order (float32, one device), all ranks
+  /// alike; names are for messages.
+  Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
+          std::shared_ptr<ProcessGroup> group, ReducerOptions options);
+  ~Reducer();
+  Reducer(const Reducer&) = delete;
+  Reducer& operator=(const Reducer&) = delete;
+
+  /// Arms the hooks for the backward pass of `outputs`. Called by DDP's forward in grad mode.
+  void prepare_for_backward(const std::vector<Tensor>& outputs);
+  /// The gradient of parameter `index` has been accumulated (runs on the backward thread).
+  void mark_ready(size_t index);
+  /// Waits for every bucket and writes the averaged gradients back (end of backward).
+  void finalize();
+
+  /// The parameter indices of each bucket, in bucket (= launch) order.
+  std::vector<std::vector<size_t>> bucket_assignment() const;
+  /// Timings of the last finished step.
+  ReducerStepStats last_step() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Bucket {
+    Tensor flat;                     ///< the bucket's gradients back to back, reduced in one call
+    std::vector<size_t> parameters;  ///< indices into parameters_, in bucket order
+    std::vector<Tensor> views;       ///< views of `flat`, one per parameter, their shapes
+    size_t pending = 0;              ///< gradients still to arrive this step
+    std::shared_ptr<Work> work;      ///< this step's all-reduce, once launched
+    Clock::time_point ready_at;      ///< when `pending` reached 0
+  };
+
+  /// Where parameter i's gradient lives.
+  struct Locator {
+    size_t bucket = 0;
+    size_t slot = 0;  ///< index in the bucket's parameters and views
+  };
+
+  void build_buckets(const std::vector<size_t>& order);
+  void rebuild_buckets();
+  void mark_unused_parameters(const std::vector<Tensor>& outputs);
+  void mark_ready_locked(size_t index, bool has_gradient);
+  void launch_ready_buckets();
+  void write_back();
+  void record_stats(Clock::time_point backward_end);
+  std::string names_of_pending() const;
+
+  std::vector<Tensor> parameters_;
+  std::vector<std::string> names_;
+  std::shared_ptr<ProcessGroup> group_;
+  ReducerOptions options_;
+  std::vector<int> hook_ids_;
+
+  mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
+  std::vector<Bucket> buckets_;
+  std::vector<Locator> locators_;
+  bool expect_hooks_ = false;        ///< a DDP forward armed this backward pass
+  bool finalize_queued_ = false;     ///< finalize() is queued for the end of this pass
+  std::vector<bool> ready_;          ///< per parameter: marked ready this step
+  std::vector<bool> used_;           ///< per parameter: got a gradient on this rank this step
+  size_t next_to_launch_ = 0;        ///< Note [Launch order]
+  std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
+  bool rebuilt_ = false;             ///< buckets already rebuilt from arrival_order_
+  ReducerStepStats last_step_;
+};
+
+}  // namespace tandem::parallel

@@ -1,0 +1,235 @@
+// DistributedDataParallel across real processes (Gloo over loopback): every test body runs in
+// each rank (TANDEM_RUN_AS_RANKS) and compares with a single process computing the same global
+// batch locally.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "nn/layers.h"
+#include "nn/linear.h"
+#include "nn/resnet.h"
+#include "nn/sgd.h"
+#include "parallel/distributed_data_parallel.h"
+#include "tests/support/error_message.h"
+#include "tests/support/tensor_compare.h"
+#include "tests/support/spawn_ranks.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::error_message;
+
+// Shards (or ranks) change only the float32 summation order: see tensor_compare.h.
+void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  testing::expect_close_to_reference(actual, expected, what);
+}
+
+std::shared_ptr<ProcessGroup> join_group(std::chrono::milliseconds timeout = 30s) {
+  return init_process_group("gloo", from_environment(), {.timeout = timeout});
+}
+
+testing::SpawnOptions ranks_options() {
+  return {.timeout = 180s, .env = {{"TANDEM_NUM_THREADS", "1"}}};
+}
+
+struct Batch {
+  Tensor images;
+  Tensor labels;
+};
+
+Batch global_batch(int64_t n) {
+  Generator generator(11);
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (i * 3 + 1) % 10;
+  return {randn({n, 3, 32, 32}, generator), from_vector(labels, {n}, {.dtype = DType::Int64})};
+}
+
+// Note: batch-norm in eval mode, so every rank normalises with the same statistics and DDP's
+// averaged gradient is the single-process one up to rounding.
+void expect_resnet20_matches_one_process(int64_t global_rows) {
+  auto group = join_group();
+  const int64_t rows = global_rows / group->size();
+  const Batch batch = global_batch(global_rows);
+
+  Generator reference_init(7);
+  auto reference = nn::make_resnet("resnet20", reference_init);
+  reference->eval();
+  cross_entropy(reference->forward(batch.images), batch.labels).backward();
+
+  // Other ranks start from other weights: DDP's constructor must broadcast rank 0's.
+  Generator init(7 + static_cast<uint64_t>(group->rank()));
+  DdpOptions options;
+  options.reducer.first_bucket_mb = 0.25;  // several buckets
+  options.reducer.bucket_cap_mb = 0.25;
+  DistributedDataParallel model(nn::make_resnet("resnet20", init), group, options);
+  model.eval();
+  const int64_t start = group->rank() * rows;
+  cross_entropy(model.forward(batch.images.slice(start, start + rows)),
+                batch.labels.slice(start, start + rows))
+      .backward();
+  EXPECT_GT(model.reducer().bucket_assignment().size(), 2u);
+
+  const auto expected = reference->named_parameters();
+  const auto actual = model.module().named_parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+  }
+  const nn::SgdConfig sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
+  nn::Sgd(reference->parameters(), sgd).step();
+  nn::Sgd(model.parameters(), sgd).step();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second, expected[i].second, expected[i].first + " after a step");
+  }
+}
+
+TEST(DdpMultiprocess, ResNet20OverTwoRanksMatchesOneProcess) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  expect_resnet20_matches_one_process(8);
+}
+
+TEST(DdpMultiprocess, ResNet20OverFourRanksMatchesOneProcess) {
+  TANDEM_RUN_AS_RANKS(4, ranks_options());
+  expect_resnet20_matches_one_process(8);
+}
+
+TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group();
+  Generator init(1);
+  DdpOptions options;
+  options.reducer.first_bucket_mb = 0.05;
+  options.reducer.bucket_cap_mb = 0.1;
+  DistributedDataParallel model(nn::make_resnet("resnet20", init), group, options);
+  const Batch batch = global_batch(16);
+  for (int step = 0; step < 3; ++step) {  // the last two with the rebuilt buckets
+    model.zero_grad();
+    cross_entropy(model.forward(batch.images), batch.labels).backward();
+  }
+  const ReducerStepStats stats = model.reducer().last_step();
+  ASSERT_GT(stats.buckets.size(), 3u);
+  // The first bucket (the classifier's gradients) is ready long before backward reaches conv1.
+  EXPECT_LT(stats.buckets.front().started_ms, 0.0);
+  EXPECT_GT(stats.hidden_fraction, 0.0);
+  for (const BucketTiming& bucket : stats.buckets) EXPECT_GE(bucket.ended_ms, bucket.started_ms);
+}
+
+std::shared_ptr<nn::Sequential> small_net(uint64_t seed) {
+  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(nn::LinearConfig{6, 5}), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(nn::LinearConfig{5, 3})});
+  Generator generator(seed);
+  net->reset_parameters(generator);
+  return net;
+}
+
+Tensor micro_batch(int rank, int index) {
+  Generator generator(100 + 10 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(index));
+  return randn({4, 6}, generator);
+}
+
+TEST(DdpMultiprocess, NoSyncAccumulatesThenAveragesEverything) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group();
+  DistributedDataParallel model(small_net(3), group);
+  {
+    auto no_sync = model.no_sync();
+    sum(model.forward(micro_batch(group->rank(), 0))).backward();
+  }
+  sum(model.forward(micro_batch(group->rank(), 1))).backward();
+
+  // One process: the sum over both ranks' micro-batches, divided by the number of ranks.
+  auto reference = small_net(3);
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int index = 0; index < 2; ++index) sum(reference->forward(micro_batch(rank, index))).backward();
+  }
+  const auto expected = reference->parameters();
+  const auto actual = model.module().parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].grad(), mul(expected[i].grad(), 0.5f), "parameter " + std::to_string(i));
+  }
+}
+
+// Rank 0 uses the second head, rank 1 does not.
+class TwoHeads final : public nn::Module {
+ public:
+  TwoHeads() {
+    body_ = register_module("body", std::make_shared<nn::Linear>(nn::LinearConfig{6, 4}));
+    head_ = register_module("head", std::make_shared<nn::Linear>(nn::LinearConfig{4, 2}));
+    extra_ = register_module("extra", std::make_shared<nn::Linear>(nn::LinearConfig{4, 2}));
+    Generator generator(5);
+    reset_parameters(generator);
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor h = relu(body_->forward(x));
+    return use_extra ? add(head_->forward(h), extra_->forward(h)) : head_->forward(h);
+  }
+  std::string describe() const override { return "TwoHeads"; }
+  bool use_extra = false;
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override { return std::make_shared<TwoHeads>(); }
+
+ private:
+  std::shared_ptr<nn::Linear> body_, head_, extra_;
+};
+
+TEST(DdpMultiprocess, ParametersUnusedOnSomeRanksDoNotHang) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(20s);
+  auto net = std::make_shared<TwoHeads>();
+  net->use_extra = group->rank() == 0;
+  DdpOptions options;
+  options.reducer.find_unused_parameters = true;
+  options.reducer.first_bucket_mb = 1e-9;  // one parameter per bucket
+  options.reducer.bucket_cap_mb = 1e-9;
+  DistributedDataParallel model(net, group, options);
+  for (int step = 0; step < 2; ++step) {
+    model.zero_grad();
+    sum(model.forward(micro_batch(group->rank(), step))).backward();
+
+    TwoHeads reference;
+    for (int rank = 0; rank < 2; ++rank) {
+      reference.use_extra = rank == 0;
+      sum(reference.forward(micro_batch(rank, step))).backward();
+    }
+    const auto expected = reference.named_parameters();
+    const auto actual = model.module().named_parameters();
+    for (size_t i = 0; i < expected.size(); ++i) {
+      // Rank 1 never touched extra.*, yet gets the average: rank 0's gradient over two.
+      expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f), expected[i].first);
+    }
+  }
+}
+
+TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(20s);
+  const int64_t width = group->rank() == 0 ? 4 : 5;
+  auto net = std::make_shared<nn::Linear>(nn::LinearConfig{8, width});
+  const std::string message = error_message([&] { DistributedDataParallel model(net, group); });
+  EXPECT_NE(message.find("[DDP] every rank must hold the same model, but parameter 0 (weight) is "
+                         "float32 [4, 8] on rank 0 and float32 [5, 8] on rank 1"),
+            std::string::npos)
+      << message;
+}
+
+TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
+  if (!testing::launched_as_rank()) {
+    testing::SpawnOptions options = ranks_options();
+    options.stop_on_failure = false;  // let rank 0 find out by itself
+    const testing::SpawnResult result = testing::spawn_ranks(2, testing::current_test_filter(), options);
+    EXPECT_FALSE(result.timed_out) << result.output;
+    EXPECT_EQ(result.signals.at(1), SIGKILL) << result.output;
+    EXPECT_EQ(result.exit_codes.at(0), 0) << result.output;  // it saw the error it expected
+    return;
+  }
+  auto group = join_group(5s);
+  DistributedDataParallel model(small_net(1), group);
+  if (group->rank() == 1) std::raise(SIGKILL);
+  const std::string message = error_message([&] { sum(model.forward(micro_batch(0, 0))).backward(); });
+  EXPECT_NE(message.find("[DDP] all-reduce of gradient bucket 0 failed"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace tandem::parallel
