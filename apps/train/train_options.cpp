@@ -1,0 +1,111 @@
+#include "apps/train/train_options.h"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "engine/error.h"
+#include "nn/resnet.h"
+
+namespace tandem::apps {
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::Single: return "single";
+    case Mode::DataParallel: return "dp";
+    case Mode::Distributed: return "ddp";
+  }
+  return "?";
+}
+
+void add_train_flags(CLI::App& app, TrainOptions& o) {
+  app.add_option_function<std::string>(
+         "--mode",
+         [&o](const std::string& mode) {
+           o.mode = mode == "dp" ? Mode::DataParallel : mode == "ddp" ? Mode::Distributed : Mode::Single;
+         },
+         "single: one device; dp: DataParallel over --devices; ddp: one process per device "
+         "(--nproc, or under tandem-run/mpirun/srun)")
+      ->check(CLI::IsMember({"single", "dp", "ddp"}))
+      ->default_str("single");
+  app.add_option("--arch", o.arch, "resnet20|32|44|56|110 (CIFAR ResNets) or resnet18")
+      ->check(CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18"}))
+      ->capture_default_str();
+  app.add_option("--devices", o.devices, "dp: device list such as cuda:0,cuda:1 or cpu:0,cpu:1 "
+                 "(repeats allowed); default: every GPU, else cpu:0");
+  app.add_option("--nproc", o.nproc, "ddp: local worker processes to start (ignored under a "
+                 "launcher, whose job this process joins)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--backend", o.backend, "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when "
+                 "there are GPUs, else gloo")
+      ->check(CLI::IsMember({"nccl", "gloo"}));
+  app.add_option("--epochs", o.epochs, "training epochs")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--run-epochs", o.run_epochs, "stop after this many epochs of this invocation and "
+                 "--resume later (job chaining under a time limit); 0: run to --epochs")
+      ->check(CLI::Range(0, 100000))->capture_default_str();
+  app.add_option("--batch-size", o.batch_size, "global batch, split over devices (dp) or ranks (ddp)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")
+      ->check(CLI::Range(0.0, 1.0))->capture_default_str();
+  app.add_option("--schedule", o.schedule, "multistep (÷10 at 50% and 75% of training, He et "
+                 "al.), cosine or onecycle")
+      ->check(CLI::IsMember({"multistep", "cosine", "onecycle"}))->capture_default_str();
+  app.add_option("--warmup-epochs", o.warmup_epochs, "linear warm-up from lr/10")
+      ->check(CLI::Range(0.0, 1000.0))->capture_default_str();
+  app.add_option("--workers", o.workers, "data loader threads (0: on the training thread)")
+      ->check(CLI::Range(0, 64))->capture_default_str();
+  app.add_option("--data-dir", o.data_dir, "CIFAR-10 binary folder (scripts/get_cifar10.sh)")
+      ->capture_default_str();
+  app.add_option("--subset", o.subset, "train on the first N images and test on the first N/5; "
+                 "0: all")
+      ->check(CLI::Range(int64_t{0}, int64_t{50000}))->capture_default_str();
+  app.add_flag("--synthetic", o.synthetic, "random CIFAR-shaped data instead of --data-dir");
+  app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
+      ->capture_default_str();
+  app.add_option("--save", o.save, "checkpoint written after every epoch (PATH and PATH.state)");
+  app.add_option("--resume", o.resume, "continue from this checkpoint");
+  app.add_flag("--eval-only", o.eval_only, "evaluate the --resume checkpoint on the test set and stop");
+  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size")
+      ->check(CLI::Range(0.001, 4096.0))->capture_default_str();
+  app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");
+  app.add_option("--threads", o.threads, "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
+      ->check(CLI::Range(0, 1024))->capture_default_str();
+  app.add_option("--log-json", o.log_json, "JSON-lines metrics: one record per epoch and a summary");
+  app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");
+}
+
+bool parse_train_options(int argc, const char* const* argv, TrainOptions& options) {
+  CLI::App app("train_cifar: trains a ResNet on CIFAR-10 on one device, with DataParallel or with "
+               "DistributedDataParallel",
+               "train_cifar");
+  add_train_flags(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return false;
+  } catch (const CLI::ParseError& e) {
+    TANDEM_FAIL("[train_cifar] ", e.what(), " (see --help)");
+  }
+  return true;
+}
+
+void validate(const TrainOptions& o, int world_size) {
+  TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
+               "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
+  TANDEM_CHECK(o.mode == Mode::DataParallel || o.devices.empty() ||
+                   o.devices.find(',') == std::string::npos,
+               "[train_cifar] --devices lists several devices, which only --mode dp uses");
+  TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap),
+               "[train_cifar] --backend and --no-overlap are for --mode ddp");
+  if (o.mode == Mode::Distributed) {
+    TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
+                 " does not split evenly over ", world_size, " ranks");
+  }
+  TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
+               " leaves fewer training images than the ", world_size, " ranks");
+}
+
+}  // namespace tandem::apps

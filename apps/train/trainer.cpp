@@ -1,0 +1,345 @@
+#include "apps/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/train/progress.h"
+#include "data/cifar10.h"
+#include "nn/checkpoint.h"
+#include "nn/resnet.h"
+#include "parallel/data_parallel.h"
+#include "parallel/distributed_data_parallel.h"
+
+namespace tandem::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kEvalBatch = 500;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string thousands(int64_t n) {
+  std::string digits = std::to_string(n);
+  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(static_cast<size_t>(i), ",");
+  return digits;
+}
+
+}  // namespace
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
+    : options_(options),
+      group_(std::move(group)),
+      rank_(group_ ? group_->rank() : 0),
+      world_(group_ ? group_->size() : 1),
+      log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
+  validate(options_, world_);
+  if (options_.threads > 0) set_num_threads(options_.threads);
+  build_data();
+  build_model();
+  build_schedule();
+  if (!options_.resume.empty()) resume();
+  // Wrapped after resuming: DDP's constructor then broadcasts rank 0's resumed weights.
+  if (options_.mode == Mode::DataParallel) {
+    model_ = std::make_shared<parallel::DataParallel>(network_, dp_devices_);
+  } else if (options_.mode == Mode::Distributed) {
+    parallel::DdpOptions ddp;
+    ddp.reducer.bucket_cap_mb = options_.bucket_cap_mb;
+    ddp.reducer.overlap = !options_.no_overlap;
+    model_ = std::make_shared<parallel::DistributedDataParallel>(network_, group_, ddp);
+  } else {
+    model_ = network_;
+  }
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::build_data() {
+  const int64_t test_limit = options_.subset > 0 ? std::max<int64_t>(1, options_.subset / 5) : 0;
+  if (options_.synthetic) {
+    train_set_ = std::make_shared<data::CifarDataset>(
+        data::synthetic_cifar10(options_.subset > 0 ? options_.subset : 50000, options_.seed));
+    test_set_ = std::make_shared<data::CifarDataset>(
+        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.seed + 1));
+  } else {
+    TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
+                 options_.data_dir, ": run scripts/get_cifar10.sh, or pass --data-dir DIR or "
+                 "--synthetic");
+    train_set_ = std::make_shared<data::CifarDataset>(
+        data::read_cifar10(options_.data_dir, data::CifarSplit::Train, options_.subset));
+    test_set_ = std::make_shared<data::CifarDataset>(
+        data::read_cifar10(options_.data_dir, data::CifarSplit::Test, test_limit));
+  }
+  TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
+               " training images cannot be shared by ", world_, " ranks");
+
+  // Where batches are delivered, and how big a step's local batch is.
+  if (options_.mode == Mode::DataParallel) {
+    if (options_.devices.empty()) {
+      dp_devices_ = {Device::cpu()};
+      if (cuda_available()) {
+        dp_devices_.clear();
+        for (int i = 0; i < cuda_backend().device_count(); ++i) dp_devices_.push_back(Device::cuda(i));
+      }
+    } else {
+      dp_devices_ = parallel::parse_device_list(options_.devices);
+    }
+    TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(dp_devices_.size()),
+                 "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
+                 dp_devices_.size(), " devices it is split over");
+    device_ = dp_devices_.front();
+  } else if (options_.mode == Mode::Distributed) {
+    device_ = group_->backend_name() == "nccl" ? Device::cuda(0) : Device::cpu();
+  } else {
+    device_ = !options_.devices.empty() ? Device::parse(options_.devices)
+                                        : (cuda_available() ? Device::cuda(0) : Device::cpu());
+  }
+  const int64_t local_batch = options_.batch_size / world_;
+
+  std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
+  if (options_.mode == Mode::Distributed) {
+    train_sampler = std::make_shared<data::DistributedSampler>(
+        train_set_->size(), data::DistributedSamplerConfig{.num_replicas = world_, .rank = rank_,
+                                                          .shuffle = true, .seed = options_.seed});
+  } else {
+    train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+  }
+  test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
+  train_loader_ = std::make_unique<data::DataLoader>(
+      train_set_, train_sampler,
+      data::DataLoaderConfig{.batch_size = local_batch, .workers = options_.workers,
+                             .seed = options_.seed, .device = device_});
+  test_loader_ = std::make_unique<data::DataLoader>(
+      test_set_, test_sampler,
+      data::DataLoaderConfig{.batch_size = kEvalBatch, .workers = options_.workers,
+                             .transform = data::eval_transform(), .device = device_});
+}
+
+void Trainer::build_model() {
+  Generator generator(options_.seed);
+  network_ = nn::make_resnet(options_.arch, generator);
+  network_->to(device_);
+  optimizer_ = std::make_unique<nn::Sgd>(
+      network_->parameters(),
+      nn::SgdConfig{.lr = options_.lr, .momentum = options_.momentum,
+                    .weight_decay = options_.weight_decay, .nesterov = options_.nesterov});
+}
+
+void Trainer::build_schedule() {
+  const int64_t steps_per_epoch = train_loader_->batches_per_epoch();
+  const int64_t total = steps_per_epoch * options_.epochs;
+  const auto warmup = static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
+  std::shared_ptr<const nn::LrSchedule> main;
+  if (options_.schedule == "cosine") {
+    main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
+  } else if (options_.schedule == "onecycle") {
+    main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
+  } else {
+    main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+  }
+  schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
+}
+
+void Trainer::resume() {
+  const nn::TrainingState state = nn::load_checkpoint(options_.resume, *network_, *optimizer_);
+  const auto arch = state.extra.find("arch");
+  TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ",
+               options_.resume, " holds a ", arch->second, ", not a ", options_.arch,
+               " (pass --arch ", arch->second, ")");
+  start_epoch_ = static_cast<int>(state.epoch);
+  step_ = state.step;
+}
+
+void Trainer::save_checkpoint(int epochs_done) {
+  if (options_.save.empty()) return;
+  if (is_leader()) {
+    nn::TrainingState state{.epoch = epochs_done, .step = step_};
+    state.extra["arch"] = options_.arch;
+    state.extra["mode"] = mode_name(options_.mode);
+    nn::save_checkpoint(options_.save, *network_, *optimizer_, state);
+  }
+  if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
+}
+
+std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
+  if (!group_ || world_ == 1) return values;
+  std::vector<float> as_float(values.begin(), values.end());
+  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())});
+  group_->allreduce({totals}, parallel::ReduceOp::Sum)->wait();
+  const std::vector<float> summed = totals.to_vector<float>();
+  return {summed.begin(), summed.end()};
+}
+
+// Note [Stopping together]: in ddp a rank that stopped alone would leave the others waiting in an
+// all-reduce until the timeout, so every step the ranks agree whether anyone was interrupted.
+bool Trainer::all_ranks_continue() {
+  const double stop = stop_requested().load() ? 1.0 : 0.0;
+  if (!group_ || world_ == 1) return stop == 0.0;
+  return sum_over_ranks({stop})[0] == 0.0;
+}
+
+std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
+  model_->train();
+  train_loader_->start_epoch(epoch);
+  const int64_t steps = train_loader_->batches_per_epoch();
+  EpochProgress progress(epoch + 1, options_.epochs, steps, options_.progress && stdout_is_terminal());
+  const auto start = Clock::now();
+  double loss_sum = 0, correct = 0;
+  int64_t seen = 0, step_in_epoch = 0;
+  while (std::optional<data::Batch> batch = train_loader_->next()) {
+    if (!all_ranks_continue()) return std::nullopt;
+    optimizer_->set_lr(schedule_->lr_at(step_));
+    optimizer_->zero_grad();
+    const Tensor logits = model_->forward(batch->images);
+    Tensor loss = cross_entropy(logits, batch->labels);
+    const double loss_value = loss.item();
+    TANDEM_CHECK(std::isfinite(loss_value), "[train_cifar] the loss became ", loss_value,
+                 " at epoch ", epoch + 1, ", step ", step_in_epoch + 1, " (optimizer step ",
+                 step_ + 1, ") on rank ", rank_, "; try a lower --lr");
+    loss.backward();
+    optimizer_->step();
+    ++step_;
+    ++step_in_epoch;
+    const int64_t n = batch->labels.size(0);
+    loss_sum += loss_value * static_cast<double>(n);
+    correct += count_correct(logits.detach(), batch->labels).item();
+    seen += n;
+    if (is_leader()) {
+      progress.update({.step = step_in_epoch,
+                       .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
+                       .loss = loss_sum / static_cast<double>(seen),
+                       .accuracy = correct / static_cast<double>(seen)});
+    }
+  }
+  if (is_leader()) progress.finish();
+  const double seconds = seconds_since(start);
+  const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
+  return PassMetrics{.loss = totals[0] / totals[2], .accuracy = totals[1] / totals[2],
+                     .images = static_cast<int64_t>(totals[2]), .seconds = seconds};
+}
+
+PassMetrics Trainer::evaluate() {
+  const auto start = Clock::now();
+  // Every rank evaluates its share of the test set with rank 0's batch-norm statistics; the
+  // shares differ in size, so the plain network runs (no per-forward collectives).
+  nn::Module* evaluated = model_.get();
+  if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(model_.get())) {
+    ddp->sync_buffers();
+    evaluated = network_.get();
+  }
+  evaluated->eval();
+  NoGradGuard no_grad;
+  test_loader_->start_epoch(0);
+  double loss_sum = 0, correct = 0, seen = 0;
+  while (std::optional<data::Batch> batch = test_loader_->next()) {
+    const Tensor logits = evaluated->forward(batch->images);
+    const auto n = static_cast<double>(batch->labels.size(0));
+    loss_sum += cross_entropy(logits, batch->labels).item() * n;
+    correct += count_correct(logits, batch->labels).item();
+    seen += n;
+  }
+  evaluated->train();
+  const auto totals = sum_over_ranks({loss_sum, correct, seen});
+  return {.loss = totals[0] / std::max(totals[2], 1.0), .accuracy = totals[1] / std::max(totals[2], 1.0),
+          .images = static_cast<int64_t>(totals[2]), .seconds = seconds_since(start)};
+}
+
+void Trainer::print_header() {
+  if (!is_leader()) return;
+  std::string where;
+  if (options_.mode == Mode::DataParallel) {
+    where = std::to_string(dp_devices_.size()) + " devices (" + options_.devices + ")";
+    if (options_.devices.empty()) where = std::to_string(dp_devices_.size()) + " devices";
+  } else if (options_.mode == Mode::Distributed) {
+    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str();
+  } else {
+    where = device_.str();
+  }
+  std::printf("train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
+              "%s, %s data: %s train / %s test images, %d threads\n",
+              options_.arch.c_str(), thousands(network_->parameter_count()).c_str(),
+              mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
+              options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
+              options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
+              thousands(test_set_->size()).c_str(), num_threads());
+  if (start_epoch_ > 0) std::printf("resuming after epoch %d (step %lld)\n", start_epoch_, static_cast<long long>(step_));
+  std::fflush(stdout);
+}
+
+RunSummary Trainer::run() {
+  print_header();
+  RunSummary summary;
+  if (options_.eval_only) {
+    const PassMetrics test = evaluate();
+    if (is_leader()) {
+      std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss, 100 * test.accuracy,
+                  static_cast<long long>(test.images));
+      log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
+    }
+    summary.last_accuracy = summary.best_accuracy = test.accuracy;
+    return summary;
+  }
+  int64_t train_images = 0;
+  const int last_epoch = options_.run_epochs > 0
+                             ? std::min(options_.epochs, start_epoch_ + options_.run_epochs)
+                             : options_.epochs;
+  for (int epoch = start_epoch_; epoch < last_epoch; ++epoch) {
+    const float lr = schedule_->lr_at(step_);
+    const std::optional<PassMetrics> train = train_epoch(epoch);
+    if (!train) {
+      summary.interrupted = true;
+      if (is_leader()) std::printf("\ninterrupted during epoch %d; the last checkpoint is intact\n", epoch + 1);
+      break;
+    }
+    const PassMetrics test = evaluate();
+    save_checkpoint(epoch + 1);
+    summary.epochs_done += 1;
+    summary.train_seconds += train->seconds;
+    train_images += train->images;
+    summary.last_accuracy = test.accuracy;
+    summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
+    const double images_per_second = static_cast<double>(train->images) / train->seconds;
+    if (is_leader()) {
+      std::printf("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+                  "%.0f img/s, lr %.4g\n",
+                  epoch + 1, options_.epochs, train->loss, 100 * train->accuracy, test.loss,
+                  100 * test.accuracy, train->seconds, images_per_second, static_cast<double>(lr));
+      std::fflush(stdout);
+      log_.write({{"type", "epoch"}, {"epoch", epoch + 1}, {"train_loss", train->loss},
+                  {"train_accuracy", train->accuracy}, {"test_loss", test.loss},
+                  {"test_accuracy", test.accuracy}, {"seconds", train->seconds},
+                  {"images_per_second", images_per_second}, {"lr", lr}, {"step", step_},
+                  {"mode", mode_name(options_.mode)}, {"world_size", world_}});
+    }
+  }
+  if (summary.train_seconds > 0) {
+    summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;
+  }
+  if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
+    std::printf("stopped after epoch %d of %d (--run-epochs): continue with --resume %s\n",
+                last_epoch, options_.epochs, options_.save.empty() ? "PATH" : options_.save.c_str());
+  }
+  if (is_leader()) {
+    std::printf("done: %d epochs, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
+                summary.epochs_done, 100 * summary.best_accuracy, 100 * summary.last_accuracy,
+                summary.train_seconds, summary.images_per_second);
+    log_.write({{"type", "summary"}, {"epochs_done", summary.epochs_done},
+                {"best_test_accuracy", summary.best_accuracy},
+                {"last_test_accuracy", summary.last_accuracy},
+                {"train_seconds", summary.train_seconds},
+                {"images_per_second", summary.images_per_second},
+                {"interrupted", summary.interrupted}, {"mode", mode_name(options_.mode)},
+                {"world_size", world_}, {"arch", options_.arch}});
+  }
+  return summary;
+}
+
+}  // namespace tandem::apps

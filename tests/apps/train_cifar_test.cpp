@@ -1,0 +1,198 @@
+// train_cifar as a user runs it: the program itself, in a child process.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend.h"
+#include "tests/support/temp_dir.h"
+
+namespace tandem::apps {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+struct ProgramRun {
+  int exit_code = -1;
+  std::string output;  ///< stdout and stderr
+};
+
+std::string quoted(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+ProgramRun train_cifar(const std::vector<std::string>& args) {
+  std::string command = quoted(TANDEM_TRAIN_CIFAR);
+  for (const std::string& arg : args) command += " " + quoted(arg);
+  command += " 2>&1";
+  ProgramRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return run;
+}
+
+std::vector<json> read_log(const std::string& path) {
+  std::vector<json> records;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) records.push_back(json::parse(line));
+  return records;
+}
+
+std::vector<json> epochs_of(const std::vector<json>& log) {
+  std::vector<json> out;
+  for (const json& record : log) {
+    if (record["type"] == "epoch") out.push_back(record);
+  }
+  return out;
+}
+
+// A short run on learnable synthetic data: 256 images, 8 steps an epoch.
+std::vector<std::string> quick_run(const std::string& log, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"--synthetic", "--subset", "256", "--batch-size", "32",
+                                "--workers", "1", "--no-progress", "--log-json", log};
+  if (std::find(extra.begin(), extra.end(), "--lr") == extra.end()) extra.insert(extra.end(), {"--lr", "0.05"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void expect_loss_falls(const std::vector<std::string>& mode_args) {
+  TempDir dir;
+  std::vector<std::string> args = quick_run(dir.file("log.jsonl"), {"--epochs", "3"});
+  args.insert(args.end(), mode_args.begin(), mode_args.end());
+  const ProgramRun run = train_cifar(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
+  ASSERT_EQ(epochs.size(), 3u) << run.output;
+  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3) << run.output;
+  EXPECT_GT(epochs[2]["test_accuracy"].get<double>(), 0.3) << run.output;  // chance is 0.1
+}
+
+TEST(TrainCifar, SingleDeviceLossFalls) { expect_loss_falls({"--mode", "single"}); }
+
+TEST(TrainCifar, DataParallelLossFalls) {
+  expect_loss_falls({"--mode", "dp", "--devices", "cpu:0,cpu:1"});
+}
+
+TEST(TrainCifarMultiprocess, DistributedLossFalls) {
+  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
+}
+
+TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
+  TempDir dir;
+  const ProgramRun whole = train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2"}));
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const std::string checkpoint = dir.file("run.ckpt");
+  const ProgramRun first = train_cifar(
+      quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1", "--save", checkpoint}));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find("continue with --resume"), std::string::npos) << first.output;
+  const ProgramRun second =
+      train_cifar(quick_run(dir.file("split.jsonl"),
+                            {"--epochs", "2", "--resume", checkpoint, "--save", checkpoint}));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+
+  const auto expected = epochs_of(read_log(dir.file("whole.jsonl")));
+  const auto actual = epochs_of(read_log(dir.file("split.jsonl")));
+  ASSERT_EQ(actual.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"}) {
+      EXPECT_DOUBLE_EQ(actual[e][key].get<double>(), expected[e][key].get<double>())
+          << "epoch " << e + 1 << " " << key;
+    }
+    EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
+  }
+  // The checkpoint evaluates to the logged accuracy.
+  const ProgramRun eval = train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
+  ASSERT_EQ(eval.exit_code, 0) << eval.output;
+  EXPECT_DOUBLE_EQ(read_log(dir.file("eval.jsonl")).at(0)["test_accuracy"].get<double>(),
+                   actual[1]["test_accuracy"].get<double>());
+}
+
+void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind("train_cifar: error: ", 0), 0u) << run.output;
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+}
+
+TEST(TrainCifar, BadInputGetsOneClearLine) {
+  expect_one_error_line(train_cifar({"--bogus"}), "--bogus");
+  expect_one_error_line(train_cifar({"--data-dir", "/nonexistent"}),
+                        "no CIFAR-10 at /nonexistent: run scripts/get_cifar10.sh");
+  expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cpu:0,cpu:1,cpu:2",
+                                     "--batch-size", "2"}),
+                        "--batch-size 2 is smaller than the 3 devices");
+  expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
+                        cuda_available() ? "cuda:7" : "no CUDA backend");
+  expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
+  TempDir dir;
+  expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}), "missing.ckpt");
+}
+
+TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
+  const ProgramRun run = train_cifar({"--help"});
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* text : {"--mode", "--bucket-cap-mb", "=25", "--devices", "--nproc", "--log-json",
+                           "--resume", "=resnet20", "=multistep"}) {
+    EXPECT_NE(run.output.find(text), std::string::npos) << text;
+  }
+}
+
+TEST(TrainCifar, DivergingLossStopsWithTheStep) {
+  TempDir dir;
+  const ProgramRun run = train_cifar(quick_run(dir.file("log.jsonl"), {"--lr", "1e30", "--epochs", "1"}));
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("train_cifar: error: [train_cifar] the loss became"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("at epoch 1, step"), std::string::npos) << run.output;
+}
+
+TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
+  TempDir dir;
+  const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
+  std::vector<std::string> args = quick_run(log, {"--epochs", "100", "--save", checkpoint});
+  args.insert(args.begin(), TANDEM_TRAIN_CIFAR);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::freopen(dir.file("out.txt").c_str(), "w", stdout);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  // Interrupt once the first epoch has been logged (and so checkpointed).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (epochs_of(read_log(log)).empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  const auto log_records = read_log(log);
+  ASSERT_FALSE(log_records.empty());
+  EXPECT_EQ(log_records.back()["type"], "summary");
+  EXPECT_TRUE(log_records.back()["interrupted"].get<bool>());
+  const ProgramRun eval = train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
+  EXPECT_EQ(eval.exit_code, 0) << eval.output;
+}
+
+}  // namespace
+}  // namespace tandem::apps
