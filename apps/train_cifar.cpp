@@ -38,6 +38,7 @@ int run(int argc, char** argv) {
   apps::TrainOptions options;
   if (!apps::parse_train_options(argc, argv, options)) return 0;
   std::shared_ptr<parallel::ProcessGroup> group;
+  int local_rank = 0;
   if (options.mode == apps::Mode::Distributed) {
     if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
     const parallel::DistributedEnv env = parallel::from_environment();
@@ -45,8 +46,9 @@ int run(int argc, char** argv) {
                                 : cuda_available()       ? "nccl"
                                                          : "gloo";
     group = parallel::init_process_group(backend, env);
+    local_rank = env.local_rank;
   }
-  apps::Trainer trainer(options, group);
+  apps::Trainer trainer(options, group, local_rank);
   const apps::RunSummary summary = trainer.run();
   return summary.interrupted ? 128 + SIGINT : 0;
 }

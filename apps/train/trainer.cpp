@@ -35,11 +35,13 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
-Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
+                 int local_rank)
     : options_(options),
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
+      local_rank_(local_rank),
       log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
@@ -97,7 +99,7 @@ void Trainer::build_data() {
                  dp_devices_.size(), " devices it is split over");
     device_ = dp_devices_.front();
   } else if (options_.mode == Mode::Distributed) {
-    device_ = group_->backend_name() == "nccl" ? Device::cuda(0) : Device::cpu();
+    device_ = group_->backend_name() == "nccl" ? Device::cuda(local_rank_) : Device::cpu();
   } else {
     device_ = !options_.devices.empty() ? Device::parse(options_.devices)
                                         : (cuda_available() ? Device::cuda(0) : Device::cpu());
