@@ -50,8 +50,7 @@ std::string shape_of(const std::vector<int64_t>& d, size_t& at) {
 std::string first_difference(const std::vector<int64_t>& zero, const std::vector<int64_t>& other,
                              int rank, const nn::NamedTensors& parameters) {
   if (zero[0] != other[0]) {
-    return "rank 0 has " + std::to_string(zero[0]) + " parameters, rank " + std::to_string(rank) +
-           " has " + std::to_string(other[0]);
+    return detail::concat("rank 0 has ", zero[0], " parameters, rank ", rank, " has ", other[0]);
   }
   size_t a = 1, b = 1;
   for (int64_t i = 0; i < zero[0]; ++i) {
@@ -59,9 +58,9 @@ std::string first_difference(const std::vector<int64_t>& zero, const std::vector
     if (mine != theirs) {
       const std::string name = static_cast<size_t>(i) < parameters.size()
                                    ? parameters[static_cast<size_t>(i)].first
-                                   : "#" + std::to_string(i);
-      return "parameter " + std::to_string(i) + " (" + name + ") is " + mine + " on rank 0 and " +
-             theirs + " on rank " + std::to_string(rank);
+                                   : detail::concat("#", i);
+      return detail::concat("parameter ", i, " (", name, ") is ", mine, " on rank 0 and ", theirs,
+                            " on rank ", rank);
     }
   }
   return "";
