@@ -1,0 +1,244 @@
+// bench_cifar as a user runs it: the program itself, in a child process, on tiny configurations.
+// No timing assertions: the numbers only have to be there, positive and the same in every output.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/bench/report.h"
+#include "engine/backend.h"
+#include "tests/support/temp_dir.h"
+
+namespace tandem::apps::bench {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+struct ProgramRun {
+  int exit_code = -1;
+  std::string output;  ///< stdout (and stderr when merged)
+  std::string errors;  ///< stderr when not merged
+};
+
+std::string quoted(const std::string& arg) {
+  std::string out = "'";
+  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+ProgramRun bench_cifar(const std::vector<std::string>& args, const TempDir& dir,
+                       bool merge = false) {
+  std::string command = quoted(TANDEM_BENCH_CIFAR);
+  for (const std::string& arg : args) {
+    command += ' ';  // appends: GCC 12 warns falsely (-Wrestrict) about " " + std::string
+    command += quoted(arg);
+  }
+  const std::string errors = dir.file("stderr.txt");
+  command += " 2>";
+  command += merge ? "&1" : quoted(errors);
+  ProgramRun run;
+  FILE* pipe = popen(command.c_str(), "r");
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
+  const int status = pclose(pipe);
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (!merge) run.errors = read_text(errors);
+  return run;
+}
+
+// The cells of a Markdown table line "| a | b |".
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line.substr(1));
+  for (std::string cell; std::getline(in, cell, '|');) {
+    const size_t first = cell.find_first_not_of(' '), last = cell.find_last_not_of(' ');
+    out.push_back(first == std::string::npos ? "" : cell.substr(first, last - first + 1));
+  }
+  return out;
+}
+
+// The first table of the output: header, then rows (the rule line skipped).
+std::vector<std::vector<std::string>> first_table(const std::string& output) {
+  std::vector<std::vector<std::string>> table;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("| ", 0) != 0) {
+      if (!table.empty()) break;
+      continue;
+    }
+    if (line.rfind("| ---", 0) != 0) table.push_back(cells(line));
+  }
+  return table;
+}
+
+// Simple CSV: fields may be quoted (device lists hold commas).
+std::vector<std::vector<std::string>> read_csv(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> fields(1);
+    bool quoted_field = false;
+    for (size_t i = 0; i < line.size(); ++i) {
+      const char c = line[i];
+      if (c == '"' && quoted_field && i + 1 < line.size() && line[i + 1] == '"') {
+        fields.back() += '"', ++i;
+      } else if (c == '"') {
+        quoted_field = !quoted_field;
+      } else if (c == ',' && !quoted_field) {
+        fields.emplace_back();
+      } else {
+        fields.back() += c;
+      }
+    }
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+const std::vector<std::string> kTinyLabels{"single x1 b8", "dp x1 b8", "dp x2 b8",
+                                           "ddp x1 b8 overlap on", "ddp x2 b8 overlap on"};
+
+void expect_table_has_the_rows(const std::string& output) {
+  const auto table = first_table(output);
+  ASSERT_EQ(table.size(), 1 + kTinyLabels.size()) << output;
+  for (const char* column :
+       {"config", "device", "images/s", "ms/step", "speed-up", "eff.", "comm ms", "hidden",
+        "scatter ms", "replicate ms", "gather ms", "reduce ms", "peak RSS MiB"}) {
+    EXPECT_NE(std::find(table[0].begin(), table[0].end(), column), table[0].end()) << column;
+  }
+  for (size_t r = 0; r < kTinyLabels.size(); ++r) {
+    const auto& row = table[r + 1];
+    ASSERT_EQ(row.size(), table[0].size()) << output;
+    EXPECT_EQ(row[0], kTinyLabels[r]);
+    EXPECT_EQ(row[1].rfind(cuda_available() ? "cuda" : "cpu", 0), 0u) << row[1];
+    EXPECT_GT(std::stod(row[2]), 0) << "images/s of " << row[0];
+    EXPECT_GT(std::stod(row[12]), 0) << "peak RSS of " << row[0];
+  }
+  EXPECT_EQ(table[4][6] != "-", true);  // ddp x1 has a comm time
+  EXPECT_EQ(table[3][6], "-");          // dp has none
+  EXPECT_NE(table[3][8], "-");          // but a scatter time
+}
+
+void expect_csv_matches_json(const std::string& csv_path, const json& report) {
+  const auto csv = read_csv(csv_path);
+  ASSERT_EQ(csv.size(), 1 + kTinyLabels.size());
+  EXPECT_EQ(csv[0], row_columns());
+  const json& rows = report.at("rows");
+  ASSERT_EQ(rows.size(), kTinyLabels.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    for (size_t c = 0; c < csv[0].size(); ++c) {
+      const json& value = rows[r].at(csv[0][c]);
+      const std::string& field = csv[r + 1][c];
+      if (value.is_null()) {
+        EXPECT_EQ(field, "") << csv[0][c];
+      } else if (value.is_string()) {
+        EXPECT_EQ(field, value.get<std::string>()) << csv[0][c];
+      } else {
+        EXPECT_NEAR(std::stod(field), value.get<double>(), 1e-6 * std::abs(value.get<double>()))
+            << csv[0][c] << " of row " << r;
+      }
+    }
+  }
+}
+
+TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesCsvAndJson) {
+  TempDir dir;
+  const std::string csv = dir.file("bench.csv"), json_path = dir.file("bench.json");
+  const ProgramRun run = bench_cifar(
+      {"--arch", "resnet20", "--batch-sizes", "8",         "--steps",   "1",         "--warmup",
+       "1",      "--modes",  "single,dp,ddp", "--devices", "1,2",       "--threads", "2",
+       "--csv",  csv,        "--json",        json_path,   "--project", "--link",    "both"},
+      dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
+  expect_table_has_the_rows(run.output);
+  const json report = json::parse(read_text(json_path));
+  expect_csv_matches_json(csv, report);
+  EXPECT_EQ(report["rows"][4]["processes"], 2);
+  EXPECT_EQ(report["rows"][4]["bucket_timings"].size(), report["rows"][4]["buckets"].get<size_t>());
+
+  // The projection: titled as such, 2 links × 3 GPU counts × 2 modes.
+  EXPECT_NE(run.output.find("PROJECTION (not measured)"), std::string::npos) << run.output;
+  const json& projection = report.at("projection");
+  EXPECT_EQ(projection["title"], "PROJECTION (not measured)");
+  ASSERT_EQ(projection["rows"].size(), 12u) << projection.dump(2);
+  for (const json& row : projection["rows"]) {
+    EXPECT_GT(row["step_ms"].get<double>(), 0);
+    EXPECT_EQ(row["global_batch"], 8);
+    EXPECT_EQ(row["local_batch"].get<int>() * row["gpus"].get<int>(), 8);
+  }
+}
+
+TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {
+  TempDir dir;  // exists, but holds no CIFAR-10 files
+  const ProgramRun run = bench_cifar(
+      {"--modes", "ddp", "--devices", "2", "--batch-sizes", "8", "--steps", "1", "--warmup", "0",
+       "--real", "--data-dir", dir.path().string(), "--json", dir.file("bench.json")},
+      dir);
+  EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;
+  EXPECT_NE(run.output.find("| ddp x2 b8 overlap on | FAILED: [bench_cifar] [cifar10] cannot read"),
+            std::string::npos)
+      << run.output;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  EXPECT_NE(report["rows"][0]["error"].get<std::string>().find("data_batch_1.bin"),
+            std::string::npos);
+}
+
+TEST(BenchCifar, AConfigurationThatCannotRunIsReportedAndTheOthersRun) {
+  TempDir dir;
+  const ProgramRun run = bench_cifar({"--modes", "single,ddp", "--devices", "3", "--batch-sizes",
+                                      "8", "--steps", "1", "--warmup", "0"},
+                                     dir);
+  EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;
+  const auto table = first_table(run.output);
+  ASSERT_EQ(table.size(), 3u) << run.output;
+  EXPECT_EQ(table[1][0], "single x1 b8");
+  EXPECT_GT(std::stod(table[1][2]), 0);
+  EXPECT_EQ(table[2][0], "ddp x3 b8 overlap on");
+  EXPECT_EQ(table[2][1], "FAILED: [bench_cifar] batch 8 does not split evenly over 3 processes");
+}
+
+void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind("[bench_cifar] ", 0), 0u) << run.output;
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+}
+
+TEST(BenchCifar, BadInputGetsOneClearLine) {
+  TempDir dir;
+  expect_one_error_line(bench_cifar({"--bogus"}, dir, true), "--bogus");
+  expect_one_error_line(bench_cifar({"--overlap", "maybe"}, dir, true), "--overlap");
+  expect_one_error_line(bench_cifar({"--batch-sizes", "8,x"}, dir, true), "--batch-sizes");
+  expect_one_error_line(bench_cifar({"--real", "--data-dir", "/nonexistent"}, dir, true),
+                        "no CIFAR-10 at /nonexistent");
+}
+
+TEST(BenchCifar, HelpExplainsTheFlagsWithTheirDefaults) {
+  TempDir dir;
+  const ProgramRun run = bench_cifar({"--help"}, dir, true);
+  EXPECT_EQ(run.exit_code, 0);
+  for (const char* text :
+       {"--modes", "single,dp,ddp", "--devices", "--batch-sizes", "=128", "--bucket-cap-mb", "=25",
+        "--overlap", "--threads", "--project", "--nvlink-gbps", "=150", "--pcie-gbps", "=12",
+        "--latency-us", "=20", "--csv", "--json", "--real"}) {
+    EXPECT_NE(run.output.find(text), std::string::npos) << text;
+  }
+  EXPECT_EQ(run.output.find("--worker-json"), std::string::npos) << "an internal flag";
+}
+
+}  // namespace
+}  // namespace tandem::apps::bench

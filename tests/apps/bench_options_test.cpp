@@ -1,0 +1,130 @@
+// bench_cifar's flags, matrix, scaling and report columns, without measuring anything.
+#include <gtest/gtest.h>
+
+#include "apps/bench/bench_options.h"
+#include "apps/bench/report.h"
+#include "apps/bench/runner.h"
+#include "tests/support/error_message.h"
+
+namespace tandem::apps::bench {
+namespace {
+
+BenchOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "bench_cifar");
+  std::vector<const char*> argv;
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  BenchOptions options;
+  EXPECT_TRUE(parse_bench_options(static_cast<int>(argv.size()), argv.data(), options));
+  return options;
+}
+
+std::vector<std::string> labels(const std::vector<BenchConfig>& configs) {
+  std::vector<std::string> out;
+  for (const BenchConfig& config : configs) out.push_back(config.label());
+  return out;
+}
+
+TEST(BenchOptions, DefaultMatrixRunsSingleOnceAndEachCountOfDpAndDdp) {
+  EXPECT_EQ(labels(expand_matrix(parse({}))),
+            (std::vector<std::string>{"single x1 b128", "dp x1 b128", "dp x2 b128",
+                                      "ddp x1 b128 overlap on", "ddp x2 b128 overlap on"}));
+}
+
+TEST(BenchOptions, OverlapBothGivesDdpTwoRowsPerCount) {
+  const BenchOptions o = parse(
+      {"--modes", "ddp,single", "--devices", "2", "--batch-sizes", "64,32", "--overlap", "both"});
+  EXPECT_EQ(labels(expand_matrix(o)),
+            (std::vector<std::string>{"ddp x2 b64 overlap on", "ddp x2 b64 overlap off",
+                                      "single x1 b64", "ddp x2 b32 overlap on",
+                                      "ddp x2 b32 overlap off", "single x1 b32"}));
+}
+
+TEST(BenchOptions, RepeatedValuesDoNotRepeatRows) {
+  EXPECT_EQ(expand_matrix(parse({"--modes", "dp,dp", "--devices", "2,2"})).size(), 1u);
+}
+
+TEST(BenchOptions, BadValuesAreOneLineErrors) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--bogus"},
+                                               {"--modes", "fsdp"},
+                                               {"--overlap", "maybe"},
+                                               {"--devices", "0"},
+                                               {"--link", "infiniband"},
+                                               {"--steps", "0"}}) {
+    std::vector<const char*> argv{"bench_cifar"};
+    for (const std::string& arg : args) argv.push_back(arg.c_str());
+    BenchOptions options;
+    const std::string message = testing::error_message(
+        [&] { parse_bench_options(static_cast<int>(argv.size()), argv.data(), options); });
+    EXPECT_EQ(message.rfind("[bench_cifar] ", 0), 0u) << message;
+    EXPECT_NE(message.find(args[0]), std::string::npos) << message;
+  }
+}
+
+TEST(BenchOptions, ConfigurationsThatCannotRunSayWhy) {
+  EXPECT_EQ(config_problem({.mode = "ddp", .devices = 2, .batch = 8, .overlap = "on"}), "");
+  EXPECT_EQ(config_problem({.mode = "ddp", .devices = 3, .batch = 8, .overlap = "on"}),
+            "[bench_cifar] batch 8 does not split evenly over 3 processes");
+  EXPECT_EQ(config_problem({.mode = "dp", .devices = 3, .batch = 8}),
+            "");  // uneven chunks are fine
+  EXPECT_EQ(config_problem({.mode = "dp", .devices = 4, .batch = 2}),
+            "[bench_cifar] batch 2 is smaller than the 4 devices it is split over");
+}
+
+TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
+  const BenchOptions parent = parse({"--arch", "resnet32", "--bucket-cap-mb", "0.25", "--steps",
+                                     "3", "--real", "--data-dir", "/data"});
+  const BenchConfig config{.mode = "ddp", .devices = 4, .batch = 64, .overlap = "off"};
+  const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
+  EXPECT_EQ(worker.worker_json, "/tmp/result.json");
+  EXPECT_EQ(worker_config(worker), config);
+  EXPECT_EQ(worker.arch, "resnet32");
+  EXPECT_EQ(worker.bucket_cap_mb, 0.25);
+  EXPECT_EQ(worker.steps, 3);
+  EXPECT_TRUE(worker.real);
+  EXPECT_EQ(worker.data_dir, "/data");
+  const BenchConfig single{.mode = "single", .devices = 1, .batch = 32};
+  EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
+}
+
+BenchRow measured_row(BenchConfig config, double images_per_s) {
+  BenchRow row{.config = std::move(config)};
+  row.measured = Measurement{};
+  row.measured->images_per_s = images_per_s;
+  return row;
+}
+
+TEST(BenchOptions, ScalingIsAgainstSingleAtTheSameBatch) {
+  std::vector<BenchRow> rows{measured_row({.mode = "single", .devices = 1, .batch = 64}, 100),
+                             measured_row({.mode = "dp", .devices = 2, .batch = 64}, 150),
+                             measured_row({.mode = "dp", .devices = 2, .batch = 32}, 80),
+                             measured_row({.mode = "dp", .devices = 1, .batch = 32}, 50),
+                             BenchRow{.config = {.mode = "dp", .devices = 4, .batch = 32}}};
+  add_scaling(rows);
+  EXPECT_DOUBLE_EQ(*rows[0].speedup, 1.0);
+  EXPECT_DOUBLE_EQ(*rows[1].speedup, 1.5);
+  EXPECT_DOUBLE_EQ(*rows[1].efficiency, 0.75);
+  // No single row at batch 32: the same mode's one-device row is the baseline.
+  EXPECT_DOUBLE_EQ(*rows[2].speedup, 1.6);
+  EXPECT_DOUBLE_EQ(*rows[2].efficiency, 0.8);
+  EXPECT_FALSE(rows[4].speedup.has_value());  // failed rows have none
+}
+
+TEST(BenchOptions, CsvAndJsonRowsShareTheirColumns) {
+  BenchOptions options;
+  const BenchRow ok = measured_row({.mode = "dp", .devices = 2, .batch = 64}, 150);
+  const BenchRow failed{.config = {.mode = "ddp", .devices = 3, .batch = 8, .overlap = "on"},
+                        .error = "[bench_cifar] no"};
+  for (const BenchRow& row : {ok, failed}) {
+    std::vector<std::string> keys;
+    const nlohmann::ordered_json object = row_to_json(row, options);
+    for (const auto& [key, value] : object.items()) keys.push_back(key);
+    EXPECT_EQ(keys, row_columns());
+  }
+  EXPECT_TRUE(row_to_json(ok, options)["comm_ms"].is_null());  // a ddp column on a dp row
+  EXPECT_EQ(row_to_json(ok, options)["scatter_ms"], 0.0);
+  EXPECT_EQ(row_to_json(failed, options)["error"], "[bench_cifar] no");
+  EXPECT_TRUE(row_to_json(failed, options)["images_per_s"].is_null());
+}
+
+}  // namespace
+}  // namespace tandem::apps::bench
