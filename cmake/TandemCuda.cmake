@@ -1,7 +1,14 @@
-# Decides whether the CUDA backend is built (TANDEM_CUDA=AUTO|ON|OFF) and reports
-# what was found. Sets TANDEM_WITH_CUDA.
+# Decides whether the CUDA backend is built (TANDEM_CUDA=AUTO|ON|OFF), enables the CUDA
+# language when it is, and reports what was found. Sets TANDEM_WITH_CUDA, also as a cache entry
+# (scripts/train.sh reads it from CMakeCache.txt), on every path so a reconfigure never keeps a
+# stale value.
 
-set(TANDEM_WITH_CUDA OFF)
+macro(tandem_set_with_cuda value)
+  set(TANDEM_WITH_CUDA ${value})
+  set(TANDEM_WITH_CUDA ${value} CACHE INTERNAL "Whether the CUDA backend is built (scripts/train.sh reads it)")
+endmacro()
+
+tandem_set_with_cuda(OFF)
 string(TOUPPER "${TANDEM_CUDA}" _tandem_cuda_mode)
 if(NOT _tandem_cuda_mode MATCHES "^(AUTO|ON|OFF)$")
   message(FATAL_ERROR "TANDEM_CUDA must be AUTO, ON or OFF, got '${TANDEM_CUDA}'")
@@ -50,18 +57,39 @@ endif()
 if(_missing)
   if(_tandem_cuda_mode STREQUAL "ON")
     tandem_print_summary()
-    message(FATAL_ERROR "TANDEM_CUDA=ON but these are missing: ${_missing}")
+    message(FATAL_ERROR "TANDEM_CUDA=ON but these are missing: ${_missing}. Install them (the ✗ lines "
+      "above say how), point CUDA_HOME / CUDNN_ROOT / NCCL_ROOT at them, or configure with "
+      "-DTANDEM_CUDA=AUTO (CUDA when found) or -DTANDEM_CUDA=OFF (CPU only).")
   endif()
   tandem_report("CUDA backend" FALSE "off: missing ${_missing}")
   return()
 endif()
 
-# Note [CUDA backend status]: the dependencies are found above, but engine/cuda
-# is not written yet (it is the CUDA backend issue), so the build stays CPU-only
-# and asking for a cuda device throws a clear error.
-if(_tandem_cuda_mode STREQUAL "ON")
-  tandem_print_summary()
-  message(FATAL_ERROR "TANDEM_CUDA=ON: CUDA dependencies found, but this version of Tandem has no CUDA backend yet")
+# A100 (80) and H100 (90) unless the user says otherwise: -DCMAKE_CUDA_ARCHITECTURES=86, "native"...
+# Set before enable_language, which would otherwise pick nvcc's default.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES STREQUAL "")
+  set(CMAKE_CUDA_ARCHITECTURES 80 90 CACHE STRING "GPU architectures the CUDA kernels are compiled for")
 endif()
-tandem_report("CUDA backend" FALSE "dependencies found, backend not in this version yet: CPU-only build")
-set(TANDEM_WITH_CUDA ${TANDEM_WITH_CUDA} CACHE INTERNAL "Whether the CUDA backend is built (scripts/train.sh reads it)")
+if(NOT CMAKE_CUDA_HOST_COMPILER)
+  set(CMAKE_CUDA_HOST_COMPILER ${CMAKE_CXX_COMPILER} CACHE FILEPATH "Host compiler for nvcc")
+endif()
+enable_language(CUDA)
+# The engine links CUDA::cudart (shared: one runtime in the process, with cuBLAS and cuDNN)
+# itself. CMake's own runtime handling would add a bare -lcudart -lcudadevrt to every C++
+# program linking the engine, without the directory to find them in. (Set after
+# enable_language, whose compiler check needs the default.)
+set(CMAKE_CUDA_RUNTIME_LIBRARY None)
+# .cu files are C++20 like the rest (CMake takes the CUDA dialect from CXX_STANDARD). CMake 3.25
+# does not know nvcc's flag for it yet; nvcc 12+ accepts -std=c++20.
+if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+add_compile_options("$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>")
+# The host compiler's own include dirs (/usr/include) must not reach nvcc as -isystem (oneDNN's
+# imported target names /usr/include): libstdc++'s <cmath> then fails on #include_next <math.h>.
+list(APPEND CMAKE_CUDA_IMPLICIT_INCLUDE_DIRECTORIES ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES})
+
+tandem_set_with_cuda(ON)
+list(JOIN CMAKE_CUDA_ARCHITECTURES "," _tandem_archs)
+tandem_report("CUDA backend" TRUE "on, kernels for CUDA architectures ${_tandem_archs} (GPU tests: ctest -L gpu)")

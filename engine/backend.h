@@ -10,6 +10,7 @@
 /// Shapes are written beside each kernel: (N, C, H, W) is NCHW.
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "engine/allocator.h"
@@ -135,6 +136,11 @@ Backend& backend_for(Device device);
 
 /// Defined by engine/cuda when Tandem is built with CUDA, else by engine/no_cuda (throws).
 Backend& cuda_backend();
+/// True when CUDA tensors can be used: a build with the CUDA backend and at least one device.
+/// Never throws (a machine without a GPU or driver simply has none).
 bool cuda_available();
+/// Why cuda_available() is false, in one line: "built without CUDA" or
+/// "no CUDA device: <the driver's message>". Empty when it is true.
+std::string cuda_unavailable_reason();
 
 }  // namespace tandem

@@ -6,13 +6,17 @@
 namespace tandem {
 
 Backend& cuda_backend() {
-  TANDEM_FAIL(
-      "[cuda] this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
-      "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
+  TANDEM_FAIL("[cuda] ", cuda_unavailable_reason(),
+              ": this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
+              "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
 }
 
 bool cuda_available() {
   return false;
+}
+
+std::string cuda_unavailable_reason() {
+  return "built without CUDA";
 }
 
 }  // namespace tandem

@@ -137,7 +137,7 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
                                      "--batch-size", "2"}),
                         "--batch-size 2 is smaller than the 3 devices");
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
-                        cuda_available() ? "cuda:7" : "no CUDA backend");
+                        cuda_available() ? "cuda:7" : cuda_unavailable_reason());
   expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
   TempDir dir;
   expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}), "missing.ckpt");

@@ -1,0 +1,63 @@
+// The CUDA entry points of engine/backend.h, and the device-level methods of the backend.
+
+#include <cstdlib>
+#include <string_view>
+
+#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device.h"
+
+namespace tandem {
+namespace {
+
+bool env_flag(const char* name, bool fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || value[0] == '\0') return fallback;
+  const std::string_view text(value);
+  return !(text == "0" || text == "false" || text == "off" || text == "no");
+}
+
+}  // namespace
+
+namespace cuda {
+
+CudaBackend::CudaBackend()
+    : allow_tf32_(env_flag("TANDEM_ALLOW_TF32", false)),
+      cudnn_benchmark_(env_flag("TANDEM_CUDNN_BENCHMARK", true)) {}
+
+Allocator& CudaBackend::allocator(Device device) {
+  TANDEM_CHECK(device.is_cuda(), "[cuda] allocator asked for ", device);
+  return caching_allocator(device.index);
+}
+
+int CudaBackend::device_count() {
+  return cuda::device_count();
+}
+
+void CudaBackend::synchronize(Device device) {
+  TANDEM_CHECK(device.is_cuda(), "[synchronize] CUDA backend asked for ", device);
+  DeviceGuard guard(device.index);
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+CudaBackend& backend() {
+  static auto* instance = new CudaBackend();  // Note [Leaked singletons]
+  return *instance;
+}
+
+}  // namespace cuda
+
+Backend& cuda_backend() {
+  return cuda::backend();
+}
+
+bool cuda_available() {
+  return cuda::device_count() > 0;
+}
+
+std::string cuda_unavailable_reason() {
+  return cuda::unavailable_reason();
+}
+
+}  // namespace tandem

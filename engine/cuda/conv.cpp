@@ -1,0 +1,290 @@
+// Convolution through cuDNN: forward, backward-data and backward-filter, NCHW float32.
+//
+// Note [Convolution algorithms]: cuDNN offers several algorithms per direction (implicit GEMM,
+// FFT, Winograd, ...) whose speed depends on the shape and the GPU. The first call for a shape
+// runs every candidate once on the real tensors (cudnnFind*Ex, like
+// torch.backends.cudnn.benchmark) and the fastest that keeps the TF32 policy is cached for the
+// process, keyed by device, direction, shapes, stride, padding and policy; with benchmarking off
+// cuDNN's heuristics pick instead (cudnnGet*_v7). Workspaces come from the caching allocator.
+// With TF32 off the descriptor asks for FMA math only, so no tensor-core TF32 kernel is used.
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cudnn_descriptors.h"
+#include "engine/cuda/handles.h"
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/on_device.h"
+
+namespace tandem::cuda {
+namespace {
+
+constexpr size_t kMaxSearchWorkspace = size_t{1} << 30;  // what the search may try, at most
+
+/// Descriptors and data of one convolution call: x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q).
+/// Which of the three is written depends on the direction.
+struct ConvCall {
+  ConvCall(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& options)
+      : x_desc(x.shape()),
+        w_desc(w.shape()),
+        y_desc(y.shape()),
+        conv_desc(options.stride, options.padding),
+        x_data(x.data<float>()),
+        w_data(w.data<float>()),
+        y_data(y.data<float>()) {}
+
+  TensorDescriptor x_desc;
+  FilterDescriptor w_desc;
+  TensorDescriptor y_desc;
+  ConvolutionDescriptor conv_desc;
+  float* x_data;
+  float* w_data;
+  float* y_data;
+};
+
+// One struct per direction gives the generic search below its cuDNN calls.
+struct Forward {
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  static constexpr const char* kName = "conv2d";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  static constexpr Algo kFallback = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(h, c.x_desc.get(), c.w_desc.get(),
+                                                   c.conv_desc.get(), c.y_desc.get(), algo,
+                                                   bytes);
+  }
+  static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, c.x_desc.get(), c.w_desc.get(),
+                                                       c.conv_desc.get(), c.y_desc.get(),
+                                                       kAlgoCount, count, perf));
+  }
+  static void find(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf, void* ws,
+                   size_t ws_bytes) {
+    CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+        h, c.x_desc.get(), c.x_data, c.w_desc.get(), c.w_data, c.conv_desc.get(), c.y_desc.get(),
+        c.y_data, kAlgoCount, count, perf, ws, ws_bytes));
+  }
+};
+
+struct BackwardData {
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  static constexpr const char* kName = "conv2d_backward_input";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w_desc.get(), c.y_desc.get(),
+                                                        c.conv_desc.get(), c.x_desc.get(), algo,
+                                                        bytes);
+  }
+  static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w_desc.get(), c.y_desc.get(),
+                                                            c.conv_desc.get(), c.x_desc.get(),
+                                                            kAlgoCount, count, perf));
+  }
+  static void find(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf, void* ws,
+                   size_t ws_bytes) {
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, c.w_desc.get(), c.w_data, c.y_desc.get(), c.y_data, c.conv_desc.get(), c.x_desc.get(),
+        c.x_data, kAlgoCount, count, perf, ws, ws_bytes));
+  }
+};
+
+struct BackwardFilter {
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  static constexpr const char* kName = "conv2d_backward_weight";
+  static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+
+  static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x_desc.get(), c.y_desc.get(),
+                                                          c.conv_desc.get(), c.w_desc.get(),
+                                                          algo, bytes);
+  }
+  static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x_desc.get(), c.y_desc.get(),
+                                                              c.conv_desc.get(), c.w_desc.get(),
+                                                              kAlgoCount, count, perf));
+  }
+  static void find(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf, void* ws,
+                   size_t ws_bytes) {
+    CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, c.x_desc.get(), c.x_data, c.y_desc.get(), c.y_data, c.conv_desc.get(), c.w_desc.get(),
+        c.w_data, kAlgoCount, count, perf, ws, ws_bytes));
+  }
+};
+
+// TANDEM_CUDNN_LOG=1 prints each algorithm choice to stderr (once per shape).
+bool log_choices() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("TANDEM_CUDNN_LOG");
+    return value != nullptr && value[0] != '\0' && value[0] != '0';
+  }();
+  return enabled;
+}
+
+struct Choice {
+  int algo = 0;
+  size_t workspace = 0;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
+};
+
+// The largest workspace any algorithm asks for, capped: what the search may use.
+template <typename Direction>
+size_t search_workspace(cudnnHandle_t handle, const ConvCall& call) {
+  size_t largest = 0;
+  for (int algo = 0; algo < Direction::kAlgoCount; ++algo) {
+    size_t bytes = 0;
+    const auto status =
+        Direction::workspace(handle, call, static_cast<typename Direction::Algo>(algo), &bytes);
+    if (status == CUDNN_STATUS_SUCCESS && bytes <= kMaxSearchWorkspace) {
+      largest = std::max(largest, bytes);
+    }
+  }
+  return largest;
+}
+
+template <typename Direction>
+Choice search(cudnnHandle_t handle, const ConvCall& call, int device, bool allow_tf32,
+              bool benchmark) {
+  std::vector<typename Direction::Perf> perf(Direction::kAlgoCount);
+  int count = 0;
+  if (benchmark) {
+    size_t bytes = search_workspace<Direction>(handle, call);
+    void* workspace = nullptr;
+    CachingAllocator& allocator = caching_allocator(device);
+    try {
+      workspace = allocator.allocate(bytes);
+    } catch (const Error&) {
+      bytes = 0;  // short of memory: search among the algorithms that need no workspace
+    }
+    try {
+      Direction::find(handle, call, &count, perf.data(), workspace, bytes);
+    } catch (...) {
+      allocator.deallocate(workspace, bytes);
+      throw;
+    }
+    allocator.deallocate(workspace, bytes);
+  } else {
+    Direction::heuristics(handle, call, &count, perf.data());
+  }
+  for (int i = 0; i < count; ++i) {  // sorted fastest first
+    const auto& p = perf[static_cast<size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (!allow_tf32 && p.mathType != CUDNN_FMA_MATH) continue;  // Note [TF32]
+    return {static_cast<int>(p.algo), p.memory, p.mathType};
+  }
+  // Nothing suitable came back: the plain implicit GEMM works for every float32 shape.
+  Choice fallback{static_cast<int>(Direction::kFallback), 0, CUDNN_FMA_MATH};
+  CUDNN_CHECK(Direction::workspace(handle, call, Direction::kFallback, &fallback.workspace));
+  return fallback;
+}
+
+template <typename Direction>
+Choice choose(cudnnHandle_t handle, ConvCall& call, int device, const std::string& shape_key,
+              bool allow_tf32, bool benchmark) {
+  static std::mutex mutex;  // also keeps two threads from benchmarking the same shape at once
+  static std::unordered_map<std::string, Choice> cache;
+  // detail::concat rather than operator+: GCC 12 warns falsely (-Wrestrict) on the chain.
+  const std::string key = tandem::detail::concat("cuda:", device, shape_key,
+                                                 allow_tf32 ? "tf32" : "fp32",
+                                                 benchmark ? "find" : "heuristic");
+  std::lock_guard lock(mutex);
+  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  call.conv_desc.set_math_type(allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  const Choice choice = search<Direction>(handle, call, device, allow_tf32, benchmark);
+  cache.emplace(key, choice);
+  if (log_choices()) {
+    std::fprintf(stderr, "[%s] %s: algorithm %d, workspace %zu bytes, math type %d\n",
+                 Direction::kName, key.c_str(), choice.algo, choice.workspace,
+                 static_cast<int>(choice.math));
+  }
+  return choice;
+}
+
+std::string shape_key(const Tensor& x, const Tensor& w, const Conv2dOptions& options) {
+  return tandem::detail::concat("x", shape_str(x.shape()), "w", shape_str(w.shape()), "s",
+                                options.stride, "p", options.padding);
+}
+
+}  // namespace
+
+void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                 const Conv2dOptions& options, Tensor& y) {
+  OnDevice on(y, Forward::kName);
+  if (y.numel() == 0) return;
+  ConvCall call(x, w, y, options);
+  const cudnnHandle_t handle = cudnn_handle(on.index);
+  const Choice choice = choose<Forward>(handle, call, on.index, shape_key(x, w, options),
+                                        allow_tf32(), cudnn_benchmark());
+  call.conv_desc.set_math_type(choice.math);
+  const DeviceBuffer workspace(on.index, choice.workspace);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(handle, &one, call.x_desc.get(), call.x_data,
+                                      call.w_desc.get(), call.w_data, call.conv_desc.get(),
+                                      static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo),
+                                      workspace.data(), workspace.size(), &zero,
+                                      call.y_desc.get(), call.y_data));
+  if (bias.defined()) {
+    kernels::add_channel_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1),
+                              y.size(2) * y.size(3), on.stream);
+  }
+}
+
+void CudaBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
+                                        const Conv2dOptions& options, Tensor& grad_x) {
+  OnDevice on(grad_x, BackwardData::kName);
+  if (grad_x.numel() == 0) return;
+  ConvCall call(grad_x, w, grad_y, options);
+  const cudnnHandle_t handle = cudnn_handle(on.index);
+  const Choice choice = choose<BackwardData>(handle, call, on.index, shape_key(grad_x, w, options),
+                                             allow_tf32(), cudnn_benchmark());
+  call.conv_desc.set_math_type(choice.math);
+  const DeviceBuffer workspace(on.index, choice.workspace);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, call.w_desc.get(), call.w_data,
+                                           call.y_desc.get(), call.y_data, call.conv_desc.get(),
+                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo),
+                                           workspace.data(), workspace.size(), &zero,
+                                           call.x_desc.get(), call.x_data));
+}
+
+void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
+                                         const Conv2dOptions& options, Tensor& grad_w,
+                                         Tensor& grad_bias) {
+  OnDevice on(grad_w, BackwardFilter::kName);
+  if (grad_w.numel() == 0) return;
+  if (grad_y.numel() == 0) {  // an empty batch contributes nothing
+    fill(grad_w, 0.0);
+    if (grad_bias.defined()) fill(grad_bias, 0.0);
+    return;
+  }
+  ConvCall call(x, grad_w, grad_y, options);
+  const cudnnHandle_t handle = cudnn_handle(on.index);
+  const Choice choice = choose<BackwardFilter>(handle, call, on.index,
+                                               shape_key(x, grad_w, options), allow_tf32(),
+                                               cudnn_benchmark());
+  call.conv_desc.set_math_type(choice.math);
+  const DeviceBuffer workspace(on.index, choice.workspace);
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      handle, &one, call.x_desc.get(), call.x_data, call.y_desc.get(), call.y_data,
+      call.conv_desc.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
+      workspace.data(), workspace.size(), &zero, call.w_desc.get(), call.w_data));
+  // grad_bias: (K) = grad_y summed over (N, P, Q), with the deterministic reduction kernel.
+  if (grad_bias.defined()) sum(grad_y, {0, 2, 3}, grad_bias);
+}
+
+}  // namespace tandem::cuda

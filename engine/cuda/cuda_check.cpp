@@ -1,0 +1,31 @@
+#include "engine/cuda/cuda_check.h"
+
+namespace tandem::cuda::detail {
+
+void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  // Clears the runtime's last error so that a later cudaGetLastError() reports a new one.
+  cudaGetLastError();
+  ::tandem::detail::throw_error(file, line, call,
+                                ::tandem::detail::concat("[cuda] CUDA error ",
+                                                         cudaGetErrorName(status), ": ",
+                                                         cudaGetErrorString(status)));
+}
+
+void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  ::tandem::detail::throw_error(file, line, call,
+                                ::tandem::detail::concat("[cublas] cuBLAS error ",
+                                                         cublasGetStatusName(status), ": ",
+                                                         cublasGetStatusString(status)));
+}
+
+void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
+  // cuDNN 9 keeps a per-thread detail message (which parameter was bad) beside the status.
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  ::tandem::detail::throw_error(
+      file, line, call,
+      ::tandem::detail::concat("[cudnn] cuDNN error ", cudnnGetErrorString(status),
+                               detail[0] != '\0' ? " (" : "", detail, detail[0] != '\0' ? ")" : ""));
+}
+
+}  // namespace tandem::cuda::detail

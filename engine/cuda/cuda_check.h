@@ -1,0 +1,57 @@
+#pragma once
+/// CUDA_CHECK, CUBLAS_CHECK and CUDNN_CHECK: turn a library status code into a
+/// tandem::Error carrying the library's own message, the failing call and
+/// file:line, e.g.
+///
+///   [cuda] CUDA error cudaErrorMemoryAllocation: out of memory
+///   (check `cudaMalloc(&ptr, size)` failed) at engine/cuda/caching_allocator.cpp:120
+///
+/// NCCL_CHECK lives in engine/cuda/nccl_check.h so that the engine need not link NCCL.
+/// The checks are usable from .cu files too (they only need engine/error.h).
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "engine/error.h"
+
+namespace tandem::cuda::detail {
+
+[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file,
+                                   int line);
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
+                                     int line);
+[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
+                                    int line);
+
+}  // namespace tandem::cuda::detail
+
+#define CUDA_CHECK(call)                                                              \
+  do {                                                                                \
+    const cudaError_t tandem_cuda_status_ = (call);                                   \
+    if (tandem_cuda_status_ != cudaSuccess) [[unlikely]] {                            \
+      ::tandem::cuda::detail::throw_cuda_error(tandem_cuda_status_, #call, __FILE__, \
+                                               __LINE__);                             \
+    }                                                                                 \
+  } while (false)
+
+#define CUBLAS_CHECK(call)                                                                \
+  do {                                                                                    \
+    const cublasStatus_t tandem_cublas_status_ = (call);                                  \
+    if (tandem_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                    \
+      ::tandem::cuda::detail::throw_cublas_error(tandem_cublas_status_, #call, __FILE__, \
+                                                 __LINE__);                               \
+    }                                                                                     \
+  } while (false)
+
+#define CUDNN_CHECK(call)                                                               \
+  do {                                                                                  \
+    const cudnnStatus_t tandem_cudnn_status_ = (call);                                  \
+    if (tandem_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]] {                    \
+      ::tandem::cuda::detail::throw_cudnn_error(tandem_cudnn_status_, #call, __FILE__, \
+                                                __LINE__);                              \
+    }                                                                                   \
+  } while (false)
+
+/// After a kernel launch: a bad launch configuration shows up here, not at the <<<>>>.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

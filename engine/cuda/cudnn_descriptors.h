@@ -1,0 +1,50 @@
+#pragma once
+// RAII owners of the cuDNN descriptors the backend uses (float32, NCHW). Destructors never throw.
+
+#include <cudnn.h>
+
+#include "engine/shape.h"
+
+namespace tandem::cuda {
+
+/// A 4-D float32 NCHW tensor descriptor: (N, C, H, W).
+class TensorDescriptor {
+ public:
+  explicit TensorDescriptor(const Shape& nchw);
+  ~TensorDescriptor();
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  cudnnTensorDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnTensorDescriptor_t descriptor_ = nullptr;
+};
+
+/// A float32 KCRS filter descriptor: (K, C, R, S).
+class FilterDescriptor {
+ public:
+  explicit FilterDescriptor(const Shape& kcrs);
+  ~FilterDescriptor();
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  cudnnFilterDescriptor_t get() const { return descriptor_; }
+
+ private:
+  cudnnFilterDescriptor_t descriptor_ = nullptr;
+};
+
+/// A 2-D cross-correlation (PyTorch's convolution) with float32 accumulation.
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor(int64_t stride, int64_t padding);
+  ~ConvolutionDescriptor();
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return descriptor_; }
+  void set_math_type(cudnnMathType_t math_type);
+
+ private:
+  cudnnConvolutionDescriptor_t descriptor_ = nullptr;
+};
+
+}  // namespace tandem::cuda

@@ -1,0 +1,121 @@
+#include "engine/cuda/handles.h"
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device.h"
+#include "engine/cuda/stream.h"
+
+namespace tandem::cuda {
+namespace {
+
+// Note [Handle pools]: handles are created on the device they serve and pooled per device. A
+// thread leases one per device on first use and returns it at thread exit (the autograd
+// workers and DataParallel threads come and go; their handles are reused, never re-created).
+// The pools are never destroyed, so no cudnnDestroy runs after the CUDA runtime has shut down
+// at process exit, which can crash; the driver reclaims the handles with the process.
+template <typename Handle>
+class HandlePool {
+ public:
+  using Create = Handle (*)(int device);
+
+  HandlePool(int device, Create create) : device_(device), create_(create) {}
+
+  Handle acquire() {
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        const Handle handle = free_.back();
+        free_.pop_back();
+        return handle;
+      }
+    }
+    return create_(device_);
+  }
+
+  void release(Handle handle) noexcept {
+    std::lock_guard lock(mutex_);
+    free_.push_back(handle);
+  }
+
+ private:
+  int device_;
+  Create create_;
+  std::mutex mutex_;
+  std::vector<Handle> free_;
+};
+
+cublasHandle_t create_cublas(int device) {
+  DeviceGuard guard(device);
+  cublasHandle_t handle = nullptr;
+  CUBLAS_CHECK(cublasCreate(&handle));
+  return handle;
+}
+
+cudnnHandle_t create_cudnn(int device) {
+  DeviceGuard guard(device);
+  cudnnHandle_t handle = nullptr;
+  CUDNN_CHECK(cudnnCreate(&handle));
+  return handle;
+}
+
+template <typename Handle>
+HandlePool<Handle>& pool_for(int device, typename HandlePool<Handle>::Create create) {
+  static std::mutex mutex;
+  static auto* pools = new std::vector<std::unique_ptr<HandlePool<Handle>>>(device_count());
+  std::lock_guard lock(mutex);
+  auto& pool = (*pools)[static_cast<size_t>(device)];
+  if (!pool) pool = std::make_unique<HandlePool<Handle>>(device, create);
+  return *pool;
+}
+
+/// The handles one thread holds, one per device, returned to their pools at thread exit.
+template <typename Handle>
+class ThreadLease {
+ public:
+  using Create = typename HandlePool<Handle>::Create;
+
+  ~ThreadLease() {
+    for (size_t device = 0; device < handles_.size(); ++device) {
+      if (handles_[device] != nullptr) pools_[device]->release(handles_[device]);
+    }
+  }
+
+  Handle get(int device, Create create) {
+    check_device(device, "handles");
+    const auto index = static_cast<size_t>(device);
+    if (handles_.size() <= index) {
+      handles_.resize(index + 1, nullptr);
+      pools_.resize(index + 1, nullptr);
+    }
+    if (handles_[index] == nullptr) {
+      pools_[index] = &pool_for<Handle>(device, create);
+      handles_[index] = pools_[index]->acquire();
+    }
+    return handles_[index];
+  }
+
+ private:
+  std::vector<Handle> handles_;
+  std::vector<HandlePool<Handle>*> pools_;
+};
+
+}  // namespace
+
+cublasHandle_t cublas_handle(int device) {
+  thread_local ThreadLease<cublasHandle_t> lease;
+  const cublasHandle_t handle = lease.get(device, &create_cublas);
+  CUBLAS_CHECK(cublasSetStream(handle, current_stream(device)));
+  return handle;
+}
+
+cudnnHandle_t cudnn_handle(int device) {
+  thread_local ThreadLease<cudnnHandle_t> lease;
+  const cudnnHandle_t handle = lease.get(device, &create_cudnn);
+  CUDNN_CHECK(cudnnSetStream(handle, current_stream(device)));
+  return handle;
+}
+
+}  // namespace tandem::cuda

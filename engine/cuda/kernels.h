@@ -1,0 +1,134 @@
+#pragma once
+/// Launchers of Tandem's own CUDA kernels (the .cu files of this folder). They take plain
+/// pointers and sizes, never a Tensor: the backend's .cpp files check and unpack tensors, these
+/// only launch. Each queues its kernel on `stream`, which must belong to the current device, and
+/// checks the launch. Shapes are written beside each argument: (N, C, H, W) is NCHW.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace tandem::cuda::kernels {
+
+constexpr int kMaxDims = 8;
+
+/// A strided view: `rank` dims of (size, stride in elements), outermost first.
+struct StridedLayout {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};
+};
+
+enum class ElementType { Float32, Int64, UInt8 };
+
+// --- memory.cu
+
+/// out: (n) elements of `element_size` bytes (1, 4 or 8), each set to the bit pattern `bits`.
+void fill(void* out, int64_t n, int element_size, uint64_t bits, cudaStream_t stream);
+/// out: (n) of out_type ← in: (n) of in_type, element by element (float→int truncates toward 0).
+void cast(const void* in, ElementType in_type, void* out, ElementType out_type, int64_t n,
+          cudaStream_t stream);
+/// out: contiguous, numel(src) elements of `element_size` bytes ← the strided view `src` of in.
+void copy_strided(const void* in, const StridedLayout& src, void* out, int element_size,
+                  cudaStream_t stream);
+/// Keeps `stream` busy for `nanoseconds` (one thread spinning on the global timer).
+void spin(long long nanoseconds, cudaStream_t stream);
+
+// --- elementwise.cu
+
+enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
+enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward };
+
+/// out: (n) = op(in: (n), scalar). out may alias in.
+void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream);
+
+/// A broadcast binary op: out is contiguous with `size`; a and b are read at their strides,
+/// 0 along the dims where they are broadcast.
+struct BroadcastLayout {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t a_stride[kMaxDims] = {};
+  int64_t b_stride[kMaxDims] = {};
+};
+/// out: (n) float32 = op(a, b); a and b are float32, or int64 when `int64_inputs` (Equal only).
+/// out may alias a when a is not broadcast.
+void binary(Binary op, const void* a, const void* b, bool int64_inputs,
+            const BroadcastLayout& layout, float* out, int64_t n, cudaStream_t stream);
+
+/// y: (N, K, PQ) += bias: (K)
+void add_channel_bias(float* y, const float* bias, int64_t n, int64_t k, int64_t pq,
+                      cudaStream_t stream);
+
+struct SgdParams {
+  float lr, momentum, dampening, weight_decay;
+  bool nesterov, first_step;
+};
+/// One torch.optim.SGD step over param, grad, momentum_buffer: (n); momentum_buffer is null when
+/// momentum is 0.
+void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
+              const SgdParams& params, cudaStream_t stream);
+
+/// var: (C) = 1 / inv_std² - eps, the inverse of inv_std: (C) = 1 / sqrt(var + eps).
+void inv_std_to_var(const float* inv_std, float eps, float* var, int64_t c, cudaStream_t stream);
+void var_to_inv_std(const float* var, float eps, float* inv_std, int64_t c, cudaStream_t stream);
+
+// --- reduce.cu
+
+/// A sum over some dims of a contiguous input: the `kept` dims index the outputs (row-major),
+/// the `reduced` dims are summed; both as (size, stride in elements), outermost first.
+struct ReduceLayout {
+  StridedLayout kept;
+  StridedLayout reduced;
+  int64_t outputs = 1;       ///< product of the kept sizes
+  int64_t reduce_count = 1;  ///< product of the reduced sizes (> 0)
+};
+/// Bytes of device scratch that sum() needs for `layout` on a device with `sm_count`
+/// multiprocessors (0 when it needs none).
+size_t sum_workspace_bytes(const ReduceLayout& layout, int sm_count);
+/// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes() says.
+void sum(const float* in, const ReduceLayout& layout, int sm_count, void* workspace, float* out,
+         cudaStream_t stream);
+/// in: (rows, cols) → out: (rows) int64, the index of the first maximum of each row.
+void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream);
+
+// --- loss.cu
+
+/// x: (rows, cols) → y: (rows, cols) = x - max - log(sum(exp(x - max))) per row.
+void log_softmax_forward(const float* x, int64_t rows, int64_t cols, float* y,
+                         cudaStream_t stream);
+/// grad_x: (rows, cols) = grad_y - exp(y) * sum(grad_y) per row.
+void log_softmax_backward(const float* grad_y, const float* y, int64_t rows, int64_t cols,
+                          float* grad_x, cudaStream_t stream);
+/// logits: (rows, cols), labels: (rows) → log_probs: (rows, cols), loss: () the mean negative
+/// log-likelihood. row_loss: (rows) scratch. bad_row: () int32 that the caller sets to INT32_MAX;
+/// it becomes the smallest row whose label is outside [0, cols) (the loss is then NaN).
+void cross_entropy_forward(const float* logits, const int64_t* labels, int64_t rows, int64_t cols,
+                           float* log_probs, float* row_loss, int* bad_row, float* loss,
+                           cudaStream_t stream);
+/// grad_loss: () → grad_logits: (rows, cols) = grad_loss * (softmax - onehot(labels)) / rows.
+void cross_entropy_backward(const float* grad_loss, const float* log_probs, const int64_t* labels,
+                            int64_t rows, int64_t cols, float* grad_logits, cudaStream_t stream);
+
+// --- pool.cu
+
+/// Input (N, C, H, W), output (N, C, P, Q); kernel, stride, padding for max pooling only.
+struct PoolShape {
+  int64_t n, c, h, w, p, q;
+  int64_t kernel = 1, stride = 1, padding = 0;
+};
+/// x: (N, C, H, W) → y: (N, C, P, Q) and argmax: (N, C, P, Q), the index of each window's first
+/// maximum in its H×W plane (padding never wins).
+void max_pool2d_forward(const float* x, const PoolShape& shape, float* y, int32_t* argmax,
+                        cudaStream_t stream);
+/// grad_y: (N, C, P, Q), argmax: (N, C, P, Q) → grad_x: (N, C, H, W), gathered per input
+/// element (deterministic, no atomics).
+void max_pool2d_backward(const float* grad_y, const int32_t* argmax, const PoolShape& shape,
+                         float* grad_x, cudaStream_t stream);
+/// x: (N, C, H, W) → y: (N, C, P, Q) with torch.nn.AdaptiveAvgPool2d's bins.
+void adaptive_avg_pool2d_forward(const float* x, const PoolShape& shape, float* y,
+                                 cudaStream_t stream);
+/// grad_y: (N, C, P, Q) → grad_x: (N, C, H, W), gathered per input element.
+void adaptive_avg_pool2d_backward(const float* grad_y, const PoolShape& shape, float* grad_x,
+                                  cudaStream_t stream);
+
+}  // namespace tandem::cuda::kernels

@@ -1,0 +1,62 @@
+// Row-wise log-softmax and the fused softmax cross-entropy (kernels in loss.cu).
+
+#include <climits>
+
+#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/on_device.h"
+
+namespace tandem::cuda {
+
+void CudaBackend::log_softmax_forward(const Tensor& x, Tensor& y) {
+  OnDevice on(y, "log_softmax");
+  kernels::log_softmax_forward(x.data<float>(), x.size(0), x.size(1), y.data<float>(), on.stream);
+}
+
+void CudaBackend::log_softmax_backward(const Tensor& grad_y, const Tensor& y, Tensor& grad_x) {
+  OnDevice on(grad_x, "log_softmax_backward");
+  kernels::log_softmax_backward(grad_y.data<float>(), y.data<float>(), y.size(0), y.size(1),
+                                grad_x.data<float>(), on.stream);
+}
+
+// Note [Label check]: the backend contract says a label outside [0, K) throws, so the forward
+// copies the first bad row back to the host and waits for it: one small synchronisation per
+// loss. The host is usually ahead of the GPU by then, so the cost is its lead, not GPU time.
+// (PyTorch uses a device-side assert instead, which kills the CUDA context.)
+void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& loss,
+                                        Tensor& log_probs) {
+  OnDevice on(loss, "cross_entropy");
+  const int64_t rows = logits.size(0);
+  const int64_t cols = logits.size(1);
+  // Scratch: the per-row losses, then the bad-row flag (int32, 4-byte aligned after floats).
+  const DeviceBuffer scratch(on.index, static_cast<size_t>(rows) * sizeof(float) + sizeof(int));
+  auto* row_loss = static_cast<float*>(scratch.data());
+  auto* bad_row = reinterpret_cast<int*>(row_loss + rows);
+  const int none = INT_MAX;
+  CUDA_CHECK(cudaMemcpyAsync(bad_row, &none, sizeof(int), cudaMemcpyHostToDevice, on.stream));
+  kernels::cross_entropy_forward(logits.data<float>(), labels.data<int64_t>(), rows, cols,
+                                 log_probs.data<float>(), row_loss, bad_row, loss.data<float>(),
+                                 on.stream);
+  int first_bad = none;
+  CUDA_CHECK(cudaMemcpyAsync(&first_bad, bad_row, sizeof(int), cudaMemcpyDeviceToHost, on.stream));
+  CUDA_CHECK(cudaStreamSynchronize(on.stream));
+  if (first_bad != none) {
+    int64_t label = 0;
+    CUDA_CHECK(cudaMemcpy(&label, labels.data<int64_t>() + first_bad, sizeof(label),
+                          cudaMemcpyDeviceToHost));
+    TANDEM_FAIL("[cross_entropy] label ", label, " at row ", first_bad, " is outside [0, ", cols,
+                ")");
+  }
+}
+
+void CudaBackend::cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
+                                         const Tensor& labels, Tensor& grad_logits) {
+  OnDevice on(grad_logits, "cross_entropy_backward");
+  kernels::cross_entropy_backward(grad_loss.data<float>(), log_probs.data<float>(),
+                                  labels.data<int64_t>(), log_probs.size(0), log_probs.size(1),
+                                  grad_logits.data<float>(), on.stream);
+}
+
+}  // namespace tandem::cuda

@@ -1,0 +1,125 @@
+// Memory kernels: fill, dtype casts, strided gathers, and a spin kernel for ordering tests.
+
+#include <cstring>
+
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/launch.cuh"
+
+namespace tandem::cuda::kernels {
+namespace {
+
+// out: (n)
+template <typename T>
+__global__ void fill_kernel(T* out, T value, int64_t n) {
+  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = value; }
+}
+
+// in: (n) → out: (n)
+template <typename From, typename To>
+__global__ void cast_kernel(const From* in, To* out, int64_t n) {
+  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<To>(in[i]); }
+}
+
+// in: strided as `src` → out: (n) contiguous, n = numel(src)
+template <typename T>
+__global__ void copy_strided_kernel(const T* in, StridedLayout src, T* out, int64_t n) {
+  TANDEM_GRID_STRIDE_LOOP(i, n) {
+    int64_t remaining = i;
+    int64_t offset = 0;
+    for (int d = src.rank - 1; d >= 0; --d) {
+      offset += (remaining % src.size[d]) * src.stride[d];
+      remaining /= src.size[d];
+    }
+    out[i] = in[offset];
+  }
+}
+
+__device__ unsigned long long global_timer_ns() {
+  unsigned long long now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
+__global__ void spin_kernel(long long nanoseconds) {
+  const unsigned long long start = global_timer_ns();
+  while (global_timer_ns() - start < static_cast<unsigned long long>(nanoseconds)) {
+    __nanosleep(1000);
+  }
+}
+
+template <typename T>
+void launch_fill(void* out, int64_t n, uint64_t bits, cudaStream_t stream) {
+  T value;
+  static_assert(sizeof(T) <= sizeof(bits));
+  std::memcpy(&value, &bits, sizeof(T));  // little-endian: the low bytes hold the pattern
+  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), value, n);
+}
+
+template <typename From>
+void launch_cast(const void* in, void* out, ElementType out_type, int64_t n,
+                 cudaStream_t stream) {
+  const auto* source = static_cast<const From*>(in);
+  switch (out_type) {
+    case ElementType::Float32:
+      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<float*>(out), n);
+      break;
+    case ElementType::Int64:
+      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<int64_t*>(out), n);
+      break;
+    case ElementType::UInt8:
+      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<uint8_t*>(out), n);
+      break;
+  }
+}
+
+template <typename T>
+void launch_copy_strided(const void* in, const StridedLayout& src, void* out, int64_t n,
+                         cudaStream_t stream) {
+  copy_strided_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(in), src,
+                                                               static_cast<T*>(out), n);
+}
+
+}  // namespace
+
+void fill(void* out, int64_t n, int element_size, uint64_t bits, cudaStream_t stream) {
+  if (n == 0) return;
+  switch (element_size) {
+    case 1: launch_fill<uint8_t>(out, n, bits, stream); break;
+    case 4: launch_fill<uint32_t>(out, n, bits, stream); break;
+    case 8: launch_fill<uint64_t>(out, n, bits, stream); break;
+    default: TANDEM_FAIL("[fill] unsupported element size ", element_size);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void cast(const void* in, ElementType in_type, void* out, ElementType out_type, int64_t n,
+          cudaStream_t stream) {
+  if (n == 0) return;
+  switch (in_type) {
+    case ElementType::Float32: launch_cast<float>(in, out, out_type, n, stream); break;
+    case ElementType::Int64: launch_cast<int64_t>(in, out, out_type, n, stream); break;
+    case ElementType::UInt8: launch_cast<uint8_t>(in, out, out_type, n, stream); break;
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void copy_strided(const void* in, const StridedLayout& src, void* out, int element_size,
+                  cudaStream_t stream) {
+  int64_t n = 1;
+  for (int d = 0; d < src.rank; ++d) n *= src.size[d];
+  if (n == 0) return;
+  switch (element_size) {
+    case 1: launch_copy_strided<uint8_t>(in, src, out, n, stream); break;
+    case 4: launch_copy_strided<uint32_t>(in, src, out, n, stream); break;
+    case 8: launch_copy_strided<uint64_t>(in, src, out, n, stream); break;
+    default: TANDEM_FAIL("[copy] unsupported element size ", element_size);
+  }
+  CUDA_CHECK_LAUNCH();
+}
+
+void spin(long long nanoseconds, cudaStream_t stream) {
+  spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tandem::cuda::kernels

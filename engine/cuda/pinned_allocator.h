@@ -1,0 +1,47 @@
+#pragma once
+/// Page-locked (pinned) host memory for staging host↔device copies: the DMA engine reads it
+/// directly, so a copy from it is truly asynchronous and runs at full PCIe/NVLink-C2C speed.
+///
+/// Blocks are cached by size (rounded up to a power of two) since cudaHostAlloc is slow. An
+/// asynchronous copy may still be reading a block when its tensor is freed, so the backend's
+/// copy() calls record_stream() for pinned sources and the block is reused only once those
+/// streams have passed the copy.
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "engine/allocator.h"
+#include "engine/tensor.h"
+
+namespace tandem::cuda {
+
+class PinnedHostAllocator final : public Allocator {
+ public:
+  PinnedHostAllocator();
+  ~PinnedHostAllocator() override;
+  PinnedHostAllocator(const PinnedHostAllocator&) = delete;
+  PinnedHostAllocator& operator=(const PinnedHostAllocator&) = delete;
+
+  void* allocate(size_t nbytes) override;
+  void deallocate(void* ptr, size_t nbytes) noexcept override;
+  AllocatorStats stats() const override;
+
+  /// When `ptr` is the start of a block of this allocator: notes that `stream` (of `device`)
+  /// reads or writes it and returns true. Returns false for any other pointer.
+  bool record_stream(void* ptr, cudaStream_t stream, int device);
+  /// Frees the cached blocks (cudaFreeHost), waiting for pending stream uses first.
+  void empty_cache();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// The process-wide pinned host allocator (never destroyed, Note [Leaked singletons]).
+PinnedHostAllocator& pinned_host_allocator();
+
+/// A CPU tensor in pinned memory, for staging copies (a DataLoader's batches, say).
+Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,111 @@
+#pragma once
+/// Streams and events, and the calling thread's current stream per device.
+///
+/// Note [Current stream]: every CUDA kernel, copy and library call of the backend is queued on
+/// the current stream of its device for the calling thread. Unless a StreamGuard says
+/// otherwise that is the device's legacy default stream, shared by all threads, so work that
+/// one thread hands to another (forward on the main thread, backward on the device's autograd
+/// worker) stays in order without any event. Side streams (a copy stream, NCCL's stream) are
+/// created non-blocking and ordered against the default stream with events; a tensor used on
+/// a stream other than the one it was allocated on must be announced with record_stream()
+/// (engine/cuda/caching_allocator.h) before it is freed, exactly as in PyTorch.
+///
+/// The current stream is per thread and is not carried into backward: a forward run under a
+/// StreamGuard has its backward run on the default stream of the autograd worker.
+
+#include <cuda_runtime_api.h>
+
+namespace tandem::cuda {
+
+class Event;
+
+/// A CUDA stream: either owned (created here, destroyed with this object) or a view of a
+/// device's legacy default stream.
+class Stream {
+ public:
+  /// A new stream on `device` that does not synchronise implicitly with the default stream.
+  /// Lower priority numbers run first (cudaDeviceGetStreamPriorityRange); 0 is the default.
+  static Stream create(int device, int priority = 0);
+  /// The legacy default stream of `device` (handle nullptr), not owned.
+  static Stream default_stream(int device) { return Stream(device, nullptr, false); }
+
+  ~Stream();
+  Stream(Stream&& other) noexcept;
+  Stream& operator=(Stream&& other) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t handle() const { return handle_; }
+  int device() const { return device_; }
+
+  /// Blocks the host until everything queued so far has run.
+  void synchronize() const;
+  /// True when everything queued so far has run.
+  bool query() const;
+  /// Later work on this stream waits for `event` (no host synchronisation).
+  void wait(const Event& event) const;
+
+ private:
+  Stream(int device, cudaStream_t handle, bool owned)
+      : device_(device), handle_(handle), owned_(owned) {}
+  void release() noexcept;
+
+  int device_;
+  cudaStream_t handle_;
+  bool owned_;
+};
+
+/// A CUDA event (owned). Timing is off unless asked for: timed events cost more to record.
+class Event {
+ public:
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(Event&& other) noexcept;
+  Event& operator=(Event&& other) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  /// Captures the work queued so far on `stream` (of `device`).
+  void record(cudaStream_t stream, int device);
+  void record(const Stream& stream) { record(stream.handle(), stream.device()); }
+  /// Blocks the host until the captured work has run.
+  void synchronize() const;
+  /// True when the captured work has run (or nothing was ever recorded).
+  bool query() const;
+  /// Milliseconds between this event and a later one; both recorded with timing.
+  float elapsed_ms(const Event& later) const;
+  cudaEvent_t handle() const { return handle_; }
+
+ private:
+  void release() noexcept;
+  cudaEvent_t handle_ = nullptr;
+};
+
+/// The calling thread's current stream on `device` (Note [Current stream]).
+cudaStream_t current_stream(int device);
+
+/// Makes `stream` the current stream of its device for the calling thread, for the scope. The
+/// stream must outlive the guard.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  int device_;
+  cudaStream_t previous_;
+};
+
+/// Later work on `waiting` (a stream of `waiting_device`) waits for all work queued so far on
+/// `producer` (of `producer_device`): records a fresh event on one and waits for it on the
+/// other, without blocking the host. No-op for the same stream of the same device.
+void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
+                        int producer_device);
+
+/// Queues a kernel that keeps `stream` busy for about `milliseconds` (spinning on the clock).
+/// For tests and benchmarks of stream ordering; it computes nothing.
+void busy_wait(cudaStream_t stream, int device, double milliseconds);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,365 @@
+// Every op on CUDA against the same op on the CPU, after ggml's test-backend-ops: the same
+// inputs go through the op front-end on both devices, the outputs are compared, then a backward
+// pass through the autograd engine with the same output gradient, and each input's gradient is
+// compared. The CPU backend is itself checked against naive references and finite differences
+// (the other engine tests), so agreement here checks the CUDA kernels.
+//
+// Adding an op is one entry in cases(): a name, its inputs, the op, and (when float32 summation
+// order matters) a tolerance. Tolerances are relative to the largest magnitude of the CPU
+// result: max |cuda - cpu| <= tolerance * max |cpu|.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "engine/tandem.h"
+#include "tests/support/cuda_skip.h"
+#include "tests/support/error_message.h"
+
+namespace tandem {
+namespace {
+
+enum class Draw { Normal, Positive, Labels };
+
+/// One input of an op: drawn on the host from a fixed seed, then copied to each device.
+struct Input {
+  Shape shape;
+  bool requires_grad = true;
+  Draw draw = Draw::Normal;
+  int64_t classes = 0;  ///< Labels: values in [0, classes)
+};
+
+Input normal(Shape shape) {
+  return {std::move(shape)};
+}
+Input positive(Shape shape, bool requires_grad = true) {  // in [0.5, 2): log, sqrt, pow, div
+  return {std::move(shape), requires_grad, Draw::Positive};
+}
+Input constant(Shape shape) {  // no gradient wanted
+  return {std::move(shape), false};
+}
+Input labels(int64_t n, int64_t classes) {
+  return {{n}, false, Draw::Labels, classes};
+}
+
+using Inputs = std::vector<Tensor>;
+
+struct OpCase {
+  std::string name;
+  std::vector<Input> inputs;
+  std::function<Tensor(const Inputs&)> op;
+  double forward_tolerance = 1e-5;
+  double backward_tolerance = 1e-5;
+};
+
+// Test names and failure messages show the case's name, not its bytes.
+void PrintTo(const OpCase& c, std::ostream* out) {
+  *out << c.name;
+}
+
+// Float32 sums of a few hundred products (conv, GEMM) in another order than the CPU's.
+constexpr double kSummed = 1e-4;
+
+std::vector<OpCase> cases() {
+  using I = const Inputs&;
+  const BatchNormOptions eval{.training = false};
+  return {
+      // --- elementwise
+      {"neg", {normal({7, 9})}, [](I x) { return neg(x[0]); }},
+      {"relu", {normal({7, 9})}, [](I x) { return relu(x[0]); }},
+      {"exp", {normal({7, 9})}, [](I x) { return exp(x[0]); }},
+      {"log", {positive({7, 9})}, [](I x) { return log(x[0]); }},
+      {"sqrt", {positive({7, 9})}, [](I x) { return sqrt(x[0]); }},
+      {"add_scalar", {normal({7, 9})}, [](I x) { return x[0] + 1.5f; }},
+      {"mul_scalar", {normal({7, 9})}, [](I x) { return x[0] * -2.5f; }},
+      {"pow", {positive({7, 9})}, [](I x) { return pow(x[0], 2.5f); }},
+      {"pow_negative", {positive({7, 9})}, [](I x) { return pow(x[0], -0.5f); }},
+      {"add", {normal({7, 9}), normal({7, 9})}, [](I x) { return x[0] + x[1]; }},
+      {"sub", {normal({7, 9}), normal({7, 9})}, [](I x) { return x[0] - x[1]; }},
+      {"mul", {normal({7, 9}), normal({7, 9})}, [](I x) { return x[0] * x[1]; }},
+      {"div", {normal({7, 9}), positive({7, 9})}, [](I x) { return x[0] / x[1]; }},
+      {"add_row", {normal({7, 9}), normal({9})}, [](I x) { return x[0] + x[1]; }},
+      {"mul_outer", {normal({7, 1}), normal({1, 9})}, [](I x) { return x[0] * x[1]; }},
+      {"sub_channel", {normal({2, 3, 4, 5}), normal({1, 3, 1, 1})}, [](I x) { return x[0] - x[1]; }},
+      {"div_scalar_tensor", {normal({2, 3, 4}), positive({})}, [](I x) { return x[0] / x[1]; }},
+      {"mul_middle", {normal({2, 1, 4, 1}), normal({3, 1, 5})}, [](I x) { return x[0] * x[1]; }},
+      {"equal_float", {constant({50}), constant({50})},
+       [](I x) { return equal(relu(x[0]), relu(x[1])); }},
+      {"equal_int64", {labels(50, 3), labels(50, 3)}, [](I x) { return equal(x[0], x[1]); }},
+      // --- memory: strided gathers, copies, slices
+      {"expand", {normal({3, 1, 5})}, [](I x) { return expand(x[0], {2, 3, 4, 5}); }},
+      {"clone", {normal({4, 6})}, [](I x) { return x[0].clone(); }},
+      {"slice", {normal({6, 4})}, [](I x) { return x[0].slice(2, 5) * 2.0f; }},
+      {"cat", {normal({2, 3}), normal({4, 3})}, [](I x) { return cat({x[0], x[1]}); }},
+      {"cast_to_int64", {constant({6, 7})}, [](I x) { return (x[0] * 10.0f).to(DType::Int64); }},
+      {"cast_from_int64", {labels(40, 1000)}, [](I x) { return x[0].to(DType::Float32); }},
+      // --- reductions
+      {"sum_all", {normal({33, 65})}, [](I x) { return sum(x[0]); }},
+      {"sum_rows", {normal({33, 65})}, [](I x) { return sum(x[0], {1}); }},
+      {"sum_columns", {normal({33, 65})}, [](I x) { return sum(x[0], {0}, true); }},
+      {"sum_channels", {normal({4, 6, 5, 7})}, [](I x) { return sum(x[0], {0, 2, 3}); }},
+      {"sum_alternating", {normal({3, 4, 5, 6})}, [](I x) { return sum(x[0], {1, 3}); }},
+      {"sum_large", {normal({64, 16, 32, 32})}, [](I x) { return sum(x[0], {0, 2, 3}); }},
+      {"sum_large_all", {normal({1 << 20})}, [](I x) { return sum(x[0]); }},
+      {"mean", {normal({5, 8, 3})}, [](I x) { return mean(x[0], {-1}); }},
+      {"argmax", {constant({37, 10})}, [](I x) { return argmax(x[0]); }},
+      // --- matmul
+      {"matmul", {normal({17, 33}), normal({33, 9})}, [](I x) { return matmul(x[0], x[1]); },
+       kSummed, kSummed},
+      {"matmul_large", {normal({128, 256}), normal({256, 96})},
+       [](I x) { return matmul(x[0], x[1]); }, kSummed, kSummed},
+      {"linear", {normal({8, 64}), normal({10, 64}), normal({10})},
+       [](I x) { return linear(x[0], x[1], x[2]); }, kSummed, kSummed},
+      // --- convolution (CIFAR ResNet shapes, small batches)
+      {"conv3x3", {normal({2, 16, 8, 8}), normal({16, 16, 3, 3})},
+       [](I x) { return conv2d(x[0], x[1], Tensor(), {.stride = 1, .padding = 1}); }, kSummed,
+       kSummed},
+      {"conv3x3_bias", {normal({2, 3, 12, 12}), normal({8, 3, 3, 3}), normal({8})},
+       [](I x) { return conv2d(x[0], x[1], x[2], {.stride = 1, .padding = 1}); }, kSummed,
+       kSummed},
+      {"conv3x3_stride2", {normal({2, 16, 16, 16}), normal({32, 16, 3, 3})},
+       [](I x) { return conv2d(x[0], x[1], Tensor(), {.stride = 2, .padding = 1}); }, kSummed,
+       kSummed},
+      {"conv1x1_stride2", {normal({2, 16, 16, 16}), normal({32, 16, 1, 1})},
+       [](I x) { return conv2d(x[0], x[1], Tensor(), {.stride = 2, .padding = 0}); }, kSummed,
+       kSummed},
+      {"conv7x7_stem", {normal({2, 3, 32, 32}), normal({8, 3, 7, 7}), normal({8})},
+       [](I x) { return conv2d(x[0], x[1], x[2], {.stride = 2, .padding = 3}); }, kSummed,
+       kSummed},
+      // --- batch norm
+      {"batch_norm_training", {normal({4, 6, 5, 5}), normal({6}), normal({6})},
+       [](I x) { return batch_norm2d(x[0], x[1], x[2], Tensor(), Tensor()); }, kSummed, kSummed},
+      {"batch_norm_no_affine", {normal({8, 3, 4, 4})},
+       [](I x) { return batch_norm2d(x[0], Tensor(), Tensor(), Tensor(), Tensor()); }, kSummed,
+       kSummed},
+      {"batch_norm_inference",
+       {normal({4, 6, 5, 5}), normal({6}), normal({6}), constant({6}), positive({6}, false)},
+       [eval](I x) { return batch_norm2d(x[0], x[1], x[2], x[3], x[4], eval); },
+       kSummed, kSummed},
+      // --- pooling
+      {"max_pool_2x2", {normal({2, 3, 8, 8})},
+       [](I x) { return max_pool2d(x[0], {.kernel_size = 2, .stride = 2}); }},
+      {"max_pool_3x3_s2_p1", {normal({2, 3, 9, 9})},
+       [](I x) { return max_pool2d(x[0], {.kernel_size = 3, .stride = 2, .padding = 1}); }},
+      {"max_pool_overlapping", {normal({1, 2, 7, 7})},
+       [](I x) { return max_pool2d(x[0], {.kernel_size = 3, .stride = 1, .padding = 1}); }},
+      {"adaptive_avg_pool_1x1", {normal({4, 16, 8, 8})},
+       [](I x) { return adaptive_avg_pool2d(x[0], 1, 1); }},
+      {"adaptive_avg_pool_3x3_of_7x7", {normal({2, 3, 7, 7})},
+       [](I x) { return adaptive_avg_pool2d(x[0], 3, 3); }},
+      {"adaptive_avg_pool_overlapping", {normal({2, 3, 5, 5})},
+       [](I x) { return adaptive_avg_pool2d(x[0], 3, 2); }},
+      // --- softmax and loss
+      {"log_softmax", {normal({9, 10})}, [](I x) { return log_softmax(x[0]); }},
+      {"log_softmax_wide", {normal({3, 1000})}, [](I x) { return log_softmax(x[0] * 20.0f); }},
+      {"cross_entropy", {normal({16, 10}), labels(16, 10)},
+       [](I x) { return cross_entropy(x[0] * 3.0f, x[1]); }},
+      {"cross_entropy_wide", {normal({5, 1000}), labels(5, 1000)},
+       [](I x) { return cross_entropy(x[0], x[1]); }},
+      {"count_correct", {constant({64, 10}), labels(64, 10)},
+       [](I x) { return count_correct(x[0], x[1]); }},
+  };
+}
+
+Tensor draw(const Input& input, Generator& generator) {
+  switch (input.draw) {
+    case Draw::Normal: return randn(input.shape, generator);
+    case Draw::Positive: return uniform(input.shape, 0.5f, 2.0f, generator);
+    case Draw::Labels: {
+      std::vector<int64_t> values(static_cast<size_t>(shape_numel(input.shape)));
+      for (int64_t& v : values) v = static_cast<int64_t>(generator.next_u64() % input.classes);
+      return from_vector(values, input.shape, {.dtype = DType::Int64});
+    }
+  }
+  return Tensor();
+}
+
+// max |actual - expected| <= tolerance * max |expected|, on the host, as double.
+void expect_close(const Tensor& actual, const Tensor& expected, double tolerance,
+                  const std::string& what) {
+  ASSERT_TRUE(actual.defined()) << what << " is undefined on CUDA";
+  ASSERT_TRUE(expected.defined()) << what << " is undefined on the CPU";
+  ASSERT_EQ(actual.shape(), expected.shape()) << what;
+  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
+  const auto a = actual.detach().to(DType::Float32).to_vector<float>();
+  const auto e = expected.detach().to(DType::Float32).to_vector<float>();
+  double scale = 0.0, worst = 0.0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(e[i])));
+    const double diff = std::abs(static_cast<double>(a[i]) - e[i]);
+    if (!(diff <= worst)) {  // NaN on either side counts as the worst
+      worst = std::isnan(diff) ? INFINITY : diff;
+      worst_at = i;
+    }
+  }
+  EXPECT_LE(worst, tolerance * std::max(scale, 1e-30))
+      << what << ": max |cuda - cpu| = " << worst << " at " << worst_at << " (cuda "
+      << a[worst_at] << ", cpu " << e[worst_at] << ") for max |cpu| = " << scale;
+}
+
+// Runs `c` on both devices from the same inputs and compares outputs and input gradients.
+void compare(const OpCase& c, Device reference, Device device) {
+  Generator generator(std::hash<std::string>()(c.name));
+  Inputs on_reference, on_device;
+  for (const Input& input : c.inputs) {
+    const Tensor host = draw(input, generator);
+    on_reference.push_back(host.to(reference));
+    on_device.push_back(host.to(device));
+    if (input.requires_grad) {
+      on_reference.back().set_requires_grad(true);
+      on_device.back().set_requires_grad(true);
+    }
+  }
+  const Tensor expected = c.op(on_reference);
+  const Tensor actual = c.op(on_device);
+  ASSERT_EQ(actual.device(), device) << c.name << " did not run on " << device;
+  expect_close(actual, expected, c.forward_tolerance, c.name + " forward");
+  if (!expected.requires_grad()) return;
+
+  Generator grad_generator(99);
+  const Tensor grad_output = randn(expected.shape(), grad_generator);
+  expected.backward(grad_output.to(reference));
+  actual.backward(grad_output.to(device));
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].requires_grad) continue;
+    const std::string what = c.name + " grad of input " + std::to_string(i);
+    ASSERT_TRUE(on_device[i].grad().defined()) << what;
+    ASSERT_EQ(on_device[i].grad().device(), device) << what;
+    expect_close(on_device[i].grad(), on_reference[i].grad(), c.backward_tolerance, what);
+  }
+}
+
+class BackendOpsGpu : public ::testing::TestWithParam<OpCase> {};
+
+TEST_P(BackendOpsGpu, ForwardAndBackwardMatchCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  compare(GetParam(), Device::cpu(), Device::cuda(0));
+}
+
+// The table itself, on two CPU devices (same kernels, so exact): every case builds its inputs,
+// runs, and produces the gradients the GPU test compares. Runs everywhere, GPU or not.
+TEST(BackendOpsTable, EveryCaseRunsOnTwoCpuDevices) {
+  for (const OpCase& c : cases()) {
+    SCOPED_TRACE(c.name);
+    compare(c, Device::cpu(0), Device::cpu(1));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllOps, BackendOpsGpu, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<OpCase>& info) {
+                           return info.param.name;
+                         });
+
+// --- what the table cannot express: in-place ops, state updates, dtypes, errors (a suite of
+// their own: gtest keeps one fixture class per suite)
+
+TEST(CudaBackendGpu, FillAndCastEveryDtype) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  EXPECT_EQ(full({5}, -2.75, {.device = gpu}).to_vector<float>(), std::vector<float>(5, -2.75f));
+  EXPECT_EQ(full({3}, -7, {.dtype = DType::Int64, .device = gpu}).to_vector<int64_t>(),
+            std::vector<int64_t>(3, -7));
+  EXPECT_EQ(full({4}, 200, {.dtype = DType::UInt8, .device = gpu}).to_vector<uint8_t>(),
+            std::vector<uint8_t>(4, 200));
+  const Tensor bytes = from_vector<uint8_t>({0, 7, 255}, {3}, {.dtype = DType::UInt8});
+  EXPECT_EQ(bytes.to(gpu).to(DType::Float32).to_vector<float>(),
+            (std::vector<float>{0.0f, 7.0f, 255.0f}));
+  const Tensor floats = from_vector<float>({-2.7f, 2.7f, 0.2f}, {3}, {.device = gpu});
+  EXPECT_EQ(floats.to(DType::Int64).to_vector<int64_t>(), (std::vector<int64_t>{-2, 2, 0}));
+}
+
+TEST(CudaBackendGpu, InPlaceAddAccumulates) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  Generator generator(3);
+  const Tensor a = randn({6, 5}, generator), b = randn({6, 5}, generator);
+  Tensor on_cpu = a.clone();
+  Tensor on_gpu = a.to(Device::cuda(0));
+  add_(on_cpu, b);
+  add_(on_gpu, b.to(Device::cuda(0)));
+  expect_close(on_gpu, on_cpu, 0.0, "add_");
+}
+
+TEST(CudaBackendGpu, BatchNormUpdatesRunningStatisticsLikeCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  Generator generator(4);
+  const Tensor x = randn({8, 4, 3, 3}, generator, {}, 1.0f, 2.0f);
+  Tensor mean_cpu = zeros({4}), var_cpu = ones({4});
+  Tensor mean_gpu = mean_cpu.to(gpu), var_gpu = var_cpu.to(gpu);
+  for (int step = 0; step < 3; ++step) {
+    batch_norm2d(x, Tensor(), Tensor(), mean_cpu, var_cpu);
+    batch_norm2d(x.to(gpu), Tensor(), Tensor(), mean_gpu, var_gpu);
+  }
+  expect_close(mean_gpu, mean_cpu, 1e-5, "running_mean");
+  expect_close(var_gpu, var_cpu, 1e-5, "running_var");
+}
+
+TEST(CudaBackendGpu, SgdStepsMatchCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const SgdStepOptions variants[] = {
+      {.lr = 0.1f},
+      {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
+      {.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 1e-4f, .nesterov = true},
+  };
+  for (const SgdStepOptions& variant : variants) {
+    Generator generator(5);
+    Tensor param_cpu = randn({33, 7}, generator);
+    Tensor param_gpu = param_cpu.to(gpu);
+    Tensor buffer_cpu = zeros({33, 7}), buffer_gpu = zeros({33, 7}, {.device = gpu});
+    for (int step = 0; step < 3; ++step) {
+      const Tensor grad = randn({33, 7}, generator);
+      SgdStepOptions options = variant;
+      options.first_step = step == 0;
+      sgd_step(param_cpu, grad, buffer_cpu, options);
+      sgd_step(param_gpu, grad.to(gpu), buffer_gpu, options);
+    }
+    expect_close(param_gpu, param_cpu, 1e-6, "param");
+    if (variant.momentum != 0.0f) expect_close(buffer_gpu, buffer_cpu, 1e-6, "momentum buffer");
+  }
+}
+
+TEST(CudaBackendGpu, CopiesBetweenHostAndDeviceKeepEveryByte) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  std::vector<int64_t> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(i * i) - 12345;
+  const Tensor host = from_vector(values, {10, 100}, {.dtype = DType::Int64});
+  const Tensor device = host.to(gpu);
+  EXPECT_EQ(device.to_vector<int64_t>(), values);
+  // A strided host view goes up through a contiguous staging copy.
+  EXPECT_EQ(expand(from_vector<float>({1, 2}, {2, 1}), {2, 3}).to(gpu).to_vector<float>(),
+            (std::vector<float>{1, 1, 1, 2, 2, 2}));
+}
+
+TEST(CudaBackendGpu, CopyBetweenTwoDevices) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  if (cuda_backend().device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  Generator generator(6);
+  const Tensor host = randn({64, 33}, generator);
+  const Tensor on_1 = host.to(Device::cuda(0)).to(Device::cuda(1));
+  ASSERT_EQ(on_1.device(), Device::cuda(1));
+  expect_close(on_1, host, 0.0, "cuda:0 -> cuda:1");
+  expect_close(relu(on_1).to(Device::cuda(0)), relu(host), 0.0, "cuda:1 -> cuda:0");
+}
+
+TEST(CudaBackendGpu, BadLabelIsAnErrorNamingTheOp) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  const Tensor logits = zeros({3, 4}, {.device = gpu});
+  const Tensor bad = from_vector<int64_t>({0, 4, 1}, {3}, {.dtype = DType::Int64, .device = gpu});
+  const std::string message = testing::error_message([&] { cross_entropy(logits, bad); });
+  EXPECT_NE(message.find("[cross_entropy] label 4 at row 1 is outside [0, 4)"), std::string::npos)
+      << message;
+  // The device is still usable afterwards (no sticky CUDA error).
+  EXPECT_EQ(sum(ones({4}, {.device = gpu})).item(), 4.0);
+}
+
+}  // namespace
+}  // namespace tandem
