@@ -3,6 +3,7 @@
 /// gradient into leaf.grad() and then runs the leaf's post-accumulate hooks
 /// (DDP's Reducer marks the parameter ready there).
 
+#include <cstdint>
 #include <memory>
 
 #include "engine/autograd/node.h"
@@ -14,6 +15,12 @@ class AccumulateGrad final : public Node {
   explicit AccumulateGrad(const Tensor& leaf);
   std::vector<Tensor> apply(std::vector<Tensor>& grad_outputs) override;
   std::string name() const override { return "AccumulateGrad"; }
+  /// Note [Accumulate first]: a leaf's accumulator is shared by every graph that uses the leaf,
+  /// so its sequence number dates from the first of them; ordered by it, it would wait behind
+  /// the whole rest of a later backward pass. Accumulating (and firing DDP's hooks) as soon as
+  /// a gradient is complete is what lets the Reducer overlap, so it runs before anything else,
+  /// as in PyTorch.
+  uint64_t priority() const override { return UINT64_MAX; }
 
  private:
   // Strong, as in PyTorch: the leaf holds this node only weakly, so there is no cycle.

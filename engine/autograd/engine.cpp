@@ -43,7 +43,7 @@ struct ReadyNode {
 
 struct NewestFirst {
   bool operator()(const ReadyNode& a, const ReadyNode& b) const {
-    return a.node->sequence_nr() < b.node->sequence_nr();
+    return a.node->priority() < b.node->priority();
   }
 };
 

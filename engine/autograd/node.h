@@ -46,6 +46,9 @@ class Node {
   /// Creation order; the engine runs ready nodes newest first, i.e. in reverse
   /// forward order, which DDP's bucket order relies on.
   uint64_t sequence_nr() const { return sequence_nr_; }
+  /// Which of several ready nodes of one device runs first: the highest. Ordinary nodes use
+  /// their sequence number; gradient sinks override it (Note [Accumulate first]).
+  virtual uint64_t priority() const { return sequence_nr_; }
 
  private:
   Device device_;

@@ -218,5 +218,20 @@ TEST(Autograd, QueueCallbackOutsideBackwardIsAnError) {
   EXPECT_THROW(autograd::queue_callback([] {}), Error);
 }
 
+TEST(Autograd, AccumulatorsRunAsSoonAsReadyEvenWhenAnOlderGraphIsAlive) {
+  // The previous step's graph keeps w's accumulator (and its old sequence number) alive. It must
+  // still run right after w's gradient is complete, before the rest of the pass: DDP's overlap
+  // depends on it (Note [Accumulate first]).
+  Tensor w = leaf({2}, {1});
+  Tensor previous_loss = sum(mul(leaf({1}, {1}), w));
+  std::vector<std::string> order;
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w"); });
+  Tensor x = leaf({3}, {1});  // fresh this step: its accumulator is newer than everything else
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("x"); });
+  sum(mul(exp(x), w)).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w", "x"}));
+  EXPECT_TRUE(previous_loss.requires_grad());
+}
+
 }  // namespace
 }  // namespace tandem
