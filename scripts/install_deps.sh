@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   python3-torch        # PyTorch (CPU) reference: loads Tandem checkpoints in tests/interop
+  python3-matplotlib   # scripts/plot_bench.py draws bench_cifar's results
 )
 
 missing=()
