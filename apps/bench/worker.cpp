@@ -189,11 +189,9 @@ void run_steps(const BenchOptions& o, const BenchConfig& config, Setup& s,
     const data::Batch& batch = pool[static_cast<size_t>(i) % pool.size()];
     const auto t0 = Clock::now();
     s.optimizer->zero_grad();
-    // Note [Loss per step]: the loss lives only for its own step. One kept into the next step's
-    // forward keeps its graph, and with it every parameter's AccumulateGrad node, alive; the
-    // next forward then reuses those older nodes, which the backward engine (newest node first)
-    // runs last, so every gradient would become ready at the very end of backward and DDP
-    // could overlap nothing.
+    // Note [Loss per step]: the loss lives only for its own step, so its graph's memory goes with
+    // it. (Keeping it once also delayed every AccumulateGrad, and with it DDP's buckets, to the
+    // end of the next backward; the engine now runs accumulators first: Note [Accumulate first].)
     Tensor loss = cross_entropy(s.model->forward(batch.images), batch.labels);
     synchronize(s.devices);
     const auto t1 = Clock::now();
