@@ -146,8 +146,12 @@ StreamGuard::~StreamGuard() {
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device) {
   if (waiting == producer && waiting_device == producer_device) return;
-  Event event;
-  event.record(producer, producer_device);
+  Event event = [&] {
+    const DeviceGuard guard(producer_device);  // an event belongs to the device it is created on
+    Event created;
+    created.record(producer, producer_device);
+    return created;
+  }();
   DeviceGuard guard(waiting_device);
   // An event of another device is fine here; destroying it while the wait is queued is too.
   CUDA_CHECK(cudaStreamWaitEvent(waiting, event.handle(), 0));

@@ -55,7 +55,9 @@ class Stream {
   bool owned_;
 };
 
-/// A CUDA event (owned). Timing is off unless asked for: timed events cost more to record.
+/// A CUDA event (owned) of the device current at its creation: record it only on streams of
+/// that device (any device's stream may wait for it). Timing is off unless asked for: timed
+/// events cost more to record.
 class Event {
  public:
   explicit Event(bool enable_timing = false);

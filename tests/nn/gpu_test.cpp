@@ -2,13 +2,14 @@
 
 #include "nn/loss.h"
 #include "nn/resnet.h"
+#include "tests/support/cuda_skip.h"
 
 namespace tandem::nn {
 namespace {
 
 // Suites ending in "Gpu" carry the CTest label "gpu" (tests/CMakeLists.txt).
 TEST(ModelsGpu, ResNet20OnCudaMatchesCpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device or no CUDA backend in this build";
+  TANDEM_SKIP_WITHOUT_CUDA();
   Generator generator(5);
   const auto cpu_model = make_resnet("resnet20", generator);
   const auto cuda_model = cpu_model->clone();
