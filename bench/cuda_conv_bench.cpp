@@ -56,10 +56,11 @@ void run_timed(benchmark::State& state, double flops_per_iteration, Step step) {
     state.SetIterationTime(start.elapsed_ms(end) * 1e-3);
   }
   // Per-iteration values, multiplied by the iterations and divided by the (manual) time.
-  state.counters["GFLOP/s"] = benchmark::Counter(flops_per_iteration * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["fp32_peak_%"] = benchmark::Counter(
-      100.0 * flops_per_iteration / fp32_peak_flops(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["fp32_peak_%"] =
+      benchmark::Counter(100.0 * flops_per_iteration / fp32_peak_flops(),
+                         benchmark::Counter::kIsIterationInvariantRate);
 }
 
 struct ConvSetup {
@@ -103,7 +104,8 @@ void BM_CudaConv2dForwardBackward(benchmark::State& state) {
 
 // ResNet-20 stages {16, 32}, {32, 16}, {64, 8}; CIFAR ResNet-18 stages {64, 32} ... {512, 4}.
 void conv_shapes(benchmark::internal::Benchmark* b) {
-  constexpr int kShapes[][2] = {{16, 32}, {32, 16}, {64, 8}, {64, 32}, {128, 16}, {256, 8}, {512, 4}};
+  constexpr int kShapes[][2] = {{16, 32},  {32, 16}, {64, 8}, {64, 32},
+                                {128, 16}, {256, 8}, {512, 4}};
   for (int tf32 : {0, 1}) {
     for (const auto& shape : kShapes) b->Args({shape[0], shape[1], tf32});
   }
@@ -132,7 +134,8 @@ void BM_CudaAllocatorTrainingLoop(benchmark::State& state) {
   const Tensor images = randn({kBatch, 3, 32, 32}, generator, {.device = kGpu});
   std::vector<int64_t> label_values(kBatch);
   for (auto& label : label_values) label = static_cast<int64_t>(generator.next_u64() % 10);
-  const Tensor labels = from_vector(label_values, {kBatch}, {.dtype = DType::Int64, .device = kGpu});
+  const Tensor labels =
+      from_vector(label_values, {kBatch}, {.dtype = DType::Int64, .device = kGpu});
   const auto train_step = [&] {
     optimizer.zero_grad();
     cross_entropy((*model)(images), labels).backward();
@@ -156,7 +159,10 @@ void BM_CudaAllocatorTrainingLoop(benchmark::State& state) {
   state.counters["images/s"] = benchmark::Counter(static_cast<double>(kBatch) * state.iterations(),
                                                   benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_CudaAllocatorTrainingLoop)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(20);
+BENCHMARK(BM_CudaAllocatorTrainingLoop)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(20);
 
 }  // namespace
 

@@ -97,9 +97,9 @@ struct CachingAllocator::State {
       cudaMemGetInfo(&free_bytes, &total_bytes);
       cudaGetLastError();
       TANDEM_FAIL("[cuda allocator] out of memory on cuda:", device, " allocating ", mib(size),
-                  " (a segment of ", mib(segment), "): tensors hold ",
-                  mib(stats.allocated_bytes), ", the cache holds ", mib(stats.reserved_bytes),
-                  "; the device has ", mib(free_bytes), " free of ", mib(total_bytes));
+                  " (a segment of ", mib(segment), "): tensors hold ", mib(stats.allocated_bytes),
+                  ", the cache holds ", mib(stats.reserved_bytes), "; the device has ",
+                  mib(free_bytes), " free of ", mib(total_bytes));
     }
     CUDA_CHECK(status);
     auto* block = new Block;
@@ -365,7 +365,9 @@ void record_stream(const Tensor& tensor, cudaStream_t stream) {
 }
 
 DeviceBuffer::DeviceBuffer(int device, size_t nbytes)
-    : allocator_(&caching_allocator(device)), data_(allocator_->allocate(nbytes)), nbytes_(nbytes) {}
+    : allocator_(&caching_allocator(device)),
+      data_(allocator_->allocate(nbytes)),
+      nbytes_(nbytes) {}
 
 DeviceBuffer::~DeviceBuffer() {
   allocator_->deallocate(data_, nbytes_);

@@ -37,22 +37,22 @@ struct CachingAllocatorStats {
   int64_t peak_allocated_bytes = 0;  ///< since construction or reset_peak_stats()
   int64_t reserved_bytes = 0;        ///< bytes held from cudaMalloc (all segments)
   int64_t peak_reserved_bytes = 0;
-  int64_t allocation_count = 0;  ///< allocate() calls with a size > 0
-  int64_t cache_hits = 0;        ///< allocations served by a cached block
-  int64_t cache_misses = 0;      ///< allocations that needed a new segment (cudaMalloc)
-  int64_t segment_count = 0;     ///< segments currently held
-  int64_t cuda_free_count = 0;   ///< segments given back (empty_cache, out-of-memory retry)
+  int64_t allocation_count = 0;     ///< allocate() calls with a size > 0
+  int64_t cache_hits = 0;           ///< allocations served by a cached block
+  int64_t cache_misses = 0;         ///< allocations that needed a new segment (cudaMalloc)
+  int64_t segment_count = 0;        ///< segments currently held
+  int64_t cuda_free_count = 0;      ///< segments given back (empty_cache, out-of-memory retry)
   int64_t pending_free_blocks = 0;  ///< freed blocks waiting for another stream's events
 };
 
 class CachingAllocator final : public Allocator {
  public:
-  static constexpr size_t kRound = 512;                ///< every size is a multiple of this
-  static constexpr size_t kSmallRequest = 1 << 20;     ///< up to this: the small pool
-  static constexpr size_t kSmallSegment = 2 << 20;     ///< segment size of the small pool
-  static constexpr size_t kMediumSegment = 20 << 20;   ///< segment for requests up to 10 MiB
-  static constexpr size_t kLargeRequest = 10 << 20;    ///< above this: a segment of its own
-  static constexpr size_t kLargeRound = 2 << 20;       ///< those are rounded up to 2 MiB
+  static constexpr size_t kRound = 512;               ///< every size is a multiple of this
+  static constexpr size_t kSmallRequest = 1 << 20;    ///< up to this: the small pool
+  static constexpr size_t kSmallSegment = 2 << 20;    ///< segment size of the small pool
+  static constexpr size_t kMediumSegment = 20 << 20;  ///< segment for requests up to 10 MiB
+  static constexpr size_t kLargeRequest = 10 << 20;   ///< above this: a segment of its own
+  static constexpr size_t kLargeRound = 2 << 20;      ///< those are rounded up to 2 MiB
 
   /// An allocator of its own for `device`; the tensors use caching_allocator(device). Tests make
   /// their own to start from empty statistics.

@@ -60,8 +60,7 @@ struct Forward {
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, c.x_desc.get(), c.w_desc.get(),
-                                                   c.conv_desc.get(), c.y_desc.get(), algo,
-                                                   bytes);
+                                                   c.conv_desc.get(), c.y_desc.get(), algo, bytes);
   }
   static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
     CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, c.x_desc.get(), c.w_desc.get(),
@@ -84,9 +83,8 @@ struct BackwardData {
   static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
-    return cudnnGetConvolutionBackwardDataWorkspaceSize(h, c.w_desc.get(), c.y_desc.get(),
-                                                        c.conv_desc.get(), c.x_desc.get(), algo,
-                                                        bytes);
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, c.w_desc.get(), c.y_desc.get(), c.conv_desc.get(), c.x_desc.get(), algo, bytes);
   }
   static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, c.w_desc.get(), c.y_desc.get(),
@@ -109,9 +107,8 @@ struct BackwardFilter {
   static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
-    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, c.x_desc.get(), c.y_desc.get(),
-                                                          c.conv_desc.get(), c.w_desc.get(),
-                                                          algo, bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, c.x_desc.get(), c.y_desc.get(), c.conv_desc.get(), c.w_desc.get(), algo, bytes);
   }
   static void heuristics(cudnnHandle_t h, const ConvCall& c, int* count, Perf* perf) {
     CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, c.x_desc.get(), c.y_desc.get(),
@@ -198,9 +195,8 @@ Choice choose(cudnnHandle_t handle, ConvCall& call, int device, const std::strin
   static std::mutex mutex;  // also keeps two threads from benchmarking the same shape at once
   static std::unordered_map<std::string, Choice> cache;
   // detail::concat rather than operator+: GCC 12 warns falsely (-Wrestrict) on the chain.
-  const std::string key = tandem::detail::concat("cuda:", device, shape_key,
-                                                 allow_tf32 ? "tf32" : "fp32",
-                                                 benchmark ? "find" : "heuristic");
+  const std::string key = tandem::detail::concat(
+      "cuda:", device, shape_key, allow_tf32 ? "tf32" : "fp32", benchmark ? "find" : "heuristic");
   std::lock_guard lock(mutex);
   if (const auto it = cache.find(key); it != cache.end()) return it->second;
   call.conv_desc.set_math_type(allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
@@ -232,11 +228,10 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   call.conv_desc.set_math_type(choice.math);
   const DeviceBuffer workspace(on.index, choice.workspace);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(handle, &one, call.x_desc.get(), call.x_data,
-                                      call.w_desc.get(), call.w_data, call.conv_desc.get(),
-                                      static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo),
-                                      workspace.data(), workspace.size(), &zero,
-                                      call.y_desc.get(), call.y_data));
+  CUDNN_CHECK(cudnnConvolutionForward(
+      handle, &one, call.x_desc.get(), call.x_data, call.w_desc.get(), call.w_data,
+      call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace.data(),
+      workspace.size(), &zero, call.y_desc.get(), call.y_data));
   if (bias.defined()) {
     kernels::add_channel_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1),
                               y.size(2) * y.size(3), on.stream);
@@ -254,11 +249,10 @@ void CudaBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
   call.conv_desc.set_math_type(choice.math);
   const DeviceBuffer workspace(on.index, choice.workspace);
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, call.w_desc.get(), call.w_data,
-                                           call.y_desc.get(), call.y_data, call.conv_desc.get(),
-                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo),
-                                           workspace.data(), workspace.size(), &zero,
-                                           call.x_desc.get(), call.x_data));
+  CUDNN_CHECK(cudnnConvolutionBackwardData(
+      handle, &one, call.w_desc.get(), call.w_data, call.y_desc.get(), call.y_data,
+      call.conv_desc.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo),
+      workspace.data(), workspace.size(), &zero, call.x_desc.get(), call.x_data));
 }
 
 void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
@@ -273,9 +267,8 @@ void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
   }
   ConvCall call(x, grad_w, grad_y, options);
   const cudnnHandle_t handle = cudnn_handle(on.index);
-  const Choice choice = choose<BackwardFilter>(handle, call, on.index,
-                                               shape_key(x, grad_w, options), allow_tf32(),
-                                               cudnn_benchmark());
+  const Choice choice = choose<BackwardFilter>(
+      handle, call, on.index, shape_key(x, grad_w, options), allow_tf32(), cudnn_benchmark());
   call.conv_desc.set_math_type(choice.math);
   const DeviceBuffer workspace(on.index, choice.workspace);
   const float one = 1.0f, zero = 0.0f;

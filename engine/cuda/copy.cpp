@@ -40,9 +40,8 @@ kernels::StridedLayout strided_layout(const Tensor& tensor) {
       layout.stride[last] = strides[i];
       continue;
     }
-    TANDEM_CHECK(layout.rank < kernels::kMaxDims, "[copy] views of more than ",
-                 kernels::kMaxDims, " non-mergeable dims are not supported (shape ",
-                 shape_str(shape), ")");
+    TANDEM_CHECK(layout.rank < kernels::kMaxDims, "[copy] views of more than ", kernels::kMaxDims,
+                 " non-mergeable dims are not supported (shape ", shape_str(shape), ")");
     layout.size[layout.rank] = shape[i];
     layout.stride[layout.rank] = strides[i];
     ++layout.rank;
@@ -67,8 +66,8 @@ Tensor contiguous_on_device(const Tensor& src) {
 void copy_host_to_device(const Tensor& src, Tensor& dst) {
   const Tensor host = src.is_contiguous() ? src : src.detach().contiguous();
   OnDevice on(dst, "copy");
-  CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), host.data_ptr(), host.nbytes(),
-                             cudaMemcpyHostToDevice, on.stream));
+  CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), host.data_ptr(), host.nbytes(), cudaMemcpyHostToDevice,
+                             on.stream));
   // Note [Host copies]: only a pinned source can still be read after the call returns.
   pinned_host_allocator().record_stream(host.storage()->data(), on.stream, on.index);
 }
@@ -104,8 +103,8 @@ void copy_between_devices(const Tensor& src, Tensor& dst) {
 void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   TANDEM_CHECK(dst.is_contiguous() && src.numel() == dst.numel() && src.dtype() == dst.dtype(),
                "[copy] needs a contiguous destination of the same size and dtype, got ",
-               shape_str(src.shape()), " ", dtype_name(src.dtype()), " -> ",
-               shape_str(dst.shape()), " ", dtype_name(dst.dtype()));
+               shape_str(src.shape()), " ", dtype_name(src.dtype()), " -> ", shape_str(dst.shape()),
+               " ", dtype_name(dst.dtype()));
   if (src.numel() == 0) return;
   const Device from = src.device();
   const Device to = dst.device();
@@ -116,8 +115,8 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
   if (!src.is_contiguous()) return gather(src, dst);
   if (src.data_ptr() == dst.data_ptr()) return;
   OnDevice on(dst, "copy");
-  CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(),
-                             cudaMemcpyDeviceToDevice, on.stream));
+  CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                             on.stream));
 }
 
 void CudaBackend::fill(Tensor& dst, double value) {

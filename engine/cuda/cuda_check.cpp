@@ -5,17 +5,17 @@ namespace tandem::cuda::detail {
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   // Clears the runtime's last error so that a later cudaGetLastError() reports a new one.
   cudaGetLastError();
-  ::tandem::detail::throw_error(file, line, call,
-                                ::tandem::detail::concat("[cuda] CUDA error ",
-                                                         cudaGetErrorName(status), ": ",
-                                                         cudaGetErrorString(status)));
+  ::tandem::detail::throw_error(
+      file, line, call,
+      ::tandem::detail::concat("[cuda] CUDA error ", cudaGetErrorName(status), ": ",
+                               cudaGetErrorString(status)));
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  ::tandem::detail::throw_error(file, line, call,
-                                ::tandem::detail::concat("[cublas] cuBLAS error ",
-                                                         cublasGetStatusName(status), ": ",
-                                                         cublasGetStatusString(status)));
+  ::tandem::detail::throw_error(
+      file, line, call,
+      ::tandem::detail::concat("[cublas] cuBLAS error ", cublasGetStatusName(status), ": ",
+                               cublasGetStatusString(status)));
 }
 
 void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
@@ -25,7 +25,8 @@ void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
   ::tandem::detail::throw_error(
       file, line, call,
       ::tandem::detail::concat("[cudnn] cuDNN error ", cudnnGetErrorString(status),
-                               detail[0] != '\0' ? " (" : "", detail, detail[0] != '\0' ? ")" : ""));
+                               detail[0] != '\0' ? " (" : "", detail,
+                               detail[0] != '\0' ? ")" : ""));
 }
 
 }  // namespace tandem::cuda::detail

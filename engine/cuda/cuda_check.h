@@ -26,31 +26,29 @@ namespace tandem::cuda::detail {
 
 }  // namespace tandem::cuda::detail
 
-#define CUDA_CHECK(call)                                                              \
-  do {                                                                                \
-    const cudaError_t tandem_cuda_status_ = (call);                                   \
-    if (tandem_cuda_status_ != cudaSuccess) [[unlikely]] {                            \
-      ::tandem::cuda::detail::throw_cuda_error(tandem_cuda_status_, #call, __FILE__, \
-                                               __LINE__);                             \
-    }                                                                                 \
+#define CUDA_CHECK(call)                                                                        \
+  do {                                                                                          \
+    const cudaError_t tandem_cuda_status_ = (call);                                             \
+    if (tandem_cuda_status_ != cudaSuccess) [[unlikely]] {                                      \
+      ::tandem::cuda::detail::throw_cuda_error(tandem_cuda_status_, #call, __FILE__, __LINE__); \
+    }                                                                                           \
   } while (false)
 
-#define CUBLAS_CHECK(call)                                                                \
-  do {                                                                                    \
-    const cublasStatus_t tandem_cublas_status_ = (call);                                  \
-    if (tandem_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                    \
+#define CUBLAS_CHECK(call)                                                               \
+  do {                                                                                   \
+    const cublasStatus_t tandem_cublas_status_ = (call);                                 \
+    if (tandem_cublas_status_ != CUBLAS_STATUS_SUCCESS) [[unlikely]] {                   \
       ::tandem::cuda::detail::throw_cublas_error(tandem_cublas_status_, #call, __FILE__, \
-                                                 __LINE__);                               \
-    }                                                                                     \
+                                                 __LINE__);                              \
+    }                                                                                    \
   } while (false)
 
-#define CUDNN_CHECK(call)                                                               \
-  do {                                                                                  \
-    const cudnnStatus_t tandem_cudnn_status_ = (call);                                  \
-    if (tandem_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]] {                    \
-      ::tandem::cuda::detail::throw_cudnn_error(tandem_cudnn_status_, #call, __FILE__, \
-                                                __LINE__);                              \
-    }                                                                                   \
+#define CUDNN_CHECK(call)                                                                         \
+  do {                                                                                            \
+    const cudnnStatus_t tandem_cudnn_status_ = (call);                                            \
+    if (tandem_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]] {                              \
+      ::tandem::cuda::detail::throw_cudnn_error(tandem_cudnn_status_, #call, __FILE__, __LINE__); \
+    }                                                                                             \
   } while (false)
 
 /// After a kernel launch: a bad launch configuration shows up here, not at the <<<>>>.

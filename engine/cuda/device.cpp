@@ -76,8 +76,7 @@ void set_device(int device) {
 const cudaDeviceProp& device_properties(int device) {
   check_device(device, "device_properties");
   static std::mutex mutex;
-  static std::vector<std::unique_ptr<cudaDeviceProp>> cache(
-      static_cast<size_t>(device_count()));
+  static std::vector<std::unique_ptr<cudaDeviceProp>> cache(static_cast<size_t>(device_count()));
   std::lock_guard lock(mutex);
   auto& slot = cache[static_cast<size_t>(device)];
   if (!slot) {

@@ -36,19 +36,23 @@ __device__ __forceinline__ float apply_binary(T x, T y) {
 // in, out: (n)
 template <Unary kOp>
 __global__ void unary_kernel(const float* in, float scalar, float* out, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = apply_unary<kOp>(in[i], scalar); }
+  TANDEM_GRID_STRIDE_LOOP(i, n) {
+    out[i] = apply_unary<kOp>(in[i], scalar);
+  }
 }
 
 // a, b, out: (n), no broadcasting
 template <Binary kOp, typename T>
 __global__ void binary_contiguous_kernel(const T* a, const T* b, float* out, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = apply_binary<kOp, T>(a[i], b[i]); }
+  TANDEM_GRID_STRIDE_LOOP(i, n) {
+    out[i] = apply_binary<kOp, T>(a[i], b[i]);
+  }
 }
 
 // out: (n) contiguous over layout.size; a and b read at their (broadcast) strides
 template <Binary kOp, typename T>
-__global__ void binary_broadcast_kernel(const T* a, const T* b, BroadcastLayout layout,
-                                        float* out, int64_t n) {
+__global__ void binary_broadcast_kernel(const T* a, const T* b, BroadcastLayout layout, float* out,
+                                        int64_t n) {
   TANDEM_GRID_STRIDE_LOOP(i, n) {
     int64_t remaining = i;
     int64_t offset_a = 0;
@@ -66,7 +70,9 @@ __global__ void binary_broadcast_kernel(const T* a, const T* b, BroadcastLayout 
 // y: (N, K, PQ) += bias: (K); n_total = N * K * PQ
 __global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t k, int64_t pq,
                                         int64_t n_total) {
-  TANDEM_GRID_STRIDE_LOOP(i, n_total) { y[i] += bias[(i / pq) % k]; }
+  TANDEM_GRID_STRIDE_LOOP(i, n_total) {
+    y[i] += bias[(i / pq) % k];
+  }
 }
 
 // param, grad, momentum_buffer: (n); the same arithmetic as the CPU kernel, in the same order.
@@ -91,7 +97,9 @@ __global__ void inv_std_to_var_kernel(const float* inv_std, float eps, float* va
 }
 
 __global__ void var_to_inv_std_kernel(const float* var, float eps, float* inv_std, int64_t c) {
-  TANDEM_GRID_STRIDE_LOOP(i, c) { inv_std[i] = 1.0f / sqrtf(var[i] + eps); }
+  TANDEM_GRID_STRIDE_LOOP(i, c) {
+    inv_std[i] = 1.0f / sqrtf(var[i] + eps);
+  }
 }
 
 template <Unary kOp>
@@ -108,8 +116,7 @@ void launch_binary(const void* a, const void* b, const BroadcastLayout& layout, 
   if (contiguous) {
     binary_contiguous_kernel<kOp, T><<<blocks_for(n), kThreads, 0, stream>>>(pa, pb, out, n);
   } else {
-    binary_broadcast_kernel<kOp, T><<<blocks_for(n), kThreads, 0, stream>>>(pa, pb, layout, out,
-                                                                            n);
+    binary_broadcast_kernel<kOp, T><<<blocks_for(n), kThreads, 0, stream>>>(pa, pb, layout, out, n);
   }
 }
 
@@ -164,8 +171,7 @@ void add_channel_bias(float* y, const float* bias, int64_t n, int64_t k, int64_t
 void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
               const SgdParams& params, cudaStream_t stream) {
   if (n == 0) return;
-  sgd_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n,
-                                                          params);
+  sgd_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, params);
   CUDA_CHECK_LAUNCH();
 }
 

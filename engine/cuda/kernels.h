@@ -94,8 +94,7 @@ void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out, cuda
 // --- loss.cu
 
 /// x: (rows, cols) → y: (rows, cols) = x - max - log(sum(exp(x - max))) per row.
-void log_softmax_forward(const float* x, int64_t rows, int64_t cols, float* y,
-                         cudaStream_t stream);
+void log_softmax_forward(const float* x, int64_t rows, int64_t cols, float* y, cudaStream_t stream);
 /// grad_x: (rows, cols) = grad_y - exp(y) * sum(grad_y) per row.
 void log_softmax_backward(const float* grad_y, const float* y, int64_t rows, int64_t cols,
                           float* grad_x, cudaStream_t stream);

@@ -29,6 +29,6 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
 }  // namespace tandem::cuda::kernels
 
 // for (int64_t i = <global thread index>; i < n; i += <grid size>)
-#define TANDEM_GRID_STRIDE_LOOP(i, n)                                                   \
+#define TANDEM_GRID_STRIDE_LOOP(i, n)                                                    \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)

@@ -29,20 +29,19 @@ void CudaBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Te
     }
     return;
   }
-  TANDEM_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && a.size(1) <= INT_MAX &&
-                   b.size(1) <= INT_MAX,
-               "[gemm] dimensions beyond 2^31 are not supported: ", m, "x", k, "x", n);
+  TANDEM_CHECK(
+      m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && a.size(1) <= INT_MAX && b.size(1) <= INT_MAX,
+      "[gemm] dimensions beyond 2^31 are not supported: ", m, "x", k, "x", n);
   const cublasHandle_t handle = cublas_handle(on.index);
   // Note [TF32]: CUBLAS_DEFAULT_MATH computes float32 GEMM in full float32 (unless the
   // NVIDIA_TF32_OVERRIDE environment variable says otherwise); TF32 is opt-in.
-  CUBLAS_CHECK(cublasSetMathMode(handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                      : CUBLAS_DEFAULT_MATH));
-  CUBLAS_CHECK(cublasSgemm(handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                           static_cast<int>(m), static_cast<int>(k), &alpha, b.data<float>(),
-                           static_cast<int>(b.size(1)), a.data<float>(),
-                           static_cast<int>(a.size(1)), &beta, c.data<float>(),
-                           static_cast<int>(n)));
+  CUBLAS_CHECK(
+      cublasSetMathMode(handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(cublasSgemm(
+      handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.data<float>(),
+      static_cast<int>(b.size(1)), a.data<float>(), static_cast<int>(a.size(1)), &beta,
+      c.data<float>(), static_cast<int>(n)));
 }
 
 }  // namespace tandem::cuda

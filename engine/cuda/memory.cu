@@ -11,13 +11,17 @@ namespace {
 // out: (n)
 template <typename T>
 __global__ void fill_kernel(T* out, T value, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = value; }
+  TANDEM_GRID_STRIDE_LOOP(i, n) {
+    out[i] = value;
+  }
 }
 
 // in: (n) → out: (n)
 template <typename From, typename To>
 __global__ void cast_kernel(const From* in, To* out, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) { out[i] = static_cast<To>(in[i]); }
+  TANDEM_GRID_STRIDE_LOOP(i, n) {
+    out[i] = static_cast<To>(in[i]);
+  }
 }
 
 // in: strided as `src` → out: (n) contiguous, n = numel(src)
@@ -56,8 +60,7 @@ void launch_fill(void* out, int64_t n, uint64_t bits, cudaStream_t stream) {
 }
 
 template <typename From>
-void launch_cast(const void* in, void* out, ElementType out_type, int64_t n,
-                 cudaStream_t stream) {
+void launch_cast(const void* in, void* out, ElementType out_type, int64_t n, cudaStream_t stream) {
   const auto* source = static_cast<const From*>(in);
   switch (out_type) {
     case ElementType::Float32:
@@ -76,7 +79,7 @@ template <typename T>
 void launch_copy_strided(const void* in, const StridedLayout& src, void* out, int64_t n,
                          cudaStream_t stream) {
   copy_strided_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(in), src,
-                                                               static_cast<T*>(out), n);
+                                                              static_cast<T*>(out), n);
 }
 
 }  // namespace

@@ -16,19 +16,18 @@ namespace tandem::cuda::detail {
   const char* last = ncclGetLastError(nullptr);
   const std::string detail =
       last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : std::string();
-  ::tandem::detail::throw_error(file, line, call,
-                                ::tandem::detail::concat("[nccl] NCCL error ",
-                                                         static_cast<int>(status), ": ",
-                                                         ncclGetErrorString(status), detail));
+  ::tandem::detail::throw_error(
+      file, line, call,
+      ::tandem::detail::concat("[nccl] NCCL error ", static_cast<int>(status), ": ",
+                               ncclGetErrorString(status), detail));
 }
 
 }  // namespace tandem::cuda::detail
 
-#define NCCL_CHECK(call)                                                              \
-  do {                                                                                \
-    const ncclResult_t tandem_nccl_status_ = (call);                                  \
-    if (tandem_nccl_status_ != ncclSuccess) [[unlikely]] {                            \
-      ::tandem::cuda::detail::throw_nccl_error(tandem_nccl_status_, #call, __FILE__, \
-                                               __LINE__);                             \
-    }                                                                                 \
+#define NCCL_CHECK(call)                                                                        \
+  do {                                                                                          \
+    const ncclResult_t tandem_nccl_status_ = (call);                                            \
+    if (tandem_nccl_status_ != ncclSuccess) [[unlikely]] {                                      \
+      ::tandem::cuda::detail::throw_nccl_error(tandem_nccl_status_, #call, __FILE__, __LINE__); \
+    }                                                                                           \
   } while (false)

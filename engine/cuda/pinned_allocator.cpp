@@ -24,7 +24,7 @@ struct HostBlock {
 }  // namespace
 
 struct PinnedHostAllocator::State {
-  mutable std::mutex mutex;  // guards everything below
+  mutable std::mutex mutex;                     // guards everything below
   std::unordered_map<void*, HostBlock> blocks;  ///< every block, by address
   std::multimap<size_t, void*> free_blocks;     ///< size → address
   std::vector<std::pair<cudaEvent_t, void*>> pending;
@@ -157,8 +157,8 @@ PinnedHostAllocator& pinned_host_allocator() {
 Tensor empty_pinned(const Shape& shape, DType dtype) {
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   auto storage = std::make_shared<Storage>(nbytes, Device::cpu(), pinned_host_allocator());
-  return Tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
-                                             0, dtype));
+  return Tensor(
+      std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape), 0, dtype));
 }
 
 }  // namespace tandem::cuda

@@ -10,8 +10,7 @@ namespace {
 
 // x: (N, C, H, W), y: (N, C, P, Q)
 kernels::PoolShape pool_shape(const Shape& x, const Shape& y, const Pool2dOptions& options) {
-  return {x[0], x[1], x[2], x[3], y[2], y[3], options.kernel_size, options.stride,
-          options.padding};
+  return {x[0], x[1], x[2], x[3], y[2], y[3], options.kernel_size, options.stride, options.padding};
 }
 
 }  // namespace
@@ -33,10 +32,9 @@ void CudaBackend::max_pool2d_backward(const Tensor& grad_y, const Tensor& x, con
   TANDEM_CHECK(workspace.defined() && workspace.device() == grad_x.device() &&
                    workspace.numel() == grad_y.numel() * static_cast<int64_t>(sizeof(int32_t)),
                "[max_pool2d_backward] the workspace does not come from this backend's forward");
-  kernels::max_pool2d_backward(grad_y.data<float>(),
-                               static_cast<const int32_t*>(workspace.data_ptr()),
-                               pool_shape(x.shape(), grad_y.shape(), options),
-                               grad_x.data<float>(), on.stream);
+  kernels::max_pool2d_backward(
+      grad_y.data<float>(), static_cast<const int32_t*>(workspace.data_ptr()),
+      pool_shape(x.shape(), grad_y.shape(), options), grad_x.data<float>(), on.stream);
 }
 
 void CudaBackend::adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) {

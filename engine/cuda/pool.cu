@@ -9,8 +9,7 @@ namespace tandem::cuda::kernels {
 namespace {
 
 // x: (N, C, H, W) → y, argmax: (N, C, P, Q)
-__global__ void max_pool2d_forward_kernel(const float* x, PoolShape s, float* y,
-                                          int32_t* argmax) {
+__global__ void max_pool2d_forward_kernel(const float* x, PoolShape s, float* y, int32_t* argmax) {
   const int64_t total = s.n * s.c * s.p * s.q;
   TANDEM_GRID_STRIDE_LOOP(i, total) {
     const int64_t q = i % s.q;
@@ -36,17 +35,19 @@ __global__ void max_pool2d_forward_kernel(const float* x, PoolShape s, float* y,
 }
 
 // grad_y, argmax: (N, C, P, Q) → grad_x: (N, C, H, W)
-__global__ void max_pool2d_backward_kernel(const float* grad_y, const int32_t* argmax,
-                                           PoolShape s, float* grad_x) {
+__global__ void max_pool2d_backward_kernel(const float* grad_y, const int32_t* argmax, PoolShape s,
+                                           float* grad_x) {
   const int64_t total = s.n * s.c * s.h * s.w;
   TANDEM_GRID_STRIDE_LOOP(i, total) {
     const int64_t w = i % s.w;
     const int64_t h = (i / s.w) % s.h;
     const int64_t plane = i / (s.h * s.w);
     // Windows p with p * stride - padding <= h < p * stride - padding + kernel.
-    const int64_t p_begin = h + s.padding < s.kernel ? 0 : (h + s.padding - s.kernel) / s.stride + 1;
+    const int64_t p_begin =
+        h + s.padding < s.kernel ? 0 : (h + s.padding - s.kernel) / s.stride + 1;
     const int64_t p_end = min_of((h + s.padding) / s.stride + 1, s.p);
-    const int64_t q_begin = w + s.padding < s.kernel ? 0 : (w + s.padding - s.kernel) / s.stride + 1;
+    const int64_t q_begin =
+        w + s.padding < s.kernel ? 0 : (w + s.padding - s.kernel) / s.stride + 1;
     const int64_t q_end = min_of((w + s.padding) / s.stride + 1, s.q);
     const int32_t self = static_cast<int32_t>(h * s.w + w);
     const int64_t out_base = plane * s.p * s.q;

@@ -54,8 +54,7 @@ void CudaBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor
   const size_t workspace_bytes = kernels::sum_workspace_bytes(layout, sm_count);
   // Freed at the end of the call, but only reused by work queued after the kernels: stream order.
   const DeviceBuffer workspace(on.index, workspace_bytes);
-  kernels::sum(in.data<float>(), layout, sm_count, workspace.data(), out.data<float>(),
-               on.stream);
+  kernels::sum(in.data<float>(), layout, sm_count, workspace.data(), out.data<float>(), on.stream);
 }
 
 void CudaBackend::argmax_rows(const Tensor& in, Tensor& out) {

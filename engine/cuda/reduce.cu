@@ -153,14 +153,13 @@ void sum(const float* in, const ReduceLayout& layout, int sm_count, void* worksp
   sum_per_block_kernel<<<grid, kSumBlock, 0, stream>>>(in, layout, plan.chunk, partials, out);
   CUDA_CHECK_LAUNCH();
   if (plan.splits > 1) {
-    sum_partials_kernel<<<blocks_for(layout.outputs), kThreads, 0, stream>>>(
-        partials, plan.splits, layout.outputs, out);
+    sum_partials_kernel<<<blocks_for(layout.outputs), kThreads, 0, stream>>>(partials, plan.splits,
+                                                                             layout.outputs, out);
     CUDA_CHECK_LAUNCH();
   }
 }
 
-void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out,
-                 cudaStream_t stream) {
+void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream) {
   if (rows == 0) return;
   constexpr int kWarpsPerBlock = kThreads / 32;
   const auto blocks = static_cast<unsigned>(

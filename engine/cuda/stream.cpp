@@ -76,8 +76,8 @@ void Stream::wait(const Event& event) const {
 // --- Event
 
 Event::Event(bool enable_timing) {
-  CUDA_CHECK(cudaEventCreateWithFlags(&handle_, enable_timing ? cudaEventDefault
-                                                              : cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&handle_,
+                                      enable_timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
 Event::~Event() {

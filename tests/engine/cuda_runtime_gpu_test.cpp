@@ -114,7 +114,8 @@ TEST(CudaAllocatorGpu, SplitsSegmentsAndMergesFreedNeighbours) {
   EXPECT_EQ(allocator.detailed_stats().segment_count, 1);
   EXPECT_EQ(allocator.detailed_stats().reserved_bytes,
             static_cast<int64_t>(CachingAllocator::kSmallSegment));
-  // Freed, the three merge back with the rest: 1 MiB fits again at the segment start, no cudaMalloc.
+  // Freed, the three merge back with the rest: 1 MiB fits again at the segment start, no
+  // cudaMalloc.
   allocator.deallocate(b, 1000);
   allocator.deallocate(a, 1000);
   allocator.deallocate(c, 100 * 1024);
@@ -181,8 +182,7 @@ TEST(CudaAllocatorGpu, OutOfMemoryIsAClearError) {
   CachingAllocator allocator(0);
   const std::string message =
       error_message([&] { allocator.allocate(size_t{1} << 50); });  // a petabyte
-  EXPECT_NE(message.find("[cuda allocator] out of memory on cuda:0"), std::string::npos)
-      << message;
+  EXPECT_NE(message.find("[cuda allocator] out of memory on cuda:0"), std::string::npos) << message;
   // The allocator still works.
   void* ok = allocator.allocate(kMiB);
   EXPECT_NE(ok, nullptr);
@@ -339,8 +339,7 @@ TEST(CudaPinnedGpu, PinnedTensorsCopyBothWaysAndAreReusedAfterTheirCopies) {
   const Tensor again_1 = empty_pinned({4096});
   const Tensor again_2 = empty_pinned({4096});
   EXPECT_EQ(pinned_host_allocator().stats().reserved_bytes, reserved);
-  EXPECT_TRUE(again_1.storage()->data() == first_block ||
-              again_2.storage()->data() == first_block);
+  EXPECT_TRUE(again_1.storage()->data() == first_block || again_2.storage()->data() == first_block);
 }
 
 }  // namespace
