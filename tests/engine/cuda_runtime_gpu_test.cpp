@@ -10,7 +10,12 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_check.h"
@@ -175,6 +180,53 @@ TEST(CudaAllocatorGpu, RecordedStreamDelaysReuseUntilItHasRun) {
   EXPECT_EQ(allocator.detailed_stats().pending_free_blocks, 0);
   EXPECT_TRUE(after == block || after == while_busy);
   allocator.deallocate(after, kMiB);
+}
+
+TEST(CudaAllocatorGpu, ThreadsAllocateAndFreeConcurrentlyWithoutOverlap) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  CachingAllocator allocator(0);
+  std::mutex mutex;
+  std::map<uintptr_t, uintptr_t> live;  // start → end of every block handed out, all threads
+  bool overlap = false;
+  auto worker = [&](unsigned seed) {
+    std::mt19937 random(seed);
+    std::vector<std::pair<void*, size_t>> mine;
+    for (int i = 0; i < 2000; ++i) {
+      if (mine.empty() || (mine.size() < 16 && random() % 2 == 0)) {
+        const size_t n = 1 + random() % (3 * kMiB);  // small and large pools both
+        void* ptr = allocator.allocate(n);
+        const auto start = reinterpret_cast<uintptr_t>(ptr);
+        std::lock_guard lock(mutex);
+        const auto next = live.lower_bound(start);
+        if (next != live.end() && next->first < start + n) overlap = true;
+        if (next != live.begin() && std::prev(next)->second > start) overlap = true;
+        live.emplace(start, start + n);
+        mine.emplace_back(ptr, n);
+      } else {
+        const auto [ptr, n] = mine.back();
+        mine.pop_back();
+        {
+          std::lock_guard lock(mutex);
+          live.erase(reinterpret_cast<uintptr_t>(ptr));
+        }
+        allocator.deallocate(ptr, n);
+      }
+    }
+    for (const auto& [ptr, n] : mine) {
+      {
+        std::lock_guard lock(mutex);
+        live.erase(reinterpret_cast<uintptr_t>(ptr));
+      }
+      allocator.deallocate(ptr, n);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& thread : threads) thread.join();
+  EXPECT_FALSE(overlap) << "two live blocks shared memory";
+  const CachingAllocatorStats stats = allocator.detailed_stats();
+  EXPECT_EQ(stats.allocated_bytes, 0);
+  EXPECT_GT(stats.cache_hits, stats.cache_misses);
 }
 
 TEST(CudaAllocatorGpu, OutOfMemoryIsAClearError) {
