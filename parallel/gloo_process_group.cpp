@@ -161,8 +161,8 @@ void GlooProcessGroup::check_tensors(const std::string& op, const std::vector<Te
     const Tensor& t = tensors[i];
     TANDEM_CHECK(t.defined(), "[gloo] ", op, ": tensor ", i, " is undefined");
     TANDEM_CHECK(t.device().is_cpu(), "[gloo] ", op, ": tensor ", i, " is on ", t.device().str(),
-                 "; the Gloo process group takes CPU tensors for now (staging through pinned "
-                 "memory arrives with the CUDA backend)");
+                 "; the Gloo process group takes CPU tensors for now (staging CUDA tensors "
+                 "through pinned memory is not written yet)");
     TANDEM_CHECK(t.is_contiguous(), "[gloo] ", op, ": tensor ", i,
                  " is not contiguous (collectives work in place on contiguous tensors)");
     const bool supported =

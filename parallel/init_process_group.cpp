@@ -33,8 +33,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options) {
   TANDEM_CHECK(backend != "nccl",
-               "[nccl] NCCL process group needs the CUDA backend (not built); use the gloo "
-               "backend on CPUs");
+               "[nccl] the NCCL process group is not written yet; use --backend gloo with CPU "
+               "tensors, or DataParallel (--mode dp) on GPUs");
   TANDEM_CHECK(backend == "gloo", "[process_group] unknown backend '", backend,
                "'; choose gloo (CPU tensors) or nccl (CUDA tensors)");
   // Note [Who hosts the store]: tandem-run hosts it on node 0 (like torchrun's agent store), so

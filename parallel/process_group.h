@@ -124,7 +124,7 @@ class ProcessGroup {
 
 /// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
 /// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does), then
-/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (needs the CUDA backend).
+/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (not written yet: an error).
 /// The returned group keeps the store (and, on rank 0, the server) alive.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,

@@ -5,8 +5,9 @@
 #   scripts/train.sh                      # a sensible default for this machine (below)
 #   scripts/train.sh --mode ddp --nproc 2 --epochs 20    # your own train_cifar flags instead
 #
-# Defaults: on a machine whose Tandem build has GPUs, ResNet-20 on every GPU (DDP, one process
-# per GPU) with the paper's schedule (182 epochs, lr 0.1 ÷10 at 50 % and 75 %); on a CPU-only
+# Defaults: on a machine whose Tandem build has GPUs, ResNet-20 on every GPU (DataParallel until
+# the NCCL process group for DDP exists) with the paper's schedule (182 epochs, lr 0.1 ÷10 at
+# 50 % and 75 %); on a CPU-only
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
 # the accuracy climbing. Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data).
 set -euo pipefail
@@ -33,7 +34,7 @@ if grep -q "^TANDEM_WITH_CUDA:INTERNAL=ON" "$build_dir/CMakeCache.txt" 2>/dev/nu
 fi
 if [ "$gpus" -gt 0 ]; then
   echo "== ResNet-20 on $gpus GPU(s), the paper's schedule"
-  exec "$train" "${data_flag[@]}" --mode ddp --nproc "$gpus" --arch resnet20 --epochs 182 \
+  exec "$train" "${data_flag[@]}" --mode dp --arch resnet20 --epochs 182 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
     --log-json "$root/resnet20.jsonl"
 fi
