@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "apps/parse_command_line.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 
@@ -122,15 +123,7 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
       "bench_cifar");
   add_matrix_flags(app, options);
   add_projection_flags(app, options);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return false;
-  } catch (const CLI::ParseError& e) {
-    TANDEM_FAIL("[bench_cifar] ", e.what(), " (see --help)");
-  }
-  return true;
+  return parse_command_line(app, argc, argv, "bench_cifar");
 }
 
 void validate(const BenchOptions& o) {

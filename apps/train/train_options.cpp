@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "apps/parse_command_line.h"
 #include "engine/error.h"
 #include "nn/resnet.h"
 
@@ -81,15 +82,7 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
                "DistributedDataParallel",
                "train_cifar");
   add_train_flags(app, options);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::cout << app.help();
-    return false;
-  } catch (const CLI::ParseError& e) {
-    TANDEM_FAIL("[train_cifar] ", e.what(), " (see --help)");
-  }
-  return true;
+  return parse_command_line(app, argc, argv, "train_cifar");
 }
 
 void validate(const TrainOptions& o, int world_size) {

@@ -13,6 +13,7 @@
 
 #include "apps/bench/report.h"
 #include "engine/backend.h"
+#include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::apps::bench {
@@ -21,17 +22,7 @@ namespace {
 using nlohmann::json;
 using testing::TempDir;
 
-struct ProgramRun {
-  int exit_code = -1;
-  std::string output;  ///< stdout (and stderr when merged)
-  std::string errors;  ///< stderr when not merged
-};
-
-std::string quoted(const std::string& arg) {
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using testing::ProgramRun;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
@@ -42,22 +33,7 @@ std::string read_text(const std::string& path) {
 
 ProgramRun bench_cifar(const std::vector<std::string>& args, const TempDir& dir,
                        bool merge = false) {
-  std::string command = quoted(TANDEM_BENCH_CIFAR);
-  for (const std::string& arg : args) {
-    command += ' ';  // appends: GCC 12 warns falsely (-Wrestrict) about " " + std::string
-    command += quoted(arg);
-  }
-  const std::string errors = dir.file("stderr.txt");
-  command += " 2>";
-  command += merge ? "&1" : quoted(errors);
-  ProgramRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (!merge) run.errors = read_text(errors);
-  return run;
+  return testing::run_program(TANDEM_BENCH_CIFAR, args, merge, dir.file("stderr.txt"));
 }
 
 // The cells of a Markdown table line "| a | b |".

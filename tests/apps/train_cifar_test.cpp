@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend.h"
+#include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::apps {
@@ -21,28 +22,10 @@ namespace {
 using nlohmann::json;
 using testing::TempDir;
 
-struct ProgramRun {
-  int exit_code = -1;
-  std::string output;  ///< stdout and stderr
-};
-
-std::string quoted(const std::string& arg) {
-  std::string out = "'";
-  for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using testing::ProgramRun;
 
 ProgramRun train_cifar(const std::vector<std::string>& args) {
-  std::string command = quoted(TANDEM_TRAIN_CIFAR);
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  command += " 2>&1";
-  ProgramRun run;
-  FILE* pipe = popen(command.c_str(), "r");
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) run.output.append(buffer, n);
-  const int status = pclose(pipe);
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return run;
+  return testing::run_program(TANDEM_TRAIN_CIFAR, args);
 }
 
 std::vector<json> read_log(const std::string& path) {
