@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Puts a verified CIFAR-10 (binary version) at DIR/cifar-10-batches-bin (DIR defaults to ./data).
-# The archive comes from $CIFAR10_ARCHIVE, else ../shared/data/ beside the project, else the
-# official site. Does nothing when a verified copy is already there.
+# The archive comes from $CIFAR10_ARCHIVE, else ../shared/data/ beside the project, else it is
+# downloaded from $CIFAR10_URL (default: the official site) into DIR. Does nothing when a verified
+# copy is already there.
+#
+# Nothing half-done is left behind: a download goes to DIR/cifar-10-binary.tar.gz.part and is
+# renamed only once complete, and the archive is extracted into a scratch folder that replaces
+# DIR/cifar-10-batches-bin only after every file matched its md5 sum. Errors are one line on
+# stderr and a non-zero exit.
 #
 #   scripts/get_cifar10.sh [DIR]
 set -euo pipefail
@@ -9,34 +15,65 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-./data}"
 md5_list="$root/scripts/cifar-10-batches-bin.md5"
-url="https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
+url="${CIFAR10_URL:-https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz}"
 
-verify() { (cd "$dir" && md5sum --quiet -c "$md5_list") >/dev/null 2>&1; }
+fail() { echo "error: $*" >&2; exit 1; }
+verify() { (cd "$1" && md5sum --quiet -c "$md5_list") >/dev/null 2>&1; }
 
-mkdir -p "$dir"
-if [ -d "$dir/cifar-10-batches-bin" ] && verify; then
+download() {  # $1: the archive to write
+  local partial="$1.part"
+  rm -f "$partial"
+  echo "CIFAR-10: downloading $url"
+  local ok=0 why
+  if command -v curl >/dev/null; then
+    why="$(curl -fsSL --retry 3 -o "$partial" "$url" 2>&1)" && ok=1
+  elif command -v wget >/dev/null; then
+    why="$(wget -q -O "$partial" "$url" 2>&1)" && ok=1
+  else
+    fail "need curl or wget to download $url (or set CIFAR10_ARCHIVE to a local copy)"
+  fi
+  if [ "$ok" != 1 ]; then
+    rm -f "$partial"
+    fail "could not download $url: $(echo "$why" | tail -1) (set CIFAR10_ARCHIVE to a local copy)"
+  fi
+  mv "$partial" "$1"
+}
+
+mkdir -p "$dir" || fail "cannot create $dir"
+if [ -d "$dir/cifar-10-batches-bin" ] && verify "$dir"; then
   echo "CIFAR-10: verified copy already at $dir/cifar-10-batches-bin"
   exit 0
 fi
 
 archive="${CIFAR10_ARCHIVE:-}"
+downloaded=0
 if [ -z "$archive" ] && [ -f "$root/../shared/data/cifar-10-binary.tar.gz" ]; then
   archive="$root/../shared/data/cifar-10-binary.tar.gz"
 fi
 if [ -z "$archive" ]; then
   archive="$dir/cifar-10-binary.tar.gz"
-  echo "CIFAR-10: downloading $url"
-  if command -v curl >/dev/null; then curl -fL --retry 3 -o "$archive" "$url"
-  elif command -v wget >/dev/null; then wget -O "$archive" "$url"
-  else echo "error: need curl or wget to download $url (or set CIFAR10_ARCHIVE)" >&2; exit 1; fi
+  if [ -f "$archive" ]; then
+    echo "CIFAR-10: using the archive downloaded earlier, $archive"
+  else
+    download "$archive"
+    downloaded=1
+  fi
 fi
-[ -f "$archive" ] || { echo "error: CIFAR-10 archive $archive does not exist" >&2; exit 1; }
+[ -f "$archive" ] || fail "CIFAR-10 archive $archive does not exist"
 
-echo "CIFAR-10: extracting $archive into $dir"
-tar -xzf "$archive" -C "$dir"
-if ! verify; then
-  echo "error: the files in $dir/cifar-10-batches-bin do not match their md5 sums ($md5_list)" >&2
-  (cd "$dir" && md5sum -c "$md5_list" >&2) || true
-  exit 1
+scratch="$(mktemp -d "$dir/.cifar-10-extract.XXXXXX")"
+trap 'rm -rf "$scratch"' EXIT
+echo "CIFAR-10: extracting $archive"
+if ! tar -xzf "$archive" -C "$scratch" 2>/dev/null; then
+  # A broken download would be found again on the next run; a user's own file is left alone.
+  [ "$archive" = "$dir/cifar-10-binary.tar.gz" ] && rm -f "$archive"
+  fail "$archive is not a complete CIFAR-10 archive (tar could not extract it)"
 fi
+if ! verify "$scratch"; then
+  bad="$( (cd "$scratch" && md5sum -c "$md5_list" 2>/dev/null) | grep -v ': OK$' | head -3 | tr '\n' ' ' || true)"
+  fail "the files in $archive do not match their md5 sums in $md5_list: ${bad:-no files}"
+fi
+rm -rf "$dir/cifar-10-batches-bin"
+mv "$scratch/cifar-10-batches-bin" "$dir/cifar-10-batches-bin"
+[ "$downloaded" = 1 ] && echo "CIFAR-10: kept the download at $archive"
 echo "CIFAR-10: verified at $dir/cifar-10-batches-bin"
