@@ -10,6 +10,7 @@ DataLoader::DataLoader(std::shared_ptr<const CifarDataset> dataset,
   TANDEM_CHECK(dataset_ && sampler_, "[DataLoader] needs a data set and a sampler");
   TANDEM_CHECK(config.batch_size >= 1 && config.workers >= 0 && config.prefetch >= 1,
                "[DataLoader] needs batch_size >= 1, workers >= 0, prefetch >= 1");
+  if (config.device != Device::cpu()) uploads_ = UploadStream::create(config.device);
   for (int i = 0; i < config.workers; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -47,13 +48,27 @@ void DataLoader::start_epoch(int64_t epoch) {
   work_ready_.notify_all();
 }
 
-Batch DataLoader::build(int64_t epoch, int64_t batch_number,
-                        const std::vector<int64_t>& indices) const {
+DataLoader::Slot DataLoader::build(int64_t epoch, int64_t batch_number,
+                                   const std::vector<int64_t>& indices) const {
   // Note [Loader determinism]
   Generator generator(config_.seed * 0x9E3779B97F4A7C15ull +
                       static_cast<uint64_t>(epoch) * 1000003ull +
                       static_cast<uint64_t>(batch_number));
-  return make_batch(*dataset_, indices, config_.transform, generator);
+  Slot slot;
+  try {
+    if (!uploads_) {
+      slot.batch = make_batch(*dataset_, indices, config_.transform, generator);
+      return slot;
+    }
+    const auto count = static_cast<int64_t>(indices.size());
+    Batch staged{uploads_->empty_host({count, 3, 32, 32}, DType::Float32),
+                 uploads_->empty_host({count}, DType::Int64)};
+    fill_batch(*dataset_, indices, config_.transform, generator, staged);
+    slot.upload = uploads_->upload({staged.images, staged.labels});
+  } catch (...) {
+    slot.error = std::current_exception();
+  }
+  return slot;
 }
 
 void DataLoader::worker_loop() {
@@ -68,12 +83,7 @@ void DataLoader::worker_loop() {
     const int64_t number = next_to_build_++;
     const std::vector<int64_t> indices = batch_indices_[static_cast<size_t>(number)];
     lock.unlock();
-    Slot slot;
-    try {
-      slot.batch = build(epoch, number, indices);
-    } catch (...) {
-      slot.error = std::current_exception();
-    }
+    Slot slot = build(epoch, number, indices);
     lock.lock();
     if (epoch == epoch_ && number >= next_to_deliver_) {
       ready_[number] = std::move(slot);
@@ -90,7 +100,7 @@ std::optional<Batch> DataLoader::next() {
   Slot slot;
   if (workers_.empty()) {
     lock.unlock();
-    slot.batch = build(epoch_, number, batch_indices_[static_cast<size_t>(number)]);
+    slot = build(epoch_, number, batch_indices_[static_cast<size_t>(number)]);
     lock.lock();
   } else {
     batch_ready_.wait(lock, [&] { return ready_.count(number) > 0; });
@@ -101,12 +111,9 @@ std::optional<Batch> DataLoader::next() {
   lock.unlock();
   work_ready_.notify_all();  // room for one more prefetched batch
   if (slot.error) std::rethrow_exception(slot.error);
-  Batch batch = std::move(*slot.batch);
-  if (config_.device != Device::cpu()) {
-    batch.images = batch.images.to(config_.device);
-    batch.labels = batch.labels.to(config_.device);
-  }
-  return batch;
+  if (!slot.upload) return std::move(*slot.batch);
+  std::vector<Tensor> on_device = slot.upload->wait();
+  return Batch{std::move(on_device[0]), std::move(on_device[1])};
 }
 
 CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {

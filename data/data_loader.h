@@ -4,6 +4,11 @@
 /// Note [Loader determinism]: batch k of epoch e is built with Generator(seed, e, k) from the
 /// sampler's indices for epoch e, whichever worker builds it, so a run is reproducible for any
 /// number of workers, and batches arrive strictly in order.
+///
+/// For a device other than cpu:0 the workers also start the batch's upload (Note [Uploads] in
+/// engine/upload.h): on CUDA they build it in pinned memory and queue its copy on the loader's
+/// copy stream, so up to `prefetch` batches are already on the device, or on their way, while
+/// the consumer's step runs; next() makes the consumer's stream wait for the copy.
 
 #include <condition_variable>
 #include <exception>
@@ -16,6 +21,7 @@
 
 #include "data/sampler.h"
 #include "data/transforms.h"
+#include "engine/upload.h"
 
 namespace tandem::data {
 
@@ -26,7 +32,7 @@ struct DataLoaderConfig {
   bool drop_last = false;  ///< drop a short last batch
   TransformOptions transform{};
   uint64_t seed = 0;
-  Device device = Device::cpu();  ///< where next() delivers the batch
+  Device device = Device::cpu();  ///< where next() delivers the batch (see Note [Uploads])
 };
 
 class DataLoader {
@@ -45,17 +51,21 @@ class DataLoader {
   int64_t batches_per_epoch() const;
 
  private:
+  /// A built batch: on the host, or on its way to the device (`upload`), or the error.
   struct Slot {
     std::optional<Batch> batch;
+    std::unique_ptr<PendingUpload> upload;
     std::exception_ptr error;
   };
 
   void worker_loop();
-  Batch build(int64_t epoch, int64_t batch_number, const std::vector<int64_t>& indices) const;
+  /// Builds batch `batch_number` of `epoch` and starts its upload; never throws (see Slot).
+  Slot build(int64_t epoch, int64_t batch_number, const std::vector<int64_t>& indices) const;
 
   std::shared_ptr<const CifarDataset> dataset_;
   std::shared_ptr<const Sampler> sampler_;
   DataLoaderConfig config_;
+  std::unique_ptr<UploadStream> uploads_;  ///< null when batches stay on the host (cpu:0)
 
   std::mutex mutex_;  // guards everything below
   std::condition_variable work_ready_;

@@ -37,6 +37,20 @@ Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indice
                  const TransformOptions& options, Generator& generator) {
   const auto count = static_cast<int64_t>(indices.size());
   Batch batch{empty({count, 3, 32, 32}), empty({count}, {.dtype = DType::Int64})};
+  fill_batch(dataset, indices, options, generator, batch);
+  return batch;
+}
+
+void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
+                const TransformOptions& options, Generator& generator, Batch& batch) {
+  const auto count = static_cast<int64_t>(indices.size());
+  TANDEM_CHECK(batch.images.device().is_cpu() && batch.images.is_contiguous() &&
+                   batch.images.dtype() == DType::Float32 &&
+                   batch.images.shape() == Shape({count, 3, 32, 32}) &&
+                   batch.labels.device().is_cpu() && batch.labels.is_contiguous() &&
+                   batch.labels.dtype() == DType::Int64 && batch.labels.shape() == Shape({count}),
+               "[fill_batch] needs contiguous host tensors (", count, ", 3, 32, 32) float32 and (",
+               count, ") int64");
   const uint8_t* images = dataset.images.data<uint8_t>();
   const int64_t* labels = dataset.labels.data<int64_t>();
   float* out = batch.images.data<float>();
@@ -49,7 +63,6 @@ Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indice
                     generator);
     out_labels[i] = labels[index];
   }
-  return batch;
 }
 
 }  // namespace tandem::data

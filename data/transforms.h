@@ -36,12 +36,17 @@ void crop_flip_normalize(const uint8_t* src, float* dst, int64_t padding, int64_
 void transform_image(const uint8_t* src, float* dst, const TransformOptions& options,
                      Generator& generator);
 
-/// Batch of images[indices] as (B, 3, 32, 32) float32 on the CPU, with labels (B) int64.
+/// Batch of images[indices] as (B, 3, 32, 32) float32, with labels (B) int64.
 struct Batch {
   Tensor images;
   Tensor labels;
 };
+/// Builds the batch in new host tensors.
 Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
                  const TransformOptions& options, Generator& generator);
+/// Builds the batch into `out`: contiguous host tensors of the batch's shapes, allocated by the
+/// caller (pinned staging memory for a CUDA upload, say: engine/upload.h).
+void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
+                const TransformOptions& options, Generator& generator, Batch& out);
 
 }  // namespace tandem::data

@@ -2,6 +2,7 @@
 // a clear message instead of a link error or a crash.
 
 #include "engine/backend.h"
+#include "engine/upload.h"
 
 namespace tandem {
 
@@ -19,4 +20,12 @@ std::string cuda_unavailable_reason() {
   return "built without CUDA";
 }
 
+namespace detail {
+
+std::unique_ptr<UploadStream> make_cuda_upload_stream(int /*device*/) {
+  cuda_backend();  // throws the message above
+  return nullptr;
+}
+
+}  // namespace detail
 }  // namespace tandem

@@ -99,12 +99,24 @@ TEST(DataLoader, WorkerErrorsReachTheConsumer) {
                Error);
 }
 
-TEST(DataLoader, DeliversToTheRequestedDevice) {
-  DataLoader loader(synthetic(4), std::make_shared<SequentialSampler>(4),
-                    {.batch_size = 4, .workers = 1, .device = Device::cpu(1)});
-  const auto batches = whole_epoch(loader, 0);
-  EXPECT_EQ(batches[0].images.device(), Device::cpu(1));
-  EXPECT_EQ(batches[0].labels.device(), Device::cpu(1));
+TEST(DataLoader, DeliversToTheRequestedDeviceTheSameBatches) {
+  // Another CPU device goes through an UploadStream (Note [Uploads]), as a CUDA device does.
+  const auto data = synthetic(20);
+  const auto sampler = std::make_shared<RandomSampler>(20, 3);
+  DataLoader on_host(data, sampler, {.batch_size = 8, .workers = 0, .seed = 2});
+  const auto reference = whole_epoch(on_host, 1);
+  for (int workers : {0, 2}) {
+    DataLoader loader(data, sampler,
+                      {.batch_size = 8, .workers = workers, .seed = 2, .device = Device::cpu(1)});
+    const auto batches = whole_epoch(loader, 1);
+    ASSERT_EQ(batches.size(), reference.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      EXPECT_EQ(batches[b].images.device(), Device::cpu(1));
+      EXPECT_EQ(batches[b].labels.device(), Device::cpu(1));
+      EXPECT_EQ(batches[b].images.to_vector<float>(), reference[b].images.to_vector<float>());
+      EXPECT_EQ(batches[b].labels.to_vector<int64_t>(), reference[b].labels.to_vector<int64_t>());
+    }
+  }
 }
 
 }  // namespace
