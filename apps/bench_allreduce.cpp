@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "engine/error.h"
 #include "engine/tandem.h"
 #include "parallel/launch_env.h"
 #include "parallel/process_group.h"
@@ -78,7 +79,7 @@ int main(int argc, char** argv) {
     group->barrier()->wait();
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << tandem::message_of(e) << "\n";
     return 1;
   }
 }

@@ -13,7 +13,7 @@
 #include "apps/bench/report.h"
 #include "apps/bench/runner.h"
 #include "apps/bench/worker.h"
-#include "apps/user_error.h"
+#include "engine/error.h"
 
 namespace {
 
@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::string message = tandem::apps::user_message(e);
+    std::string message = tandem::message_of(e);
     if (message.rfind("[bench_cifar]", 0) != 0) message = "[bench_cifar] " + message;
     std::fprintf(stderr, "%s\n", message.c_str());
     return 1;

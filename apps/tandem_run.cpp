@@ -8,6 +8,7 @@
 
 #include <iostream>
 
+#include "engine/error.h"
 #include "parallel/launcher.h"
 
 int main(int argc, char** argv) {
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   try {
     return tandem::parallel::launch(options).exit_code;
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << tandem::message_of(e) << "\n";
     return 1;
   }
 }

@@ -11,7 +11,7 @@
 
 #include "apps/train/train_options.h"
 #include "apps/train/trainer.h"
-#include "apps/user_error.h"
+#include "engine/error.h"
 #include "parallel/launch_env.h"
 #include "parallel/launcher.h"
 
@@ -61,7 +61,7 @@ int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_cifar: error: %s\n", apps::user_message(e).c_str());
+    std::fprintf(stderr, "train_cifar: error: %s\n", message_of(e).c_str());
     return 1;
   }
 }

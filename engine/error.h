@@ -11,8 +11,21 @@ namespace tandem {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what) : std::runtime_error(what) {}
+  explicit Error(const std::string& message) : Error(message, "") {}
+  /// `location` (" (check `x` failed) at file:line") follows the message in what().
+  Error(const std::string& message, const std::string& location)
+      : std::runtime_error(message + location), message_(message) {}
+
+  /// The message without the location: what a program shows its user.
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string message_;
 };
+
+/// What to show a user for `error`: a tandem::Error's message() (no file:line), else what().
+/// Also what to quote when wrapping a lower layer's error in a message of one's own.
+std::string message_of(const std::exception& error);
 
 namespace detail {
 

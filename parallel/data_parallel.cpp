@@ -39,7 +39,7 @@ std::string replica_failure(size_t index, Device device, std::exception_ptr erro
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    message << e.what();
+    message << message_of(e);
   } catch (...) {
     message << "unknown exception";
   }

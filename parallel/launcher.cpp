@@ -110,7 +110,7 @@ int prepare_port(const LaunchOptions& o, std::unique_ptr<StoreServer>& server) {
     return net::local_port(probe);
   } catch (const Error& e) {
     TANDEM_FAIL("[tandem-run] cannot use --master-port ", o.master_port,
-                " for the rendezvous store: ", e.what());
+                " for the rendezvous store: ", e.message());
   }
 }
 

@@ -62,7 +62,7 @@ std::string TcpStore::round_trip(const std::string& request,
   } catch (const Error& e) {
     // The stream may hold half a message now; it cannot be trusted again.
     socket_.reset();
-    TANDEM_FAIL("[store] request to the rendezvous store at ", address(), " failed: ", e.what());
+    TANDEM_FAIL("[store] request to the rendezvous store at ", address(), " failed: ", e.message());
   }
 }
 

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "apps/bench/worker.h"
-#include "apps/user_error.h"
+#include "engine/error.h"
 #include "parallel/launcher.h"
 
 namespace tandem::apps::bench {
@@ -129,7 +129,7 @@ BenchRow run_config(const BenchOptions& options, const BenchConfig& config, Work
     }
   } catch (const std::exception& e) {
     ::close(log_fd);
-    row.error = user_message(e);
+    row.error = message_of(e);
   }
   return row;
 }

@@ -7,9 +7,9 @@
 #include <fstream>
 
 #include "apps/bench/host.h"
-#include "apps/user_error.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
+#include "engine/error.h"
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
@@ -286,7 +286,7 @@ int run_worker(const BenchOptions& options) {
     if (rank == 0) write_atomically(options.worker_json, to_json(m).dump(2));
     return 0;
   } catch (const std::exception& e) {
-    std::string message = user_message(e);
+    std::string message = message_of(e);
     if (message.rfind("[bench_cifar]", 0) != 0) message = "[bench_cifar] " + message;
     std::fprintf(stderr, "%s\n", message.c_str());
     try {

@@ -47,6 +47,21 @@ TEST(Errors, CarryFileAndLine) {
   EXPECT_NE(message.find("tensor.cpp:"), std::string::npos) << message;
 }
 
+TEST(Errors, MessageForUsersLeavesOutTheLocation) {
+  try {
+    zeros({2}).item();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.message().rfind("[item]", 0), 0u) << e.message();
+    EXPECT_EQ(e.message().find("tensor.cpp"), std::string::npos) << e.message();
+    EXPECT_EQ(message_of(e), e.message());
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(e.message(), 0), 0u) << what;
+    EXPECT_NE(what.find("tensor.cpp:", e.message().size()), std::string::npos) << what;
+  }
+  EXPECT_EQ(message_of(std::runtime_error("plain")), "plain");
+}
+
 TEST(Errors, UndefinedTensorsAreRejected) {
   EXPECT_THROW(Tensor().shape(), Error);
   EXPECT_THROW(relu(Tensor()), Error);
