@@ -1,5 +1,6 @@
 #include "parallel/replicate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/ops/elementwise.h"
@@ -56,14 +57,21 @@ Replicas::Replicas(std::shared_ptr<nn::Module> master, std::vector<Device> devic
 }
 
 void Replicas::check_master_on_first_device() const {
-  for (const auto& [name, tensor] : master_->state_dict()) {
-    TANDEM_CHECK(tensor.device() == devices_.front(), "[DataParallel] the module must have its "
-                 "parameters and buffers on ", devices_.front(), " (the first device), but ", name,
-                 " is on ", tensor.device());
+  const auto on_first_device = [&](const Tensor& t) { return t.device() == devices_.front(); };
+  if (std::all_of(master_parameters_.begin(), master_parameters_.end(), on_first_device) &&
+      std::all_of(master_buffers_.begin(), master_buffers_.end(), on_first_device)) {
+    return;
+  }
+  for (const auto& [name, tensor] : master_->state_dict()) {  // only to name the culprit
+    TANDEM_CHECK(on_first_device(tensor), "[DataParallel] the module must have its parameters "
+                 "and buffers on ", devices_.front(), " (the first device), but ", name, " is on ",
+                 tensor.device());
   }
 }
 
 void Replicas::build() {
+  master_parameters_ = master_->parameters();
+  master_buffers_ = buffers_of(*master_);
   replicas_.clear();
   replica_parameters_.clear();
   replica_buffers_.clear();
@@ -79,8 +87,8 @@ void Replicas::build() {
 std::vector<std::shared_ptr<nn::Module>> Replicas::prepare(size_t count) {
   TANDEM_CHECK(count >= 1 && count <= devices_.size(), "[DataParallel] asked for ", count,
                " replicas of ", devices_.size());
-  check_master_on_first_device();
   if (!persistent_ || replicas_.empty()) build();
+  check_master_on_first_device();
   refresh(count);
   tie(count);
   return {replicas_.begin(), replicas_.begin() + static_cast<std::ptrdiff_t>(count)};
@@ -88,17 +96,13 @@ std::vector<std::shared_ptr<nn::Module>> Replicas::prepare(size_t count) {
 
 void Replicas::refresh(size_t count) {
   NoGradGuard no_grad;
-  const std::vector<Tensor> parameters = master_->parameters();
-  const std::vector<Tensor> buffers = buffers_of(*master_);
+  const std::vector<Tensor>& parameters = master_parameters_;
+  const std::vector<Tensor>& buffers = master_buffers_;
   for (size_t r = 0; r < replicas_.size(); ++r) {
     // Untie every replica first: last step's nodes must not outlive it, and set_data needs leaves.
     for (const Tensor& p : replica_parameters_[r]) autograd::set_history(p, nullptr, 0);
   }
   for (size_t r = 0; r < count; ++r) {
-    TANDEM_CHECK(replica_parameters_[r].size() == parameters.size() &&
-                     replica_buffers_[r].size() == buffers.size(),
-                 "[DataParallel] the module's parameters or buffers changed after the replicas "
-                 "were built");
     // Parameters are only read by forward, so a replica on the master's device may share them;
     // buffers are written (running statistics), so only replica 0 shares (Note [Replica buffers]).
     const bool on_master_device = devices_[r] == devices_.front();
@@ -114,7 +118,7 @@ void Replicas::refresh(size_t count) {
 
 void Replicas::tie(size_t count) {
   if (!autograd::grad_mode_enabled()) return;
-  const std::vector<Tensor> parameters = master_->parameters();
+  const std::vector<Tensor>& parameters = master_parameters_;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i].requires_grad()) continue;
     auto node = std::make_shared<ReduceAddNode>(parameters[i], static_cast<uint32_t>(count),

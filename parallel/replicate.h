@@ -18,6 +18,10 @@
 /// batch-norm running statistics of replica 0's shard land in the master; other replicas update
 /// copies that the next refresh overwrites. In training mode the master therefore tracks the
 /// statistics of the first shard only, exactly what nn.DataParallel leaves behind.
+///
+/// The master's parameters and buffers are those it had when the replicas were built (as with
+/// DistributedDataParallel, here and in PyTorch): the handles are kept, so values, devices and
+/// set_data() replacements are followed each step, but a parameter registered later is not.
 
 #include <atomic>
 #include <memory>
@@ -65,6 +69,8 @@ class Replicas {
   std::shared_ptr<nn::Module> master_;
   std::vector<Device> devices_;
   bool persistent_;
+  std::vector<Tensor> master_parameters_;  ///< master_->parameters() when the replicas were built
+  std::vector<Tensor> master_buffers_;     ///< and its buffers
   std::vector<std::shared_ptr<nn::Module>> replicas_;
   std::vector<std::vector<Tensor>> replica_parameters_;  ///< parameters() of each replica, cached
   std::vector<std::vector<Tensor>> replica_buffers_;     ///< buffers of each replica, cached
