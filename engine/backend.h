@@ -50,6 +50,14 @@ struct SgdStepOptions {
   bool first_step = false;  ///< momentum buffer is initialised to the gradient, as PyTorch does
 };
 
+/// One parameter of a multi-tensor SGD step. Tensors are handles (they alias the caller's
+/// storage), so the step updates param and momentum_buffer in place.
+struct SgdTensors {
+  Tensor param;
+  Tensor grad;
+  Tensor momentum_buffer;  ///< may be undefined when momentum is 0
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -129,6 +137,11 @@ class Backend {
   // --- optimizer: updates param and momentum_buffer in place.
   virtual void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                         const SgdStepOptions& options) = 0;
+  /// sgd_step() over a list of parameters of one device with the same options, each element
+  /// computed exactly as sgd_step() computes it. The default loops over sgd_step(); a GPU
+  /// backend overrides it to update many tensors per kernel launch.
+  virtual void sgd_step_multi(const std::vector<SgdTensors>& tensors,
+                              const SgdStepOptions& options);
 };
 
 /// The backend that runs kernels for `device`. CUDA in a build without CUDA throws.

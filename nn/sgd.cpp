@@ -1,5 +1,7 @@
 #include "nn/sgd.h"
 
+#include <algorithm>
+
 namespace tandem::nn {
 
 Sgd::Sgd(std::vector<Tensor> parameters, const SgdConfig& config)
@@ -17,8 +19,22 @@ void Sgd::set_lr(float lr) {
   config_.lr = lr;
 }
 
+namespace {
+
+// Parameters that one sgd_step_multi call updates: the same device and the same options
+// (weight decay differs for 1-D parameters under no_decay_for_bn_and_bias; first_step for a
+// parameter whose first gradient arrives later than the others').
+struct Group {
+  Device device;
+  SgdStepOptions options;
+  std::vector<SgdTensors> tensors;
+};
+
+}  // namespace
+
 void Sgd::step() {
   NoGradGuard no_grad;
+  std::vector<Group> groups;  // a handful: devices x {decay, no decay} x {first step, not}
   for (size_t i = 0; i < parameters_.size(); ++i) {
     Tensor& parameter = parameters_[i];
     const Tensor grad = parameter.grad();
@@ -26,14 +42,23 @@ void Sgd::step() {
     const bool first_step = !buffers_[i].defined();
     if (first_step && config_.momentum != 0.0f) buffers_[i] = empty_like(parameter);
     const bool decay = !(config_.no_decay_for_bn_and_bias && parameter.dim() <= 1);
-    sgd_step(parameter, grad.contiguous(), buffers_[i],
-             {.lr = config_.lr,
-              .momentum = config_.momentum,
-              .dampening = config_.dampening,
-              .weight_decay = decay ? config_.weight_decay : 0.0f,
-              .nesterov = config_.nesterov,
-              .first_step = first_step});
+    const SgdStepOptions options{.lr = config_.lr,
+                                 .momentum = config_.momentum,
+                                 .dampening = config_.dampening,
+                                 .weight_decay = decay ? config_.weight_decay : 0.0f,
+                                 .nesterov = config_.nesterov,
+                                 .first_step = first_step};
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
+      return g.device == parameter.device() && g.options.weight_decay == options.weight_decay &&
+             g.options.first_step == options.first_step;
+    });
+    if (group == groups.end()) {
+      groups.push_back(Group{.device = parameter.device(), .options = options, .tensors = {}});
+      group = groups.end() - 1;
+    }
+    group->tensors.push_back({parameter, grad.contiguous(), buffers_[i]});
   }
+  for (const Group& group : groups) sgd_step_multi(group.tensors, group.options);
 }
 
 void Sgd::zero_grad() {

@@ -1,6 +1,7 @@
 #pragma once
 /// torch.optim.SGD over a module's parameters: momentum, dampening, Nesterov and
-/// weight decay, one fused in-place update per parameter (engine sgd_step).
+/// weight decay, fused in-place updates of all the parameters of a device at once (engine
+/// sgd_step_multi; one kernel launch per chunk of parameters on CUDA).
 
 #include <vector>
 
@@ -24,6 +25,7 @@ class Sgd {
   Sgd(std::vector<Tensor> parameters, const SgdConfig& config);
 
   /// Updates every parameter that has a gradient; parameters without one are left alone.
+  /// One sgd_step_multi call per device and set of options.
   void step();
   /// Drops gradients (set to none).
   void zero_grad();

@@ -44,6 +44,8 @@ class CudaBackend final : public Backend {
   void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) override;
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                 const SgdStepOptions& options) override;
+  void sgd_step_multi(const std::vector<SgdTensors>& tensors,
+                      const SgdStepOptions& options) override;
 
   // reduce.cpp
   void sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) override;

@@ -1,5 +1,7 @@
-// Elementwise ops: unary, broadcasting binary, and the fused SGD update (kernels in
-// elementwise.cu).
+// Elementwise ops: unary, broadcasting binary, and the fused SGD update, one tensor or many per
+// launch (kernels in elementwise.cu).
+
+#include <vector>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/kernels.h"
@@ -7,6 +9,10 @@
 
 namespace tandem::cuda {
 namespace {
+
+kernels::SgdParams to_kernel(const SgdStepOptions& o) {
+  return {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first_step};
+}
 
 kernels::Unary to_kernel(UnaryOp op) {
   switch (op) {
@@ -89,11 +95,22 @@ void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
 void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                            const SgdStepOptions& o) {
   OnDevice on(param, "sgd_step");
-  const kernels::SgdParams params{o.lr,           o.momentum, o.dampening,
-                                  o.weight_decay, o.nesterov, o.first_step};
   float* buffer = o.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr;
-  kernels::sgd_step(param.data<float>(), grad.data<float>(), buffer, param.numel(), params,
+  kernels::sgd_step(param.data<float>(), grad.data<float>(), buffer, param.numel(), to_kernel(o),
                     on.stream);
+}
+
+void CudaBackend::sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdStepOptions& o) {
+  if (tensors.empty()) return;
+  OnDevice on(tensors[0].param, "sgd_step_multi");
+  std::vector<kernels::SgdTensorPointers> pointers;
+  pointers.reserve(tensors.size());
+  for (const SgdTensors& t : tensors) {
+    float* buffer = o.momentum != 0.0f ? t.momentum_buffer.data<float>() : nullptr;
+    pointers.push_back({t.param.data<float>(), t.grad.data<float>(), buffer, t.param.numel()});
+  }
+  kernels::sgd_step_multi(pointers.data(), static_cast<int64_t>(pointers.size()), to_kernel(o),
+                          on.stream);
 }
 
 }  // namespace tandem::cuda

@@ -1,6 +1,6 @@
 // Elementwise kernels: unary ops, broadcasting binary ops, the conv bias add, the fused SGD
-// update and the batch-norm statistic conversions. One template instance per op, so the op is
-// a compile-time constant inside each kernel.
+// update (one tensor or many per launch) and the batch-norm statistic conversions. One template
+// instance per op, so the op is a compile-time constant inside each kernel.
 
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
@@ -75,16 +75,68 @@ __global__ void add_channel_bias_kernel(float* y, const float* bias, int64_t k, 
   }
 }
 
-// param, grad, momentum_buffer: (n); the same arithmetic as the CPU kernel, in the same order.
+// Element i of one torch.optim.SGD step, shared by the single- and multi-tensor kernels; the
+// same arithmetic as the CPU kernel, in the same order. buffer is null when momentum is 0.
+__device__ __forceinline__ void sgd_update(float* param, const float* grad, float* buffer,
+                                           int64_t i, const SgdParams& o) {
+  float d = grad[i] + o.weight_decay * param[i];
+  if (buffer != nullptr) {
+    buffer[i] = o.first_step ? d : o.momentum * buffer[i] + (1.0f - o.dampening) * d;
+    d = o.nesterov ? d + o.momentum * buffer[i] : buffer[i];
+  }
+  param[i] -= o.lr * d;
+}
+
+// param, grad, momentum_buffer: (n)
 __global__ void sgd_step_kernel(float* param, const float* grad, float* buffer, int64_t n,
                                 SgdParams o) {
   TANDEM_GRID_STRIDE_LOOP(i, n) {
-    float d = grad[i] + o.weight_decay * param[i];
-    if (buffer != nullptr) {
-      buffer[i] = o.first_step ? d : o.momentum * buffer[i] + (1.0f - o.dampening) * d;
-      d = o.nesterov ? d + o.momentum * buffer[i] : buffer[i];
+    sgd_update(param, grad, buffer, i, o);
+  }
+}
+
+// Note [Multi-tensor SGD]
+// A ResNet-20 step updates ~65 parameters, most of them a few hundred to a few thousand
+// elements: one launch per parameter costs more in launch latency than the update itself. As
+// PyTorch's multi_tensor_apply does, one launch updates a chunk of tensors whose pointers and
+// sizes travel by value in the kernel arguments (no device allocation, no host-to-device copy):
+// up to kSgdTensorsPerLaunch tensors, as many as keep the arguments under the 4 KB that every
+// CUDA version accepts. The grid is flat over (tensor, range of kSgdBlockElements elements):
+// tensor t owns blocks [first_block[t], first_block[t + 1]) and each block finds its tensor by
+// a binary search over first_block, so a block never straddles two tensors and a large tensor
+// simply gets many blocks. Longer lists take several launches.
+constexpr int kSgdTensorsPerLaunch = 48;
+constexpr int64_t kSgdBlockElements = 16 * kThreads;
+// Keeps block indices in int; a chunk that would pass it is launched first.
+constexpr int64_t kSgdMaxBlocksPerLaunch = int64_t{1} << 30;
+
+struct SgdChunk {
+  float* param[kSgdTensorsPerLaunch];
+  const float* grad[kSgdTensorsPerLaunch];
+  float* buffer[kSgdTensorsPerLaunch];  // null when momentum is 0
+  int64_t n[kSgdTensorsPerLaunch];
+  int first_block[kSgdTensorsPerLaunch + 1];  // first_block[count] = the grid size
+  int count;
+};
+static_assert(sizeof(SgdChunk) + sizeof(SgdParams) <= 4096, "kernel arguments over 4 KB");
+
+// Grid: chunk.first_block[chunk.count] blocks of kThreads (Note [Multi-tensor SGD]).
+__global__ void sgd_step_multi_kernel(SgdChunk chunk, SgdParams o) {
+  const int block = static_cast<int>(blockIdx.x);
+  int lo = 0, hi = chunk.count - 1;  // the last tensor whose first block is <= block
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (chunk.first_block[mid] <= block) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
     }
-    param[i] -= o.lr * d;
+  }
+  const int t = lo;
+  const int64_t begin = static_cast<int64_t>(block - chunk.first_block[t]) * kSgdBlockElements;
+  const int64_t end = min_of(begin + kSgdBlockElements, chunk.n[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    sgd_update(chunk.param[t], chunk.grad[t], chunk.buffer[t], i, o);
   }
 }
 
@@ -173,6 +225,38 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n
   if (n == 0) return;
   sgd_step_kernel<<<blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, params);
   CUDA_CHECK_LAUNCH();
+}
+
+void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdParams& params,
+                    cudaStream_t stream) {
+  SgdChunk chunk{};
+  int64_t blocks = 0;
+  auto launch = [&] {
+    if (chunk.count == 0) return;
+    chunk.first_block[chunk.count] = static_cast<int>(blocks);
+    sgd_step_multi_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(chunk, params);
+    CUDA_CHECK_LAUNCH();
+    chunk.count = 0;
+    blocks = 0;
+  };
+  for (int64_t i = 0; i < count; ++i) {
+    const SgdTensorPointers& t = tensors[i];
+    if (t.n == 0) continue;
+    const int64_t tensor_blocks = (t.n + kSgdBlockElements - 1) / kSgdBlockElements;
+    TANDEM_CHECK(tensor_blocks <= kSgdMaxBlocksPerLaunch, "[sgd_step_multi] tensor ", i,
+                 " has too many elements (", t.n, ")");
+    if (chunk.count == kSgdTensorsPerLaunch || blocks + tensor_blocks > kSgdMaxBlocksPerLaunch) {
+      launch();
+    }
+    chunk.param[chunk.count] = t.param;
+    chunk.grad[chunk.count] = t.grad;
+    chunk.buffer[chunk.count] = t.momentum_buffer;
+    chunk.n[chunk.count] = t.n;
+    chunk.first_block[chunk.count] = static_cast<int>(blocks);
+    ++chunk.count;
+    blocks += tensor_blocks;
+  }
+  launch();
 }
 
 void inv_std_to_var(const float* inv_std, float eps, float* var, int64_t c, cudaStream_t stream) {

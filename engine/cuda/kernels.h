@@ -67,6 +67,18 @@ struct SgdParams {
 /// momentum is 0.
 void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
               const SgdParams& params, cudaStream_t stream);
+/// One tensor of sgd_step_multi: param, grad, momentum_buffer: (n); momentum_buffer is null
+/// when momentum is 0.
+struct SgdTensorPointers {
+  float* param;
+  const float* grad;
+  float* momentum_buffer;
+  int64_t n;
+};
+/// sgd_step() over `count` tensors, one launch per chunk of tensors rather than per tensor
+/// (Note [Multi-tensor SGD] in elementwise.cu).
+void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdParams& params,
+                    cudaStream_t stream);
 
 /// var: (C) = 1 / inv_std² - eps, the inverse of inv_std: (C) = 1 / sqrt(var + eps).
 void inv_std_to_var(const float* inv_std, float eps, float* var, int64_t c, cudaStream_t stream);

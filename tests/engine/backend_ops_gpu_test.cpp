@@ -65,6 +65,68 @@ void PrintTo(const OpCase& c, std::ostream* out) {
 // Float32 sums of a few hundred products (conv, GEMM) in another order than the CPU's.
 constexpr double kSummed = 1e-4;
 
+// The parameter shapes of CIFAR ResNet-20 (nn/resnet.h, Note [Shortcut]): 65 tensors, more than
+// one multi-tensor SGD launch takes on CUDA.
+std::vector<Shape> resnet20_parameter_shapes() {
+  std::vector<Shape> shapes = {{16, 3, 3, 3}, {16}, {16}};
+  int64_t in = 16;
+  for (int64_t width : {16, 32, 64}) {
+    for (int block = 0; block < 3; ++block) {
+      for (const Shape& shape : std::vector<Shape>{
+               {width, in, 3, 3}, {width}, {width}, {width, width, 3, 3}, {width}, {width}}) {
+        shapes.push_back(shape);
+      }
+      if (in != width) {
+        for (const Shape& shape : std::vector<Shape>{{width, in, 1, 1}, {width}, {width}}) {
+          shapes.push_back(shape);
+        }
+      }
+      in = width;
+    }
+  }
+  shapes.push_back({10, 64});
+  shapes.push_back({10});
+  return shapes;
+}
+
+// Inputs of sgd_multi_steps(): a parameter per shape, then a gradient per shape.
+std::vector<Input> sgd_inputs(const std::vector<Shape>& shapes) {
+  std::vector<Input> inputs;
+  for (int copy = 0; copy < 2; ++copy) {
+    for (const Shape& shape : shapes) inputs.push_back(constant(shape));
+  }
+  return inputs;
+}
+
+// Three sgd_step_multi steps over copies of the parameters x[0, n) with gradients x[n, 2n)
+// (negated and halved each step, so momentum sees a change of sign); returns every parameter
+// and momentum buffer, flattened one after the other.
+Tensor sgd_multi_steps(const Inputs& x, const SgdStepOptions& variant) {
+  const size_t n = x.size() / 2;
+  std::vector<SgdTensors> tensors;
+  for (size_t i = 0; i < n; ++i) {
+    tensors.push_back({x[i].clone(), x[n + i], zeros(x[i].shape(), {.device = x[i].device()})});
+  }
+  for (int step = 0; step < 3; ++step) {
+    SgdStepOptions options = variant;
+    options.first_step = step == 0;
+    sgd_step_multi(tensors, options);
+    for (SgdTensors& t : tensors) t.grad = t.grad * -0.5f;
+  }
+  std::vector<Tensor> flat;
+  for (const SgdTensors& t : tensors) flat.push_back(t.param.reshape({t.param.numel()}));
+  for (const SgdTensors& t : tensors) flat.push_back(t.momentum_buffer.reshape({t.param.numel()}));
+  return cat(flat);
+}
+
+// Many small tensors (two CUDA launches), an empty one, and one of many element ranges.
+std::vector<Shape> many_tensor_shapes() {
+  std::vector<Shape> shapes(60, Shape{7});
+  shapes[3] = {0};
+  shapes[50] = {301, 1001};
+  return shapes;
+}
+
 std::vector<OpCase> cases() {
   using I = const Inputs&;
   const BatchNormOptions eval{.training = false};
@@ -220,6 +282,21 @@ std::vector<OpCase> cases() {
       {"count_correct",
        {constant({64, 10}), labels(64, 10)},
        [](I x) { return count_correct(x[0], x[1]); }},
+      // --- optimizer (in place, so the op works on copies and returns what it updated)
+      {"sgd_multi_resnet20", sgd_inputs(resnet20_parameter_shapes()),
+       [](I x) {
+         return sgd_multi_steps(x, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f});
+       },
+       1e-6},
+      {"sgd_multi_nesterov_many", sgd_inputs(many_tensor_shapes()),
+       [](I x) {
+         return sgd_multi_steps(
+             x, {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true});
+       },
+       1e-6},
+      {"sgd_multi_dampening", sgd_inputs({{33, 7}, {1}, {4097}}),
+       [](I x) { return sgd_multi_steps(x, {.lr = 0.05f, .momentum = 0.9f, .dampening = 0.3f}); },
+       1e-6},
   };
 }
 
@@ -379,6 +456,39 @@ TEST(CudaBackendGpu, SgdStepsMatchCpu) {
     }
     expect_close(param_gpu, param_cpu, 1e-6, "param");
     if (variant.momentum != 0.0f) expect_close(buffer_gpu, buffer_cpu, 1e-6, "momentum buffer");
+  }
+}
+
+// The fused kernel against the per-tensor one on the same GPU: the same __device__ update, so
+// the same bits, over more tensors than one launch takes and a tensor of many element ranges.
+TEST(CudaBackendGpu, SgdMultiEqualsPerTensorSteps) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  std::vector<Shape> shapes = resnet20_parameter_shapes();
+  shapes.push_back({1 << 20});
+  Generator generator(8);
+  std::vector<Tensor> params, buffers;
+  std::vector<SgdTensors> multi;
+  for (const Shape& shape : shapes) {
+    const Tensor p = randn(shape, generator).to(gpu);
+    params.push_back(p.clone());
+    buffers.push_back(zeros(shape, {.device = gpu}));
+    multi.push_back({p.clone(), Tensor(), zeros(shape, {.device = gpu})});
+  }
+  const SgdStepOptions variant{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
+  for (int step = 0; step < 3; ++step) {
+    SgdStepOptions options = variant;
+    options.first_step = step == 0;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      multi[i].grad = randn(shapes[i], generator).to(gpu);
+      sgd_step(params[i], multi[i].grad, buffers[i], options);
+    }
+    sgd_step_multi(multi, options);
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    SCOPED_TRACE("tensor " + std::to_string(i));
+    expect_close(multi[i].param, params[i], 0.0, "param");
+    expect_close(multi[i].momentum_buffer, buffers[i], 0.0, "momentum buffer");
   }
 }
 

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "engine/tandem.h"
 
 namespace tandem {
@@ -68,6 +71,98 @@ TEST(Sgd, RejectsBadArguments) {
   Tensor no_buffer;
   EXPECT_THROW(sgd_step(param, zeros({2}), no_buffer, {.momentum = 0.9f}), Error);
   EXPECT_NO_THROW(sgd_step(param, zeros({2}), no_buffer, {.lr = 0.1f}));
+}
+
+// --- sgd_step_multi: the same update as sgd_step, bit for bit, for a list of parameters.
+
+std::vector<float> values(const Tensor& t) {
+  return t.to_vector<float>();
+}
+
+// Three steps over parameters of `sizes` elements, once through sgd_step per tensor and once
+// through sgd_step_multi; params and momentum buffers must agree exactly after every step.
+void expect_multi_equals_single(const SgdStepOptions& variant, const std::vector<int64_t>& sizes) {
+  Generator generator(17);
+  std::vector<Tensor> single_params, single_buffers;
+  std::vector<SgdTensors> multi;
+  for (int64_t n : sizes) {
+    const Tensor p = randn({n}, generator);
+    single_params.push_back(p.clone());
+    single_buffers.push_back(variant.momentum != 0.0f ? zeros({n}) : Tensor());
+    multi.push_back({p.clone(), Tensor(), variant.momentum != 0.0f ? zeros({n}) : Tensor()});
+  }
+  for (int step = 0; step < 3; ++step) {
+    SgdStepOptions options = variant;
+    options.first_step = step == 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Tensor grad = randn({sizes[i]}, generator);
+      sgd_step(single_params[i], grad, single_buffers[i], options);
+      multi[i].grad = grad;
+    }
+    sgd_step_multi(multi, options);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", tensor " + std::to_string(i));
+      EXPECT_EQ(values(multi[i].param), values(single_params[i]));
+      if (variant.momentum != 0.0f) {
+        EXPECT_EQ(values(multi[i].momentum_buffer), values(single_buffers[i]));
+      }
+    }
+  }
+}
+
+const SgdStepOptions kVariants[] = {
+    {.lr = 0.1f},
+    {.lr = 0.1f, .weight_decay = 5e-4f},
+    {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
+    {.lr = 0.05f, .momentum = 0.9f, .dampening = 0.5f},
+    {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f, .nesterov = true},
+};
+
+TEST(SgdMulti, EqualsPerTensorStepsBitForBit) {
+  for (const SgdStepOptions& variant : kVariants) {
+    SCOPED_TRACE("momentum " + std::to_string(variant.momentum) + ", dampening " +
+                 std::to_string(variant.dampening) + ", nesterov " +
+                 std::to_string(variant.nesterov));
+    expect_multi_equals_single(variant, {1, 7, 1000, 4097});
+  }
+}
+
+TEST(SgdMulti, LargeTensorAndManySmallOnes) {
+  // One tensor past the CPU kernel's parallel grain, and more tensors than one CUDA launch takes.
+  std::vector<int64_t> sizes(70, 3);
+  sizes[5] = (1 << 15) + 3;
+  sizes[40] = 0;
+  expect_multi_equals_single(kVariants[2], sizes);
+}
+
+TEST(SgdMulti, EmptyListIsANoOp) {
+  EXPECT_NO_THROW(sgd_step_multi({}, {.lr = 0.1f}));
+}
+
+TEST(SgdMulti, RejectsBadArgumentsNamingTheTensor) {
+  const auto message = [](const std::vector<SgdTensors>& tensors, const SgdStepOptions& options) {
+    try {
+      sgd_step_multi(tensors, options);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // A valid first tensor: were it updated before the bad one is found, it would change.
+  const SgdTensors good{ones({2}), ones({2}), zeros({2})};
+  const std::string bad_grad = message({good, {zeros({2}), zeros({3}), zeros({2})}}, {});
+  EXPECT_NE(bad_grad.find("[sgd_step_multi] grad 1 has shape"), std::string::npos) << bad_grad;
+  const std::string no_buffer =
+      message({good, {zeros({2}), zeros({2}), Tensor()}}, {.momentum = 0.9f});
+  EXPECT_NE(no_buffer.find("momentum_buffer 1"), std::string::npos) << no_buffer;
+  const std::string bad_lr = message({good}, {.lr = -1.0f});
+  EXPECT_NE(bad_lr.find("[sgd_step_multi] lr"), std::string::npos) << bad_lr;
+  EXPECT_NE(message({good}, {.nesterov = true}).find("Nesterov"), std::string::npos);
+  const TensorOptions on_cpu1{.device = Device::cpu(1)};
+  const std::string two_devices =
+      message({good, {zeros({2}, on_cpu1), zeros({2}, on_cpu1), Tensor()}}, {});
+  EXPECT_NE(two_devices.find("different devices"), std::string::npos) << two_devices;
+  EXPECT_EQ(values(good.param), std::vector<float>(2, 1.0f));
 }
 
 }  // namespace

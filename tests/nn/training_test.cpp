@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "nn/lr_schedule.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
@@ -58,6 +61,54 @@ TEST(Sgd, SkipsParametersWithoutGradientsAndCanSkipDecay) {
   EXPECT_FALSE(weight.grad().defined());
   EXPECT_THROW(sgd.set_lr(-1.0f), Error);
   EXPECT_THROW(Sgd({weight}, {.nesterov = true}), Error);
+}
+
+// Sgd::step groups parameters into sgd_step_multi calls; the result must be what one
+// sgd_step per parameter gives, bit for bit, including a parameter whose first gradient comes a
+// step later (its own first step), undecayed 1-D parameters and a parameter left without one.
+TEST(Sgd, MatchesOneEngineStepPerParameter) {
+  const SgdConfig config{.lr = 0.1f,
+                         .momentum = 0.9f,
+                         .weight_decay = 5e-4f,
+                         .nesterov = true,
+                         .no_decay_for_bn_and_bias = true};
+  Generator generator(11);
+  const std::vector<Shape> shapes = {{16, 3, 3, 3}, {16}, {10, 64}, {10}, {4097}};
+  std::vector<Tensor> params, reference, buffers(shapes.size());
+  for (const Shape& shape : shapes) {
+    params.push_back(randn(shape, generator));
+    reference.push_back(params.back().clone());
+  }
+  Sgd sgd(params, config);
+  for (int step = 0; step < 3; ++step) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const bool late = i == 2 && step == 0;   // parameter 2 gets its first gradient at step 1
+      const bool never = i == 4 && step == 1;  // parameter 4 has no gradient at step 1
+      if (late || never) {
+        params[i].set_grad(Tensor());
+        continue;
+      }
+      const Tensor grad = randn(shapes[i], generator);
+      params[i].set_grad(grad);
+      const bool first_step = !buffers[i].defined();
+      if (first_step) buffers[i] = zeros(shapes[i]);
+      sgd_step(reference[i], grad, buffers[i],
+               {.lr = config.lr,
+                .momentum = config.momentum,
+                .weight_decay = shapes[i].size() > 1 ? config.weight_decay : 0.0f,
+                .nesterov = config.nesterov,
+                .first_step = first_step});
+    }
+    sgd.step();
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", parameter " + std::to_string(i));
+      EXPECT_EQ(params[i].to_vector<float>(), reference[i].to_vector<float>());
+      ASSERT_EQ(sgd.momentum_buffers()[i].defined(), buffers[i].defined());
+      if (buffers[i].defined()) {
+        EXPECT_EQ(sgd.momentum_buffers()[i].to_vector<float>(), buffers[i].to_vector<float>());
+      }
+    }
+  }
 }
 
 // The check that the model can learn at all: ResNet-20 memorises 256 fixed images.
