@@ -42,6 +42,7 @@ class GlooProcessGroup final : public ProcessGroup {
   ~GlooProcessGroup() override;
 
   std::string backend_name() const override { return "gloo"; }
+  Device tensor_device() const override { return Device::cpu(); }
   std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;

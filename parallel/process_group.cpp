@@ -21,6 +21,10 @@ Work::Work(std::string description, std::chrono::milliseconds default_timeout)
 Work::~Work() = default;
 
 void Work::wait(std::chrono::milliseconds timeout) {
+  synchronize(timeout);
+}
+
+void Work::synchronize(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   // A huge timeout means "forever"; now() + milliseconds::max() would overflow.
   const bool forever = timeout > std::chrono::hours(24 * 365);
@@ -59,6 +63,7 @@ void Work::mark_started() {
 void Work::mark_completed(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (completed_) return;  // the first completion wins (NCCL: a failure vs a late success)
     ended_at_ = Clock::now();
     if (started_at_ == Clock::time_point{}) started_at_ = ended_at_;
     error_ = std::move(error);

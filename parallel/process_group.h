@@ -13,6 +13,17 @@
 ///   auto work = group->allreduce({bucket}, ReduceOp::Avg);   // returns at once
 ///   ...                                                      // backward goes on
 ///   work->wait();                                            // bucket holds the average
+///
+/// Note [Work wait and synchronize]: wait() means "the result is ready for what the calling
+/// thread does next", synchronize() means "the collective has finished, and the host knows".
+/// For a backend that runs collectives on the host (Gloo) both block until the Work is done.
+/// For NCCL, whose collectives run on a CUDA stream, wait() only makes the calling thread's
+/// current stream of the device wait for the collective's end event (the host goes on, and
+/// kernels queued next run after it: PyTorch's WorkNCCL::wait), while synchronize() blocks the
+/// host until the collective has run (or failed, or timed out). Use synchronize() before the
+/// host itself needs the collective done: before timing it, or where a failure must surface
+/// now. Reading a CUDA result back (to_vector, item) after wait() is already safe: that copy
+/// runs on the current stream, behind the wait. A barrier's wait() always blocks the host.
 
 #include <chrono>
 #include <condition_variable>
@@ -47,26 +58,38 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
-  /// Blocks until the collective is done and rethrows its error. Throws a tandem::Error naming
-  /// the collective when `timeout` passes first (the collective itself goes on in the background
-  /// until its own timeout, the group's options.timeout).
-  void wait(std::chrono::milliseconds timeout);
+  /// Makes the result ready for the calling thread (Note [Work wait and synchronize]) and
+  /// rethrows the collective's error. On a host backend (Gloo) this blocks until the collective
+  /// is done and throws a tandem::Error naming the collective when `timeout` passes first (the
+  /// collective itself goes on in the background until its own timeout, the group's
+  /// options.timeout). On NCCL it orders the current stream after the collective and returns;
+  /// errors found later surface from synchronize() and from the group's next collective.
+  virtual void wait(std::chrono::milliseconds timeout);
   void wait() { wait(default_timeout_); }
+  /// Blocks the host until the collective is done (and, like wait(), orders the calling thread's
+  /// later work after it); rethrows its error; throws naming the collective when `timeout`
+  /// passes first.
+  virtual void synchronize(std::chrono::milliseconds timeout);
+  void synchronize() { synchronize(default_timeout_); }
   /// Done, successfully or not; never blocks.
-  bool completed() const;
+  virtual bool completed() const;
   /// Done with an error (wait() would throw it).
   bool failed() const;
 
-  /// When the collective started running on the group's thread and when it ended; a
-  /// default-constructed time_point until then. For DDP's overlap instrumentation.
+  /// When the collective started running and when it ended; a default-constructed time_point
+  /// until then. For DDP's overlap instrumentation. Gloo: when its thread ran it. NCCL: when
+  /// the group's watchdog saw the device reach and pass it (host times, late by up to the
+  /// watchdog's poll interval, about 1 ms).
   Clock::time_point started_at() const;
   Clock::time_point ended_at() const;
 
   const std::string& description() const { return description_; }
+  std::chrono::milliseconds default_timeout() const { return default_timeout_; }
 
   // --- for backends
   void mark_started();
-  /// Completes the Work; `error` (may be null) is what wait() rethrows.
+  /// Completes the Work; `error` (may be null) is what wait() rethrows. Only the first call
+  /// counts.
   void mark_completed(std::exception_ptr error = nullptr);
 
  private:
@@ -103,6 +126,10 @@ class ProcessGroup {
   int size() const { return size_; }
   const ProcessGroupOptions& options() const { return options_; }
   virtual std::string backend_name() const = 0;
+  /// The device this group's collectives take tensors on: cpu for Gloo, the rank's GPU
+  /// (cuda:<local rank>) for NCCL. DDP puts its small exchanges (the model check, the bucket
+  /// order, used-parameter counts) there.
+  virtual Device tensor_device() const = 0;
 
   /// Reduces each tensor across ranks, in place: every tensor is its own all-reduce (a list is a
   /// batch, not one reduction over the list). Tensors: contiguous float32 (or int64 with Sum).
@@ -124,7 +151,8 @@ class ProcessGroup {
 
 /// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
 /// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does), then
-/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (not written yet: an error).
+/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (CUDA tensors on
+/// cuda:<env.local_rank>; in a build without CUDA an error that says so).
 /// The returned group keeps the store (and, on rank 0, the server) alive.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
