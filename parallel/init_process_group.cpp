@@ -4,6 +4,7 @@
 
 #include "engine/error.h"
 #include "parallel/gloo_process_group.h"
+#include "parallel/nccl_process_group.h"
 #include "parallel/process_group.h"
 #include "parallel/store.h"
 
@@ -32,11 +33,11 @@ void choose_gloo_address(const DistributedEnv& env, ProcessGroupOptions& options
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options) {
-  TANDEM_CHECK(backend != "nccl",
-               "[nccl] the NCCL process group is not written yet; use --backend gloo with CPU "
-               "tensors, or DataParallel (--mode dp) on GPUs");
-  TANDEM_CHECK(backend == "gloo", "[process_group] unknown backend '", backend,
+  TANDEM_CHECK(backend == "gloo" || backend == "nccl", "[process_group] unknown backend '", backend,
                "'; choose gloo (CPU tensors) or nccl (CUDA tensors)");
+  // One GPU per process: the local rank picks it, as with torchrun (cuda:LOCAL_RANK). Checked
+  // before the store, so a machine without one fails at once.
+  if (backend == "nccl") check_nccl_device(env.rank, env.local_rank);
   // Note [Who hosts the store]: tandem-run hosts it on node 0 (like torchrun's agent store), so
   // a port it checked stays reserved and the store outlives any worker; under mpirun or srun
   // nobody else can, so rank 0 does.
@@ -45,6 +46,10 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                 .is_server = env.rank == 0 && !env.store_hosted_by_launcher,
                                 .timeout = options.timeout};
   auto store = std::make_shared<TcpStore>(store_options);
+  if (backend == "nccl") {
+    return make_nccl_process_group(std::move(store), env.rank, env.world_size, env.local_rank,
+                                   std::move(options));
+  }
   choose_gloo_address(env, options);
   return std::make_shared<GlooProcessGroup>(std::move(store), env.rank, env.world_size,
                                             std::move(options));

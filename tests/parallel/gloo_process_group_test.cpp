@@ -100,8 +100,10 @@ TEST(Gloo, RendezvousWithoutPeersTimesOutClearly) {
 
 TEST(Gloo, InitProcessGroupNamesUnsupportedBackends) {
   const DistributedEnv env;
-  EXPECT_TRUE(contains(error_message([&] { init_process_group("nccl", env); }),
-                       "[nccl] the NCCL process group is not written yet"));
+  if (!cuda_available()) {
+    // Before any store is touched: no port is opened, no peer awaited.
+    EXPECT_TRUE(contains(error_message([&] { init_process_group("nccl", env); }), "[nccl] "));
+  }
   EXPECT_TRUE(contains(error_message([&] { init_process_group("mpi", env); }),
                        "[process_group] unknown backend 'mpi'"));
 }

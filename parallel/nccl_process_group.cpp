@@ -1,0 +1,502 @@
+#include "parallel/nccl_process_group.h"
+
+#include <nccl.h>
+
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/device.h"
+#include "engine/cuda/nccl_check.h"
+#include "engine/cuda/stream.h"
+#include "engine/error.h"
+#include "engine/ops/factory.h"
+#include "parallel/socket.h"
+
+namespace tandem::parallel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Note [NCCL watchdog]: how often pending collectives are polled. Also the resolution of
+// Work::started_at()/ended_at() on NCCL.
+constexpr auto kWatchdogPoll = std::chrono::milliseconds(1);
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return ncclFloat32;
+    case DType::Int64: return ncclInt64;
+    case DType::UInt8: return ncclUint8;
+  }
+  TANDEM_FAIL("[nccl] unknown dtype");
+}
+
+// "NCCL error 6: remote process exited or there was a network error (<NCCL's detail>)".
+std::string nccl_message(ncclResult_t status, ncclComm_t comm) {
+  const char* last = ncclGetLastError(comm);
+  return detail::concat("NCCL error ", static_cast<int>(status), ": ", ncclGetErrorString(status),
+                        last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : "");
+}
+
+cuda::Event event_on(int device) {
+  const cuda::DeviceGuard guard(device);  // an event belongs to the device current at creation
+  return cuda::Event(/*enable_timing=*/false);
+}
+
+// One NCCL collective (Note [NCCL stream order]). The events are recorded by the group before the
+// Work is handed out and never again, so reading them needs no lock.
+class NcclWork final : public Work {
+ public:
+  NcclWork(std::string description, milliseconds timeout, int device, bool host_blocking_wait)
+      : Work(std::move(description), timeout),
+        device_(device),
+        host_blocking_wait_(host_blocking_wait),
+        created_at_(Clock::now()),
+        start_(event_on(device)),
+        end_(event_on(device)) {}
+
+  // Note [Work wait and synchronize]: the caller's current stream waits for the end event; the
+  // host goes on. A barrier's wait() blocks the host, as PyTorch's does.
+  void wait(milliseconds timeout) override {
+    if (host_blocking_wait_) return synchronize(timeout);
+    if (failed()) Work::synchronize(timeout);  // rethrows the error at once
+    order_current_stream();
+  }
+
+  void synchronize(milliseconds timeout) override {
+    Work::synchronize(timeout);  // the watchdog finishes the Work (or fails it after the timeout)
+    order_current_stream();
+  }
+
+  // The end event itself, not the watchdog's view of it (which lags by up to kWatchdogPoll). Safe
+  // after a failure too: the watchdog fails the pending Works before it aborts the communicator,
+  // and only the abort lets an unfinished collective's end event complete.
+  bool completed() const override { return Work::completed() || (recorded_ && end_.query()); }
+
+  // --- for the group and its watchdog
+  cuda::Event& start_event() { return start_; }
+  cuda::Event& end_event() { return end_; }
+  void set_recorded() { recorded_ = true; }
+  bool recorded() const { return recorded_; }
+  Clock::time_point created_at() const { return created_at_; }
+  bool start_seen = false;  // the watchdog saw the start event complete (watchdog thread only)
+
+ private:
+  void order_current_stream() const {
+    if (!recorded_) return;
+    const cuda::DeviceGuard guard(device_);
+    CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(device_), end_.handle(), 0));
+  }
+
+  const int device_;
+  const bool host_blocking_wait_;
+  const Clock::time_point created_at_;
+  cuda::Event start_;
+  cuda::Event end_;
+  bool recorded_ = false;
+};
+
+// Queues NCCL calls inside one ncclGroupStart/End on (comm, stream); returns the first failure.
+using Collective = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)>;
+// Queued on the NCCL stream after the collective, before the end event (allgather's copy-out).
+using AfterCollective = std::function<void(cudaStream_t stream)>;
+
+}  // namespace
+
+struct NcclProcessGroup::State {
+  int rank = 0;
+  int size = 1;
+  int device = 0;
+  milliseconds timeout{0};
+  std::shared_ptr<Store> store;        // this group's keys (a PrefixStore)
+  std::optional<cuda::Stream> stream;  // Note [NCCL stream order]
+
+  std::mutex comm_mutex;      // guards comm and serialises every NCCL call on it
+  ncclComm_t comm = nullptr;  // nullptr once aborted or destroyed
+
+  std::mutex mutex;  // guards everything below
+  std::condition_variable wake;
+  std::deque<std::shared_ptr<NcclWork>> pending;  // queued on the device, in submission order
+  std::string broken;                             // the first failure; non-empty once aborted
+  bool stopping = false;
+  uint64_t submitted = 0;  // collectives submitted so far, numbers them in messages
+
+  std::thread watchdog;
+
+  std::string where() const { return detail::concat("rank ", rank, " of ", size); }
+  void init_communicator(const ncclUniqueId& id);
+  void finish_call(ncclResult_t result, Clock::time_point deadline);
+  std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
+                               const Collective& collective, const AfterCollective& after,
+                               bool host_blocking_wait);
+  void watchdog_loop();
+  std::string poll(const std::vector<std::shared_ptr<NcclWork>>& works, NcclWork*& culprit);
+  void abort(const std::string& reason, NcclWork* culprit);
+  void shut_down() noexcept;
+};
+
+// Note [NCCL rendezvous]: non-blocking, so a rank that never joins is a timeout, not a hang.
+void NcclProcessGroup::State::init_communicator(const ncclUniqueId& id) {
+  const cuda::DeviceGuard guard(device);  // NCCL binds the communicator to the current device
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclUniqueId unique_id = id;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::lock_guard lock(comm_mutex);
+  try {
+    finish_call(ncclCommInitRankConfig(&comm, size, unique_id, rank, &config), deadline);
+  } catch (const std::exception& e) {
+    if (comm != nullptr) ncclCommAbort(comm);
+    comm = nullptr;
+    TANDEM_FAIL("[nccl] creating the communicator failed on ", where(), " (cuda:", device,
+                "): ", message_of(e));
+  }
+}
+
+// With a non-blocking communicator a call may return ncclInProgress: it then goes on in the
+// background and the communicator's state says when it is done. No other NCCL call may be made
+// on the communicator until then (comm_mutex is held). Throws on an error or at the deadline.
+void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point deadline) {
+  const Clock::time_point start = Clock::now();
+  while (result == ncclInProgress) {
+    TANDEM_CHECK(Clock::now() < deadline, "NCCL did not finish within ",
+                 net::format_duration(timeout),
+                 " (a peer may have died or hung, or not every rank joined)");
+    // Spin briefly (launches usually finish within microseconds), then back off.
+    if (Clock::now() - start < std::chrono::milliseconds(2)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ncclResult_t state = ncclInProgress;
+    const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+    result = query != ncclSuccess ? query : state;
+  }
+  TANDEM_CHECK(result == ncclSuccess, nccl_message(result, comm));
+}
+
+std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
+                                                      const std::vector<Tensor>& used,
+                                                      const Collective& collective,
+                                                      const AfterCollective& after,
+                                                      bool host_blocking_wait) {
+  std::shared_ptr<NcclWork> work;
+  {
+    std::lock_guard lock(mutex);
+    work = std::make_shared<NcclWork>(
+        detail::concat("[nccl] ", op, " #", ++submitted, " on ", where()), timeout, device,
+        host_blocking_wait);
+    if (!broken.empty()) {
+      work->mark_completed(std::make_exception_ptr(Error(detail::concat(
+          "[nccl] ", op, " not run on ", where(),
+          ": the communicator was aborted after an earlier failure (", broken, ")"))));
+      return work;
+    }
+  }
+  try {
+    const cuda::DeviceGuard guard(device);
+    const cudaStream_t caller = cuda::current_stream(device);
+    std::lock_guard comm_lock(comm_mutex);
+    TANDEM_CHECK(comm != nullptr, "the communicator was aborted");
+    // Note [NCCL stream order]: after everything the caller queued so far...
+    cuda::stream_wait_stream(stream->handle(), device, caller, device);
+    // ... and no reuse of these tensors' memory before the collective has run.
+    for (const Tensor& t : used) {
+      if (t.numel() > 0) cuda::record_stream(t, stream->handle());
+    }
+    work->start_event().record(*stream);
+    NCCL_CHECK(ncclGroupStart());
+    const ncclResult_t queued = collective(comm, stream->handle());
+    const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failure
+    TANDEM_CHECK(queued == ncclSuccess, nccl_message(queued, comm));
+    finish_call(ended, Clock::now() + timeout);
+    if (after) after(stream->handle());
+    work->end_event().record(*stream);
+    work->set_recorded();
+  } catch (const std::exception& e) {
+    abort(detail::concat(work->description(), " failed: ", message_of(e)), work.get());
+    return work;
+  }
+  {
+    std::lock_guard lock(mutex);
+    if (!broken.empty()) {
+      // The watchdog aborted the communicator while this one was being queued.
+      work->mark_completed(std::make_exception_ptr(Error(detail::concat(
+          work->description(), " was aborted with the communicator (", broken, ")"))));
+      return work;
+    }
+    pending.push_back(work);
+  }
+  wake.notify_all();
+  return work;
+}
+
+// Note [NCCL watchdog]. Never throws: a failure of its own (a CUDA error from an event query)
+// aborts the communicator like any other.
+void NcclProcessGroup::State::watchdog_loop() {
+  std::unique_lock lock(mutex);
+  while (true) {
+    if (pending.empty()) {
+      if (stopping) return;
+      wake.wait(lock, [&] { return stopping || !pending.empty(); });
+      continue;
+    }
+    const std::vector<std::shared_ptr<NcclWork>> works(pending.begin(), pending.end());
+    lock.unlock();
+    NcclWork* culprit = nullptr;
+    std::string failure;
+    try {
+      failure = poll(works, culprit);
+    } catch (const std::exception& e) {
+      failure = detail::concat("[nccl] watchdog on ", where(), " failed: ", message_of(e));
+    }
+    if (!failure.empty()) abort(failure, culprit);
+    lock.lock();
+    std::erase_if(pending, [](const std::shared_ptr<NcclWork>& w) { return w->Work::completed(); });
+    if (!pending.empty()) wake.wait_for(lock, kWatchdogPoll);
+  }
+}
+
+// Finishes the Works whose end event completed; returns why the communicator must be aborted
+// ("" when it need not be), pointing `culprit` at the Work to blame.
+std::string NcclProcessGroup::State::poll(const std::vector<std::shared_ptr<NcclWork>>& works,
+                                          NcclWork*& culprit) {
+  const Clock::time_point now = Clock::now();
+  for (const std::shared_ptr<NcclWork>& work : works) {
+    if (!work->start_seen && work->start_event().query()) {
+      work->mark_started();  // host time at which the device was seen to reach it
+      work->start_seen = true;
+    }
+    if (work->end_event().query()) {
+      work->mark_completed();  // ignored when abort() failed it first
+      continue;
+    }
+    if (now - work->created_at() > timeout) {
+      culprit = work.get();
+      return detail::concat(work->description(), " did not complete within ",
+                            net::format_duration(timeout),
+                            " (a peer may have died or hung, or the ranks issued different "
+                            "collectives)");
+    }
+  }
+  // A peer that died or a network error shows up here long before the timeout.
+  ncclResult_t state = ncclSuccess;
+  {
+    std::unique_lock comm_lock(comm_mutex, std::try_to_lock);  // busy: look next time
+    if (comm_lock.owns_lock() && comm != nullptr) ncclCommGetAsyncError(comm, &state);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      const std::string message = nccl_message(state, comm);
+      for (const std::shared_ptr<NcclWork>& work : works) {
+        if (work->Work::completed()) continue;
+        culprit = work.get();
+        return detail::concat(work->description(), " failed: ", message);
+      }
+      return detail::concat("[nccl] the communicator on ", where(), " failed: ", message);
+    }
+  }
+  return "";
+}
+
+// Fails `culprit` (the Work to blame; pending or not) and every pending Work, then aborts the
+// communicator, in this order: see NcclWork::completed(). The first failure is what the group
+// remembers; a Work already completed keeps its result (Work::mark_completed: first call wins).
+void NcclProcessGroup::State::abort(const std::string& reason, NcclWork* culprit) {
+  std::deque<std::shared_ptr<NcclWork>> failed;
+  std::string first;
+  {
+    std::lock_guard lock(mutex);
+    if (broken.empty()) broken = reason;
+    first = broken;
+    failed.swap(pending);
+  }
+  if (culprit != nullptr) {
+    culprit->mark_completed(
+        std::make_exception_ptr(Error(reason + "; the communicator was aborted")));
+  }
+  for (const std::shared_ptr<NcclWork>& work : failed) {
+    work->mark_completed(std::make_exception_ptr(Error(
+        detail::concat(work->description(), " was aborted with the communicator (", first, ")"))));
+  }
+  std::lock_guard comm_lock(comm_mutex);
+  if (comm != nullptr) {
+    const cuda::DeviceGuard guard(device);
+    ncclCommAbort(comm);  // also ends the NCCL kernels still waiting on the device
+    comm = nullptr;
+  }
+}
+
+// Waits for the pending collectives (the watchdog fails them at their timeout), then finalises
+// and destroys the communicator: ncclCommFinalize flushes its operations, bounded by the
+// timeout; whatever does not finish is aborted instead.
+void NcclProcessGroup::State::shut_down() noexcept {
+  {
+    std::lock_guard lock(mutex);
+    stopping = true;
+  }
+  wake.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  std::lock_guard comm_lock(comm_mutex);
+  if (comm == nullptr) return;
+  try {
+    const cuda::DeviceGuard guard(device);
+    finish_call(ncclCommFinalize(comm), Clock::now() + timeout);
+    ncclCommDestroy(comm);
+  } catch (...) {
+    ncclCommAbort(comm);
+  }
+  comm = nullptr;
+}
+
+// --- NcclProcessGroup
+
+void check_nccl_device(int rank, int device) {
+  const int count = cuda::device_count();
+  TANDEM_CHECK(count > 0, "[nccl] rank ", rank, " needs a GPU for the NCCL process group, but ",
+               cuda::unavailable_reason(), "; use the gloo backend on CPUs");
+  TANDEM_CHECK(device >= 0 && device < count, "[nccl] rank ", rank, " needs cuda:", device,
+               " (its local rank), but this machine has ", count, " CUDA device(s); start at most ",
+               count, " processes per machine (--nproc-per-node) or check CUDA_VISIBLE_DEVICES");
+}
+
+NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, int device,
+                                   ProcessGroupOptions options)
+    : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>()) {
+  TANDEM_CHECK(store != nullptr, "[nccl] NcclProcessGroup needs a store");
+  check_nccl_device(rank, device);
+  State& s = *state_;
+  s.rank = rank;
+  s.size = size;
+  s.device = device;
+  s.timeout = this->options().timeout;
+  s.stream = cuda::Stream::create(device);
+
+  // Note [NCCL rendezvous]: the k-th group of every rank meets under the same prefix.
+  ncclUniqueId id{};
+  try {
+    const int64_t generation = store->add("nccl/groups_of_rank" + std::to_string(rank), 1);
+    s.store = std::make_shared<PrefixStore>("nccl/" + std::to_string(generation) + "/", store);
+    if (rank == 0) {
+      NCCL_CHECK(ncclGetUniqueId(&id));
+      const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
+      s.store->set("unique_id", Bytes(bytes, bytes + sizeof(id)));
+    } else {
+      const Bytes bytes = s.store->get("unique_id", s.timeout);
+      TANDEM_CHECK(bytes.size() == sizeof(id), "the NCCL id in the store has ", bytes.size(),
+                   " bytes, expected ", sizeof(id), " (a different NCCL version on rank 0?)");
+      std::memcpy(&id, bytes.data(), sizeof(id));
+    }
+  } catch (const std::exception& e) {
+    TANDEM_FAIL("[nccl] rendezvous failed on rank ", rank, " of ", size, ": ", message_of(e));
+  }
+  s.init_communicator(id);
+  s.watchdog = std::thread([&s] { s.watchdog_loop(); });
+}
+
+NcclProcessGroup::~NcclProcessGroup() {
+  state_->shut_down();
+}
+
+Device NcclProcessGroup::tensor_device() const {
+  return Device::cuda(state_->device);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::allreduce(std::vector<Tensor> tensors, ReduceOp op) {
+  check_nccl_tensors("allreduce", tensors, tensor_device(), /*allow_int64=*/op == ReduceOp::Sum);
+  const ncclRedOp_t nccl_op = op == ReduceOp::Avg ? ncclAvg : ncclSum;
+  return state_->launch(
+      "allreduce", tensors,
+      [&](ncclComm_t comm, cudaStream_t stream) {
+        for (const Tensor& t : tensors) {
+          if (t.numel() == 0) continue;
+          const ncclResult_t result =
+              ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                            nccl_type(t.dtype()), nccl_op, comm, stream);
+          if (result != ncclSuccess) return result;
+        }
+        return ncclSuccess;
+      },
+      nullptr, /*host_blocking_wait=*/false);
+}
+
+std::shared_ptr<Work> NcclProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
+  TANDEM_CHECK(root >= 0 && root < size(), "[nccl] broadcast: root ", root, " is out of range for ",
+               size(), " ranks");
+  check_nccl_tensors("broadcast", tensors, tensor_device(), /*allow_int64=*/true);
+  return state_->launch(
+      "broadcast", tensors,
+      [&](ncclComm_t comm, cudaStream_t stream) {
+        for (const Tensor& t : tensors) {
+          if (t.numel() == 0) continue;
+          const ncclResult_t result =
+              ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                            nccl_type(t.dtype()), root, comm, stream);
+          if (result != ncclSuccess) return result;
+        }
+        return ncclSuccess;
+      },
+      nullptr, /*host_blocking_wait=*/false);
+}
+
+// NCCL gathers into one buffer (rank r's part at offset r); the outputs are separate tensors, so
+// the parts are copied out on the NCCL stream, before the end event.
+std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& outputs,
+                                                  const Tensor& input) {
+  check_nccl_tensors("allgather", {input}, tensor_device(), /*allow_int64=*/true);
+  check_nccl_tensors("allgather", outputs, tensor_device(), /*allow_int64=*/true);
+  TANDEM_CHECK(static_cast<int>(outputs.size()) == size(), "[nccl] allgather: got ", outputs.size(),
+               " output tensors for ", size(), " ranks");
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    TANDEM_CHECK(outputs[r].shape() == input.shape() && outputs[r].dtype() == input.dtype(),
+                 "[nccl] allgather: output ", r, " differs from the input in shape or dtype");
+  }
+  const int64_t n = input.numel();
+  // Allocated on the caller's current stream; launch() record_stream()s it on NCCL's.
+  const Tensor gathered = empty({n * size()}, {.dtype = input.dtype(), .device = tensor_device()});
+  std::vector<Tensor> used(outputs);
+  used.push_back(input);
+  used.push_back(gathered);
+  const size_t part_bytes = input.nbytes();
+  return state_->launch(
+      "allgather", used,
+      [&](ncclComm_t comm, cudaStream_t stream) {
+        if (n == 0) return ncclSuccess;
+        return ncclAllGather(input.data_ptr(), gathered.data_ptr(), static_cast<size_t>(n),
+                             nccl_type(input.dtype()), comm, stream);
+      },
+      [&](cudaStream_t stream) {
+        if (n == 0) return;
+        const auto* base = static_cast<const uint8_t*>(gathered.data_ptr());
+        for (size_t r = 0; r < outputs.size(); ++r) {
+          CUDA_CHECK(cudaMemcpyAsync(outputs[r].data_ptr(), base + r * part_bytes, part_bytes,
+                                     cudaMemcpyDeviceToDevice, stream));
+        }
+      },
+      /*host_blocking_wait=*/false);
+}
+
+// PyTorch's NCCL barrier: a one-element all-reduce whose wait() blocks the host.
+std::shared_ptr<Work> NcclProcessGroup::barrier() {
+  const Tensor token = zeros({1}, {.device = tensor_device()});
+  return state_->launch(
+      "barrier", {token},
+      [&](ncclComm_t comm, cudaStream_t stream) {
+        return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, comm,
+                             stream);
+      },
+      nullptr, /*host_blocking_wait=*/true);
+}
+
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank,
+                                                      int size, int device,
+                                                      ProcessGroupOptions options) {
+  return std::make_shared<NcclProcessGroup>(std::move(store), rank, size, device,
+                                            std::move(options));
+}
+
+}  // namespace tandem::parallel

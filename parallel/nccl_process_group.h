@@ -1,0 +1,95 @@
+#pragma once
+/// NcclProcessGroup: collectives on CUDA tensors with NCCL, one GPU per process (PyTorch's
+/// ProcessGroupNCCL, simplified). Built only with the CUDA backend; this header names no CUDA or
+/// NCCL type, so any build can include it, and make_nccl_process_group() of a build without
+/// CUDA throws a one-line error saying so.
+///
+/// NEVER RUN ON A GPU YET: written and compiled against NCCL 2.28 on a machine without one; the
+/// tests that exercise it (NcclProcessGroupGpu.*, DdpNcclGpu.*) skip there.
+///
+/// Note [NCCL rendezvous]: rank 0 makes an ncclUniqueId and sets it in the store under a key of
+/// this group's own (groups created one after another on a store count generations, as Gloo's
+/// do); the other ranks get it, bounded by options.timeout. The communicator is created
+/// non-blocking (ncclConfig_t::blocking = 0), so its initialisation, and every later NCCL call
+/// that must make progress with the peers (the lazy connection set-up of the first collectives),
+/// is polled with ncclCommGetAsyncError against options.timeout instead of hanging on a dead
+/// peer; on timeout the communicator is aborted and the call throws. No store barrier is needed
+/// after it (Note [Rendezvous barrier] in gloo_process_group.cpp): a rank's initialisation only
+/// finishes once every rank has joined, i.e. has read the id.
+///
+/// Note [NCCL stream order]: the group owns one non-blocking CUDA stream on its device. A
+/// collective (1) makes that stream wait, with an event, for the calling thread's current stream
+/// of the device, so it sees every kernel queued before it (the gradient copy into a DDP bucket);
+/// (2) record_stream()s its tensors on the NCCL stream, so the caching allocator does not hand
+/// their memory out again before the collective has run, however early the caller drops them;
+/// (3) records a start event, runs the NCCL call(s) in one ncclGroupStart/End, records an end
+/// event. Work::wait() makes the caller's current stream wait for the end event and returns at
+/// once; Work::synchronize() blocks the host (Note [Work wait and synchronize] in
+/// process_group.h). A barrier is a one-element all-reduce whose wait() blocks the host.
+///
+/// Note [NCCL watchdog]: one thread per group polls the pending collectives (about every
+/// millisecond while any is pending): an end event that completed finishes its Work; a Work
+/// older than options.timeout, or an error from ncclCommGetAsyncError (a peer died, a network
+/// error), makes the watchdog abort the communicator (ncclCommAbort, which also ends the NCCL
+/// kernels waiting on the device, so streams that wait for them move on) and fail every pending
+/// Work with one line naming the collective and the rank, e.g. "[nccl] allreduce #3 on rank 1 of
+/// 2 did not complete within 5 s ...; the communicator was aborted". From then on the group is
+/// broken: later collectives fail at once, naming the first failure. Because wait() does not
+/// block, a failure after it surfaces from synchronize() or from the group's next collective;
+/// the results of an aborted collective are undefined.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "parallel/process_group.h"
+#include "parallel/store.h"
+
+namespace tandem::parallel {
+
+class NcclProcessGroup final : public ProcessGroup {
+ public:
+  /// Rendezvous through `store` (Note [NCCL rendezvous]) and an NCCL communicator on
+  /// cuda:`device`, which must exist ("[nccl] rank 3 needs cuda:3 (its local rank), but this
+  /// machine has 2 CUDA device(s) ..."). Throws "[nccl] rendezvous failed on rank R of N: ..."
+  /// when the other ranks do not show up within options.timeout.
+  NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, int device,
+                   ProcessGroupOptions options = {});
+  /// Waits for the pending collectives (each bounded by options.timeout, after which the
+  /// watchdog aborts), stops the watchdog and destroys the communicator. Never throws.
+  ~NcclProcessGroup() override;
+
+  std::string backend_name() const override { return "nccl"; }
+  Device tensor_device() const override;
+
+  /// Tensors: contiguous CUDA tensors on tensor_device(), float32 (int64 too, except for Avg).
+  /// Avg is NCCL's own (ncclAvg). Arguments are checked on the caller's thread.
+  std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) override;
+  std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) override;
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> barrier() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+/// The NCCL group of init_process_group("nccl", ...). In a build without CUDA it throws "[nccl]
+/// this build has no CUDA ...".
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank,
+                                                      int size, int device,
+                                                      ProcessGroupOptions options);
+
+/// Throws unless this process can use cuda:`device` for NCCL: "[nccl] this build has no CUDA
+/// ...", "[nccl] rank 0 needs a GPU for the NCCL process group, but no CUDA device: ..." or
+/// "[nccl] rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s) ...".
+/// init_process_group() calls it before it touches the store, so the error comes at once.
+void check_nccl_device(int rank, int device);
+
+/// The argument checks of the NCCL collectives, on the caller's thread (no GPU needed):
+/// defined, on `device`, contiguous, float32 or (when allow_int64) int64. Throws "[nccl] <op>:
+/// tensor <i> is on cpu:0; the NCCL process group takes CUDA tensors on cuda:0 ...".
+void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensors, Device device,
+                        bool allow_int64);
+
+}  // namespace tandem::parallel

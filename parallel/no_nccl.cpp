@@ -1,0 +1,20 @@
+// A build without the CUDA backend has no NCCL process group; init_process_group("nccl") says so
+// in one line (engine/no_cuda/no_cuda.cpp does the same for the CUDA backend).
+#include "engine/error.h"
+#include "parallel/nccl_process_group.h"
+
+namespace tandem::parallel {
+
+void check_nccl_device(int, int) {
+  TANDEM_FAIL(
+      "[nccl] this build has no CUDA, so no NCCL process group (configure with the CUDA "
+      "toolkit, cuDNN and NCCL installed, -DTANDEM_CUDA=ON); use the gloo backend on CPUs");
+}
+
+std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int rank, int,
+                                                      int device, ProcessGroupOptions) {
+  check_nccl_device(rank, device);  // throws
+  return nullptr;
+}
+
+}  // namespace tandem::parallel
