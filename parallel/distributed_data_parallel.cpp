@@ -17,22 +17,24 @@ std::vector<int64_t> describe_parameters(const nn::NamedTensors& parameters) {
   return out;
 }
 
-// Gathers every rank's vector (padded to the longest with -1).
+// Gathers every rank's vector (padded to the longest with -1), through tensors on the group's
+// device (CUDA for NCCL). synchronize(): the host reads the results, and a failure must throw.
 std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
                                                     const std::vector<int64_t>& mine) {
   const int n = group.size();
-  Tensor length = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}, {.dtype = DType::Int64});
+  const TensorOptions options{.dtype = DType::Int64, .device = group.tensor_device()};
+  Tensor length = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}, options);
   std::vector<Tensor> lengths;
-  for (int r = 0; r < n; ++r) lengths.push_back(zeros({1}, {.dtype = DType::Int64}));
-  group.allgather(lengths, length)->wait();
+  for (int r = 0; r < n; ++r) lengths.push_back(zeros({1}, options));
+  group.allgather(lengths, length)->synchronize();
   int64_t longest = 0;
   for (const Tensor& l : lengths) longest = std::max(longest, static_cast<int64_t>(l.item()));
 
   std::vector<int64_t> padded(mine);
   padded.resize(static_cast<size_t>(longest), -1);
   std::vector<Tensor> all;
-  for (int r = 0; r < n; ++r) all.push_back(zeros({longest}, {.dtype = DType::Int64}));
-  group.allgather(all, from_vector(padded, {longest}, {.dtype = DType::Int64}))->wait();
+  for (int r = 0; r < n; ++r) all.push_back(zeros({longest}, options));
+  group.allgather(all, from_vector(padded, {longest}, options))->synchronize();
   std::vector<std::vector<int64_t>> out;
   for (const Tensor& t : all) out.push_back(t.to_vector<int64_t>());
   return out;
@@ -41,7 +43,8 @@ std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
 std::string shape_of(const std::vector<int64_t>& d, size_t& at) {
   const auto dtype = static_cast<DType>(d[at++]);
   const int64_t dims = d[at++];
-  Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at), d.begin() + static_cast<std::ptrdiff_t>(at + dims));
+  Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at),
+              d.begin() + static_cast<std::ptrdiff_t>(at + dims));
   at += static_cast<size_t>(dims);
   return std::string(dtype_name(dtype)) + " " + shape_str(shape);
 }
@@ -71,7 +74,8 @@ std::string first_difference(const std::vector<int64_t>& zero, const std::vector
 void verify_same_model(ProcessGroup& group, const nn::NamedTensors& parameters) {
   const auto all = allgather_vectors(group, describe_parameters(parameters));
   for (int r = 1; r < group.size(); ++r) {
-    const std::string difference = first_difference(all[0], all[static_cast<size_t>(r)], r, parameters);
+    const std::string difference =
+        first_difference(all[0], all[static_cast<size_t>(r)], r, parameters);
     TANDEM_CHECK(difference.empty(), "[DDP] every rank must hold the same model, but ", difference,
                  " (seen from rank ", group.rank(), ")");
   }
@@ -84,12 +88,13 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   TANDEM_CHECK(module_ != nullptr && group_ != nullptr, "[DDP] needs a module and a process group");
   register_module("module", module_);
   const nn::NamedTensors parameters = module_->named_parameters();
+  if (!parameters.empty()) check_parameters_device(*group_, parameters.front().second.device());
   verify_same_model(*group_, parameters);
 
   NoGradGuard no_grad;
   std::vector<Tensor> state;
   for (const auto& [name, tensor] : module_->state_dict()) state.push_back(tensor);
-  if (!state.empty()) group_->broadcast(state, 0)->wait();
+  if (!state.empty()) group_->broadcast(state, 0)->wait();  // NCCL: the stream waits, not the host
 
   std::vector<Tensor> trained;
   std::vector<std::string> names;
@@ -122,8 +127,9 @@ std::string DistributedDataParallel::describe() const {
 }
 
 std::shared_ptr<nn::Module> DistributedDataParallel::make_twin() const {
-  TANDEM_FAIL("[DDP] cannot clone a DistributedDataParallel module (it is tied to its process "
-              "group); clone module() instead");
+  TANDEM_FAIL(
+      "[DDP] cannot clone a DistributedDataParallel module (it is tied to its process "
+      "group); clone module() instead");
 }
 
 }  // namespace tandem::parallel

@@ -65,6 +65,14 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
   return buckets;
 }
 
+void check_parameters_device(const ProcessGroup& group, Device parameters_device) {
+  const Device wanted = group.tensor_device();
+  TANDEM_CHECK(parameters_device == wanted, "[DDP] the model's parameters are on ",
+               parameters_device, ", but the ", group.backend_name(),
+               " process group takes tensors on ", wanted, ": move the model to ", wanted,
+               wanted.is_cpu() ? " (or use the nccl backend for CUDA parameters)" : " first");
+}
+
 Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                  std::shared_ptr<ProcessGroup> group, ReducerOptions options)
     : parameters_(std::move(parameters)),
@@ -75,23 +83,27 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   TANDEM_CHECK(names_.size() == parameters_.size(), "[DDP] ", names_.size(), " names for ",
                parameters_.size(), " parameters");
   TANDEM_CHECK(options_.first_bucket_mb > 0 && options_.bucket_cap_mb > 0,
-               "[DDP] bucket caps must be positive, got first_bucket_mb ",
-               options_.first_bucket_mb, " and bucket_cap_mb ", options_.bucket_cap_mb);
+               "[DDP] bucket caps must be positive, got first_bucket_mb ", options_.first_bucket_mb,
+               " and bucket_cap_mb ", options_.bucket_cap_mb);
+  device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
+  check_parameters_device(*group_, device_);
+  forward_stream_ = grad_stream_ = current_stream_of(device_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
-    TANDEM_CHECK(p.dtype() == DType::Float32 && p.device() == parameters_.front().device() &&
-                     p.is_leaf() && p.requires_grad(),
-                 "[DDP] parameter ", names_[i], " must be a float32 leaf that requires grad, on ",
-                 parameters_.front().device(), " like the others");
+    TANDEM_CHECK(
+        p.dtype() == DType::Float32 && p.device() == device_ && p.is_leaf() && p.requires_grad(),
+        "[DDP] parameter ", names_[i], " must be a float32 leaf that requires grad, on ", device_,
+        " like the others");
   }
   std::vector<size_t> reverse_registration(parameters_.size());
-  for (size_t i = 0; i < parameters_.size(); ++i) reverse_registration[i] = parameters_.size() - 1 - i;
+  for (size_t i = 0; i < parameters_.size(); ++i)
+    reverse_registration[i] = parameters_.size() - 1 - i;
   build_buckets(reverse_registration);
   ready_.assign(parameters_.size(), false);
   used_.assign(parameters_.size(), false);
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    hook_ids_.push_back(
-        parameters_[i].register_post_accumulate_grad_hook([this, i](const Tensor&) { mark_ready(i); }));
+    hook_ids_.push_back(parameters_[i].register_post_accumulate_grad_hook(
+        [this, i](const Tensor&) { mark_ready(i); }));
   }
 }
 
@@ -112,7 +124,7 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     Bucket bucket;
     int64_t numel = 0;
     for (size_t index : members) numel += parameters_[index].numel();
-    bucket.flat = zeros({numel}, {.device = parameters_.front().device()});
+    bucket.flat = zeros({numel}, {.device = device_});  // Note [Reducer on CUDA]
     int64_t offset = 0;
     for (size_t index : members) {
       const Tensor& p = parameters_[index];
@@ -129,8 +141,8 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
 void Reducer::rebuild_buckets() {
   const auto count = static_cast<int64_t>(parameters_.size());
   std::vector<int64_t> order_values(arrival_order_.begin(), arrival_order_.end());
-  Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64});
-  group_->broadcast({order}, 0)->wait();
+  Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64, .device = device_});
+  group_->broadcast({order}, 0)->synchronize();  // the host reads it next
   std::vector<size_t> order_from_rank0;
   for (int64_t index : order.to_vector<int64_t>()) {
     TANDEM_CHECK(index >= 0 && index < count, "[DDP] rank 0 sent a bad bucket order");
@@ -167,6 +179,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
     bucket.work.reset();
   }
   next_to_launch_ = 0;
+  forward_stream_ = current_stream_of(device_);  // unused parameters' buckets are zeroed on it
   expect_hooks_ = true;
   finalize_queued_ = false;
   if (options_.find_unused_parameters) mark_unused_parameters(outputs);
@@ -189,6 +202,7 @@ void Reducer::mark_ready(size_t index) {
     autograd::queue_callback([this] { finalize(); });
     finalize_queued_ = true;
   }
+  grad_stream_ = current_stream_of(device_);  // the autograd worker's, where the copies go
   mark_ready_locked(index, true);
 }
 
@@ -219,9 +233,17 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
 
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
-    Bucket& bucket = buckets_[next_to_launch_++];
-    bucket.work = group_->allreduce({bucket.flat}, ReduceOp::Sum);
+    launch(buckets_[next_to_launch_++]);
   }
+}
+
+// Note [Reducer on CUDA]: the bucket was written on the forward thread's stream (unused
+// parameters) and the gradient worker's; the group orders its all-reduce after the launching
+// thread's current stream, which therefore waits for both first (no-ops when they are one).
+void Reducer::launch(Bucket& bucket) {
+  current_stream_wait_for(forward_stream_);
+  current_stream_wait_for(grad_stream_);
+  bucket.work = group_->allreduce({bucket.flat}, ReduceOp::Sum);
 }
 
 std::string Reducer::names_of_pending() const {
@@ -238,19 +260,21 @@ void Reducer::finalize() {
   if (!expect_hooks_) return;
   expect_hooks_ = false;
   TANDEM_CHECK(std::all_of(ready_.begin(), ready_.end(), [](bool ready) { return ready; }),
-               "[DDP] backward ended on rank ", group_->rank(), " without a gradient for: ",
-               names_of_pending(), ". If some parameters take no part in a step's loss, construct "
+               "[DDP] backward ended on rank ", group_->rank(),
+               " without a gradient for: ", names_of_pending(),
+               ". If some parameters take no part in a step's loss, construct "
                "DDP with find_unused_parameters = true");
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   for (size_t k = 0; k < buckets_.size(); ++k) {
     try {
-      buckets_[k].work->wait();
+      buckets_[k].work->wait();  // NCCL: this thread's stream waits; the host goes on
     } catch (const Error& e) {
       TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.what());
     }
   }
+  current_stream_wait_for(grad_stream_);  // .grad tensors were last written by the worker
   write_back();
-  record_stats(backward_end);
+  record_step(backward_end);
 }
 
 void Reducer::write_back() {
@@ -258,8 +282,8 @@ void Reducer::write_back() {
   if (options_.find_unused_parameters) {
     // A parameter unused here may have been used on another rank: then it gets the average.
     std::vector<float> local(used_.begin(), used_.end());
-    Tensor counts = from_vector(local, {static_cast<int64_t>(local.size())});
-    group_->allreduce({counts}, ReduceOp::Sum)->wait();
+    Tensor counts = from_vector(local, {static_cast<int64_t>(local.size())}, {.device = device_});
+    group_->allreduce({counts}, ReduceOp::Sum)->synchronize();  // the host reads them next
     const std::vector<float> global = counts.to_vector<float>();
     for (size_t i = 0; i < global.size(); ++i) used_anywhere[i] = global[i] > 0;
   }
@@ -279,23 +303,40 @@ void Reducer::write_back() {
   }
 }
 
-void Reducer::record_stats(Clock::time_point backward_end) {
-  ReducerStepStats stats;
-  double hidden_ms = 0;
+void Reducer::record_step(Clock::time_point backward_end) {
+  StepRecord record;
+  record.backward_end = backward_end;
   for (const Bucket& bucket : buckets_) {
     BucketTiming timing;
     timing.parameters = bucket.parameters.size();
     timing.bytes = bucket.flat.nbytes();
     timing.ready_ms = ms_between(backward_end, bucket.ready_at);
-    timing.started_ms = ms_between(backward_end, bucket.work->started_at());
-    timing.ended_ms = ms_between(backward_end, bucket.work->ended_at());
+    record.buckets.push_back(timing);
+    record.ready_at.push_back(bucket.ready_at);
+    record.works.push_back(bucket.work);
+  }
+  record.finalized = Clock::now();
+  step_record_ = std::move(record);
+}
+
+// Times are host times (Work::started_at()): on NCCL, when the watchdog saw the device reach and
+// pass each all-reduce, while ready_ms is when the hook queued the bucket's last copy; the host
+// runs ahead of the device, so on GPUs read them as an approximation of the overlap.
+ReducerStepStats Reducer::stats_of(const StepRecord& record) {
+  ReducerStepStats stats;
+  double hidden_ms = 0;
+  for (size_t k = 0; k < record.buckets.size(); ++k) {
+    BucketTiming timing = record.buckets[k];
+    const std::shared_ptr<Work>& work = record.works[k];
+    timing.started_ms = ms_between(record.backward_end, work->started_at());
+    timing.ended_ms = ms_between(record.backward_end, work->ended_at());
     stats.comm_ms += timing.ended_ms - timing.started_ms;
     hidden_ms += std::max(0.0, std::min(timing.ended_ms, 0.0) - timing.started_ms);
     stats.buckets.push_back(timing);
   }
   stats.hidden_fraction = stats.comm_ms > 0 ? hidden_ms / stats.comm_ms : 0;
-  stats.wait_ms = ms_between(backward_end, Clock::now());
-  last_step_ = std::move(stats);
+  stats.wait_ms = ms_between(record.backward_end, record.finalized);
+  return stats;
 }
 
 std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
@@ -306,8 +347,25 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
 }
 
 ReducerStepStats Reducer::last_step() const {
+  std::optional<StepRecord> record;
+  {
+    std::lock_guard lock(mutex_);
+    if (!step_record_) return last_step_;
+    record = std::move(step_record_);
+    step_record_.reset();
+  }
+  // Outside the lock: on NCCL this blocks until the device has run the all-reduces. A failed one
+  // already threw from finalize() or will from the next collective; its times are what it has.
+  for (const std::shared_ptr<Work>& work : record->works) {
+    try {
+      work->synchronize();
+    } catch (const std::exception&) {
+    }
+  }
+  ReducerStepStats stats = stats_of(*record);
   std::lock_guard lock(mutex_);
-  return last_step_;
+  last_step_ = stats;
+  return stats;
 }
 
 }  // namespace tandem::parallel

@@ -21,15 +21,34 @@
 ///
 /// Note [Averaging]: each gradient is scaled by 1/world_size on its way into the bucket and the
 /// bucket is summed, as PyTorch does, so the all-reduce yields the average without a second pass.
+///
+/// Note [Reducer on CUDA]: buckets live on the parameters' device, which must be the process
+/// group's tensor_device() (NCCL: cuda:<local rank>). Nothing blocks the host on the way:
+/// - mark_ready() runs on the device's autograd worker and queues the scaled copy into the bucket
+///   on that thread's current stream; the bucket's all-reduce is then launched from the same
+///   thread, and NCCL's stream waits for that stream before it reduces (Note [NCCL stream order]);
+/// - finalize() runs on the thread that called backward(): Work::wait() makes that thread's
+///   current stream wait for each all-reduce (no host block, Note [Work wait and synchronize]),
+///   and the copies back into .grad are queued on it behind the wait.
+/// Work queued by one thread and used by another (the worker's gradients in finalize(), the
+/// forward thread's zeroed unused buckets on the worker) is ordered with
+/// current_stream_wait_for() (parallel/stream_order.h), a no-op when both threads use the same
+/// stream, as they do by default (the legacy default stream, Note [Current stream]).
+/// Where the host must read a result (the used-parameter counts, the rebuilt bucket order),
+/// the Reducer calls Work::synchronize() first, so a failed collective throws instead of
+/// yielding garbage. Gloo (CPU tensors) runs the same code; there every stream step is a no-op
+/// and wait() blocks as it always did.
 
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/tensor.h"
 #include "parallel/process_group.h"
+#include "parallel/stream_order.h"
 
 namespace tandem::parallel {
 
@@ -70,10 +89,14 @@ std::vector<std::vector<size_t>> assign_buckets(const std::vector<size_t>& order
                                                 const std::vector<size_t>& bytes,
                                                 size_t first_cap_bytes, size_t cap_bytes);
 
+/// Throws "[DDP] the model's parameters are on cpu, but the nccl process group takes tensors on
+/// cuda:1 ..." unless `parameters_device` is the group's tensor_device().
+void check_parameters_device(const ProcessGroup& group, Device parameters_device);
+
 class Reducer {
  public:
-  /// parameters: the model's parameters in registration order (float32, one device), all ranks
-  /// alike; names are for messages.
+  /// parameters: the model's parameters in registration order (float32, on the group's
+  /// tensor_device()), all ranks alike; names are for messages.
   Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
           std::shared_ptr<ProcessGroup> group, ReducerOptions options);
   ~Reducer();
@@ -89,7 +112,8 @@ class Reducer {
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
-  /// Timings of the last finished step.
+  /// Timings of the last finished step. On NCCL, whose all-reduces may still be running on the
+  /// device when backward() returns, this first waits for them (Work::synchronize()).
   ReducerStepStats last_step() const;
 
  private:
@@ -116,26 +140,42 @@ class Reducer {
   void mark_ready_locked(size_t index, bool has_gradient);
   void launch_ready_buckets();
   void write_back();
-  void record_stats(Clock::time_point backward_end);
+  void launch(Bucket& bucket);
+
+  /// What last_step() needs of a finished step; turned into ReducerStepStats on demand, when
+  /// every all-reduce has ended (on NCCL only once the device has run them).
+  struct StepRecord {
+    Clock::time_point backward_end;            ///< when finalize() started
+    Clock::time_point finalized;               ///< when finalize() returned
+    std::vector<BucketTiming> buckets;         ///< sizes and ready_ms so far
+    std::vector<Clock::time_point> ready_at;   ///< per bucket
+    std::vector<std::shared_ptr<Work>> works;  ///< per bucket
+  };
+  void record_step(Clock::time_point backward_end);
+  static ReducerStepStats stats_of(const StepRecord& record);
   std::string names_of_pending() const;
 
   std::vector<Tensor> parameters_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
+  Device device_ = Device::cpu();  ///< the parameters' (and the buckets') device
   std::vector<int> hook_ids_;
 
   mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
   std::vector<Bucket> buckets_;
   std::vector<Locator> locators_;
-  bool expect_hooks_ = false;        ///< a DDP forward armed this backward pass
-  bool finalize_queued_ = false;     ///< finalize() is queued for the end of this pass
-  std::vector<bool> ready_;          ///< per parameter: marked ready this step
-  std::vector<bool> used_;           ///< per parameter: got a gradient on this rank this step
-  size_t next_to_launch_ = 0;        ///< Note [Launch order]
+  bool expect_hooks_ = false;          ///< a DDP forward armed this backward pass
+  bool finalize_queued_ = false;       ///< finalize() is queued for the end of this pass
+  std::vector<bool> ready_;            ///< per parameter: marked ready this step
+  std::vector<bool> used_;             ///< per parameter: got a gradient on this rank this step
+  size_t next_to_launch_ = 0;          ///< Note [Launch order]
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
-  bool rebuilt_ = false;             ///< buckets already rebuilt from arrival_order_
-  ReducerStepStats last_step_;
+  bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_
+  StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
+  StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
+  mutable std::optional<StepRecord> step_record_;  ///< the last step, until last_step() reads it
+  mutable ReducerStepStats last_step_;
 };
 
 }  // namespace tandem::parallel
