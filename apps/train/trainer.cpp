@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "apps/train/progress.h"
+#include "engine/ops/concat.h"
 #include "data/cifar10.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
@@ -31,6 +32,52 @@ std::string thousands(int64_t n) {
   }
   return out;
 }
+
+// Note [Host syncs]: reading a GPU value on the host (item(), to_vector) waits for every kernel
+// queued before it, so the GPU idles while the host queues the next step. The trainer therefore
+// leaves each step's loss and correct count on the device and reads those of the last
+// kHostSyncEvery steps in one copy: the progress line, the NaN check (which still names the first
+// bad step) and, in ddp, the ranks' agreement to go on (Note [Stopping together]) happen then.
+constexpr int64_t kHostSyncEvery = 10;
+
+// Per-step losses and correct counts not yet read on the host.
+class PendingSteps {
+ public:
+  struct Values {
+    std::vector<double> losses;  ///< mean loss of each step, in order
+    double loss_sum = 0;         ///< Σ loss × images
+    double correct = 0;
+    int64_t images = 0;
+  };
+
+  void add(const Tensor& mean_loss, const Tensor& correct, int64_t images) {
+    tensors_.push_back(mean_loss.detach().reshape({1}));
+    tensors_.push_back(correct.reshape({1}));
+    images_.push_back(images);
+  }
+  size_t size() const { return images_.size(); }
+
+  /// Everything added since the last read, in one device→host copy.
+  Values read() {
+    Values values;
+    if (images_.empty()) return values;
+    const std::vector<float> read = cat(tensors_).to_vector<float>();
+    for (size_t i = 0; i < images_.size(); ++i) {
+      const double loss = read[2 * i], images = static_cast<double>(images_[i]);
+      values.losses.push_back(loss);
+      values.loss_sum += loss * images;
+      values.correct += read[2 * i + 1];
+      values.images += images_[i];
+    }
+    tensors_.clear();
+    images_.clear();
+    return values;
+  }
+
+ private:
+  std::vector<Tensor> tensors_;  ///< loss, correct, loss, correct, … (one element each)
+  std::vector<int64_t> images_;
+};
 
 }  // namespace
 
@@ -178,14 +225,17 @@ void Trainer::save_checkpoint(int epochs_done) {
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
   if (!group_ || world_ == 1) return values;
   std::vector<float> as_float(values.begin(), values.end());
-  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())});
+  // NCCL reduces device memory only.
+  const Device where = group_->backend_name() == "nccl" ? device_ : Device::cpu();
+  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())}).to(where);
   group_->allreduce({totals}, parallel::ReduceOp::Sum)->wait();
   const std::vector<float> summed = totals.to_vector<float>();
   return {summed.begin(), summed.end()};
 }
 
 // Note [Stopping together]: in ddp a rank that stopped alone would leave the others waiting in an
-// all-reduce until the timeout, so every step the ranks agree whether anyone was interrupted.
+// all-reduce until the timeout, so the ranks agree whether anyone was interrupted at the start of
+// each epoch and at every host sync (Note [Host syncs]), at most kHostSyncEvery steps apart.
 bool Trainer::all_ranks_continue() {
   const double stop = stop_requested().load() ? 1.0 : 0.0;
   if (!group_ || world_ == 1) return stop == 0.0;
@@ -200,31 +250,43 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   const auto start = Clock::now();
   double loss_sum = 0, correct = 0;
   int64_t seen = 0, step_in_epoch = 0;
-  while (std::optional<data::Batch> batch = train_loader_->next()) {
-    if (!all_ranks_continue()) return std::nullopt;
-    optimizer_->set_lr(schedule_->lr_at(step_));
-    optimizer_->zero_grad();
-    const Tensor logits = model_->forward(batch->images);
-    Tensor loss = cross_entropy(logits, batch->labels);
-    const double loss_value = loss.item();
-    TANDEM_CHECK(std::isfinite(loss_value), "[train_cifar] the loss became ", loss_value,
-                 " at epoch ", epoch + 1, ", step ", step_in_epoch + 1, " (optimizer step ",
-                 step_ + 1, ") on rank ", rank_, "; try a lower --lr");
-    loss.backward();
-    optimizer_->step();
-    ++step_;
-    ++step_in_epoch;
-    const int64_t n = batch->labels.size(0);
-    loss_sum += loss_value * static_cast<double>(n);
-    correct += count_correct(logits.detach(), batch->labels).item();
-    seen += n;
-    if (is_leader()) {
+  PendingSteps pending;
+  // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
+  const auto read_pending = [&] {
+    const int64_t first_step = step_in_epoch - static_cast<int64_t>(pending.size());
+    const PendingSteps::Values values = pending.read();
+    for (size_t i = 0; i < values.losses.size(); ++i) {
+      const int64_t step = first_step + static_cast<int64_t>(i);
+      TANDEM_CHECK(std::isfinite(values.losses[i]), "[train_cifar] the loss became ",
+                   values.losses[i], " at epoch ", epoch + 1, ", step ", step + 1,
+                   " (optimizer step ", step_ - step_in_epoch + step + 1, ") on rank ", rank_,
+                   "; try a lower --lr");
+    }
+    loss_sum += values.loss_sum;
+    correct += values.correct;
+    seen += values.images;
+    if (is_leader() && seen > 0) {
       progress.update({.step = step_in_epoch,
                        .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
                        .loss = loss_sum / static_cast<double>(seen),
                        .accuracy = correct / static_cast<double>(seen)});
     }
+    return all_ranks_continue();
+  };
+  if (!all_ranks_continue()) return std::nullopt;
+  while (std::optional<data::Batch> batch = train_loader_->next()) {
+    optimizer_->set_lr(schedule_->lr_at(step_));
+    optimizer_->zero_grad();
+    const Tensor logits = model_->forward(batch->images);
+    Tensor loss = cross_entropy(logits, batch->labels);
+    loss.backward();
+    optimizer_->step();
+    ++step_;
+    ++step_in_epoch;
+    pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
+    if (pending.size() == kHostSyncEvery && !read_pending()) return std::nullopt;
   }
+  if (!read_pending()) return std::nullopt;
   if (is_leader()) progress.finish();
   const double seconds = seconds_since(start);
   const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
@@ -244,16 +306,16 @@ PassMetrics Trainer::evaluate() {
   evaluated->eval();
   NoGradGuard no_grad;
   test_loader_->start_epoch(0);
-  double loss_sum = 0, correct = 0, seen = 0;
+  PendingSteps batches;  // Note [Host syncs]: one read at the end
   while (std::optional<data::Batch> batch = test_loader_->next()) {
     const Tensor logits = evaluated->forward(batch->images);
-    const auto n = static_cast<double>(batch->labels.size(0));
-    loss_sum += cross_entropy(logits, batch->labels).item() * n;
-    correct += count_correct(logits, batch->labels).item();
-    seen += n;
+    batches.add(cross_entropy(logits, batch->labels), count_correct(logits, batch->labels),
+                batch->labels.size(0));
   }
   evaluated->train();
-  const auto totals = sum_over_ranks({loss_sum, correct, seen});
+  const PendingSteps::Values values = batches.read();
+  const auto totals = sum_over_ranks(
+      {values.loss_sum, values.correct, static_cast<double>(values.images)});
   return {.loss = totals[0] / std::max(totals[2], 1.0), .accuracy = totals[1] / std::max(totals[2], 1.0),
           .images = static_cast<int64_t>(totals[2]), .seconds = seconds_since(start)};
 }
