@@ -183,13 +183,18 @@ TEST(NcclProcessGroupGpu, CollectivesFollowTheCallersStreamAndWaitDoesNotBlockTh
   const std::vector<float> got = outputs[0].to_vector<float>();
   EXPECT_EQ(got.front(), 7.0f);
   EXPECT_EQ(got.back(), 7.0f);
-  // And the other way: the caller's stream waits for the collective.
-  Tensor x = zeros({256}, {.device = kGpu});
+  // And the other way: kernels queued on the caller's stream after wait() see the result. The
+  // output is written only by NCCL's stream (a gather into a flat buffer, then a 16 MB copy-out),
+  // so a read not ordered behind it would start right after the busy kernel and see zeros.
+  const int64_t n = int64_t{4} << 20;
+  Tensor source = zeros({n}, {.device = kGpu});
+  std::vector<Tensor> gathered{zeros({n}, {.device = kGpu})};
   cuda::busy_wait(cuda::current_stream(0), 0, 200.0);
-  x.fill_(3.0);
-  group->allreduce({x}, ReduceOp::Sum)->wait();
-  const Tensor doubled = mul(x, 2.0f);  // queued behind the all-reduce on the caller's stream
-  EXPECT_EQ(doubled.to_vector<float>().front(), 6.0f);
+  source.fill_(3.0);
+  group->allgather(gathered, source)->wait();
+  const std::vector<float> doubled = mul(gathered[0], 2.0f).to_vector<float>();
+  EXPECT_EQ(doubled.front(), 6.0f);
+  EXPECT_EQ(doubled.back(), 6.0f);
 }
 
 // Note [NCCL watchdog]: a collective that cannot finish within the timeout (here it waits behind
