@@ -312,7 +312,6 @@ void Reducer::record_step(Clock::time_point backward_end) {
     timing.bytes = bucket.flat.nbytes();
     timing.ready_ms = ms_between(backward_end, bucket.ready_at);
     record.buckets.push_back(timing);
-    record.ready_at.push_back(bucket.ready_at);
     record.works.push_back(bucket.work);
   }
   record.finalized = Clock::now();

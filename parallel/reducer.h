@@ -148,7 +148,6 @@ class Reducer {
     Clock::time_point backward_end;            ///< when finalize() started
     Clock::time_point finalized;               ///< when finalize() returned
     std::vector<BucketTiming> buckets;         ///< sizes and ready_ms so far
-    std::vector<Clock::time_point> ready_at;   ///< per bucket
     std::vector<std::shared_ptr<Work>> works;  ///< per bucket
   };
   void record_step(Clock::time_point backward_end);
