@@ -1,7 +1,7 @@
-// bench_allreduce: all-reduce bandwidth of the Gloo process group, on float32 buffers of the
-// sizes DDP's buckets have. Run under the launcher:
+// bench_allreduce: all-reduce bandwidth of a process group (Gloo on host memory, or NCCL on each
+// rank's GPU), on float32 buffers of the sizes DDP's buckets have. Run under the launcher:
 //
-//   tandem-run --nproc-per-node 2 -- bench_allreduce
+//   tandem-run --nproc-per-node 2 -- bench_allreduce [--backend nccl]
 //
 // Prints, on rank 0, the mean time per all-reduce and two bandwidths (as nccl-tests does):
 // algorithm bandwidth = bytes / time, and bus bandwidth = algbw * 2(n-1)/n, the traffic each
@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "engine/error.h"
 #include "engine/tandem.h"
@@ -33,17 +34,20 @@ struct Row {
 // the clock measures the collective, not one rank arriving late.
 Row measure(ProcessGroup& group, double mib, int warmup, int iterations) {
   const int64_t n = static_cast<int64_t>(mib * 1024 * 1024 / sizeof(float));
-  Tensor buffer = full({n}, static_cast<double>(group.rank() + 1));
+  Tensor buffer =
+      full({n}, static_cast<double>(group.rank() + 1), {.device = group.tensor_device()});
   group.allreduce({buffer}, ReduceOp::Sum)->wait();
   // Sanity check before timing: the sum of (rank + 1) over the ranks, in every element.
   const double expected = group.size() * (group.size() + 1) / 2.0;
-  const float got = buffer.data<float>()[n - 1];
+  const double got = buffer.slice(n - 1, n).item();
   TANDEM_CHECK(got == expected, "[bench_allreduce] wrong result ", got, ", expected ", expected);
   buffer.zero_();  // zeros stay zeros, however many sums follow
-  for (int i = 0; i < warmup; ++i) group.allreduce({buffer}, ReduceOp::Sum)->wait();
-  group.barrier()->wait();
+  // synchronize(), not wait(): under NCCL wait() only orders the caller's stream, and the clock
+  // must stop when the collective has run (Note [Work wait and synchronize]).
+  for (int i = 0; i < warmup; ++i) group.allreduce({buffer}, ReduceOp::Sum)->synchronize();
+  group.barrier()->synchronize();
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) group.allreduce({buffer}, ReduceOp::Sum)->wait();
+  for (int i = 0; i < iterations; ++i) group.allreduce({buffer}, ReduceOp::Sum)->synchronize();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Row{mib, iterations, seconds * 1000.0 / iterations};
@@ -55,19 +59,23 @@ int main(int argc, char** argv) {
   std::vector<double> sizes_mib = {1, 4, 25, 100};
   int warmup = 3;
   int iterations = 20;
-  CLI::App app{"Gloo all-reduce bandwidth (run under tandem-run)", "bench_allreduce"};
+  std::string backend = "gloo";
+  CLI::App app{"All-reduce bandwidth of a process group (run under tandem-run)", "bench_allreduce"};
+  app.add_option("--backend", backend, "gloo (host memory) or nccl (each rank's GPU)")
+      ->check(CLI::IsMember({"gloo", "nccl"}))
+      ->capture_default_str();
   app.add_option("--sizes-mib", sizes_mib, "buffer sizes in MiB")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed all-reduces per size")->capture_default_str();
   app.add_option("--iterations", iterations, "timed all-reduces per size")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    auto group = init_process_group("gloo", from_environment());
+    auto group = init_process_group(backend, from_environment());
     std::vector<Row> rows;
     for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));
     if (group->rank() == 0) {
       const int n = group->size();
-      std::printf("Gloo all-reduce, %d ranks, float32, %d iterations after %d warm-up\n", n,
-                  iterations, warmup);
+      std::printf("%s all-reduce, %d ranks, float32 on %s, %d iterations after %d warm-up\n",
+                  backend.c_str(), n, group->tensor_device().str().c_str(), iterations, warmup);
       std::printf("%10s %12s %14s %14s\n", "size MiB", "time ms", "algbw GB/s", "busbw GB/s");
       for (const Row& row : rows) {
         const double bytes = row.mib * 1024 * 1024;

@@ -38,7 +38,6 @@ int run(int argc, char** argv) {
   apps::TrainOptions options;
   if (!apps::parse_train_options(argc, argv, options)) return 0;
   std::shared_ptr<parallel::ProcessGroup> group;
-  int local_rank = 0;
   if (options.mode == apps::Mode::Distributed) {
     if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
     const parallel::DistributedEnv env = parallel::from_environment();
@@ -46,9 +45,8 @@ int run(int argc, char** argv) {
                                 : cuda_available()       ? "nccl"
                                                          : "gloo";
     group = parallel::init_process_group(backend, env);
-    local_rank = env.local_rank;
   }
-  apps::Trainer trainer(options, group, local_rank);
+  apps::Trainer trainer(options, group);
   const apps::RunSummary summary = trainer.run();
   return summary.interrupted ? 128 + SIGINT : 0;
 }

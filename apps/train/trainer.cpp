@@ -86,13 +86,11 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
-Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
-                 int local_rank)
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
     : options_(options),
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
-      local_rank_(local_rank),
       log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
@@ -150,7 +148,7 @@ void Trainer::build_data() {
                  dp_devices_.size(), " devices it is split over");
     device_ = dp_devices_.front();
   } else if (options_.mode == Mode::Distributed) {
-    device_ = group_->backend_name() == "nccl" ? Device::cuda(local_rank_) : Device::cpu();
+    device_ = group_->tensor_device();
   } else {
     device_ = !options_.devices.empty() ? Device::parse(options_.devices)
                                         : (cuda_available() ? Device::cuda(0) : Device::cpu());
@@ -225,9 +223,8 @@ void Trainer::save_checkpoint(int epochs_done) {
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
   if (!group_ || world_ == 1) return values;
   std::vector<float> as_float(values.begin(), values.end());
-  // NCCL reduces device memory only.
-  const Device where = group_->backend_name() == "nccl" ? device_ : Device::cpu();
-  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())}).to(where);
+  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())})
+                      .to(group_->tensor_device());  // NCCL reduces device memory only
   group_->allreduce({totals}, parallel::ReduceOp::Sum)->wait();
   const std::vector<float> summed = totals.to_vector<float>();
   return {summed.begin(), summed.end()};

@@ -39,10 +39,9 @@ struct RunSummary {
 
 class Trainer {
  public:
-  /// group: this process's process group in ddp mode, else null; local_rank: this rank among
-  /// those on its machine (picks its GPU with nccl).
-  Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
-          int local_rank = 0);
+  /// group: this process's process group in ddp mode, else null. Its tensor_device() is where
+  /// the rank trains (its GPU under NCCL).
+  Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group);
   ~Trainer();
 
   RunSummary run();
@@ -66,7 +65,6 @@ class Trainer {
   std::shared_ptr<parallel::ProcessGroup> group_;
   int rank_ = 0;
   int world_ = 1;
-  int local_rank_ = 0;
   Device device_ = Device::cpu();         ///< where batches go (dp: the first device)
   std::vector<Device> dp_devices_;
 
