@@ -94,7 +94,8 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   NoGradGuard no_grad;
   std::vector<Tensor> state;
   for (const auto& [name, tensor] : module_->state_dict()) state.push_back(tensor);
-  if (!state.empty()) group_->broadcast(state, 0)->wait();  // NCCL: the stream waits, not the host
+  broadcast_coalesced(*group_, state, 0);  // NCCL: the stream waits, not the host
+  for (const auto& [name, tensor] : module_->named_buffers()) buffers_.push_back(tensor);
 
   std::vector<Tensor> trained;
   std::vector<std::string> names;
@@ -107,9 +108,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
 }
 
 void DistributedDataParallel::sync_buffers() {
-  std::vector<Tensor> buffers;
-  for (const auto& [name, tensor] : module_->named_buffers()) buffers.push_back(tensor);
-  if (!buffers.empty()) group_->broadcast(buffers, 0)->wait();
+  broadcast_coalesced(*group_, buffers_, 0);
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {

@@ -65,6 +65,7 @@ class DistributedDataParallel final : public nn::Module {
   std::shared_ptr<ProcessGroup> group_;
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
+  std::vector<Tensor> buffers_;  ///< the module's buffers, listed once: sync_buffers() sends them
   bool sync_ = true;
 };
 

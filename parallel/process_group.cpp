@@ -1,6 +1,10 @@
 #include "parallel/process_group.h"
 
+#include <algorithm>
+
+#include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
+#include "engine/ops/concat.h"
 #include "parallel/socket.h"
 
 namespace tandem::parallel {
@@ -83,5 +87,33 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
 }
 
 ProcessGroup::~ProcessGroup() = default;
+
+void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
+  NoGradGuard no_grad;
+  std::vector<DType> dtypes;  // in order of first appearance: the same on every rank
+  for (const Tensor& t : tensors) {
+    if (std::find(dtypes.begin(), dtypes.end(), t.dtype()) == dtypes.end()) {
+      dtypes.push_back(t.dtype());
+    }
+  }
+  for (const DType dtype : dtypes) {
+    std::vector<Tensor> members, flat_parts;
+    for (const Tensor& t : tensors) {
+      if (t.dtype() != dtype || t.numel() == 0) continue;
+      members.push_back(t);
+      flat_parts.push_back(t.reshape({-1}));
+    }
+    if (members.empty()) continue;
+    Tensor flat = cat(flat_parts);
+    group.broadcast({flat}, root)->wait();
+    if (group.rank() == root) continue;
+    int64_t offset = 0;
+    for (Tensor& t : members) {
+      Tensor target = t.detach();
+      target.copy_(flat.slice(offset, offset + t.numel()).view(t.shape()));
+      offset += t.numel();
+    }
+  }
+}
 
 }  // namespace tandem::parallel

@@ -176,6 +176,32 @@ TEST(GlooMultiprocess, BroadcastFromEachRoot) {
   }
 }
 
+TEST(GlooMultiprocess, BroadcastCoalescedRestoresEveryTensorOfEveryDtype) {
+  TANDEM_RUN_AS_RANKS(3);
+  auto group = join_group();
+  const int root = 1;
+  // Mixed dtypes and shapes, a scalar and an empty tensor, interleaved: each must get back
+  // exactly its own part of the flattened buffers.
+  const auto make = [](int rank) {
+    return std::vector<Tensor>{ramp(rank, 7).view({7}),
+                               full({}, 10 + rank, {.dtype = DType::Int64}),
+                               ramp(rank + 50, 12).view({3, 4}),
+                               zeros({0}),
+                               full({2, 2}, 20 + rank, {.dtype = DType::Int64})};
+  };
+  std::vector<Tensor> mine = make(group->rank());
+  broadcast_coalesced(*group, mine, root);
+  const std::vector<Tensor> expected = make(root);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    ASSERT_EQ(mine[i].shape(), expected[i].shape()) << i;
+    if (mine[i].dtype() == DType::Int64) {
+      EXPECT_EQ(mine[i].to_vector<int64_t>(), expected[i].to_vector<int64_t>()) << i;
+    } else {
+      EXPECT_EQ(mine[i].to_vector<float>(), expected[i].to_vector<float>()) << i;
+    }
+  }
+}
+
 TEST(GlooMultiprocess, AllgatherCollectsEveryRanksInput) {
   TANDEM_RUN_AS_RANKS(4);
   auto group = join_group();
