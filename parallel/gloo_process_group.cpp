@@ -62,7 +62,7 @@ std::shared_ptr<gloo::transport::Device> create_device(const ProcessGroupOptions
     TANDEM_FAIL("[gloo] cannot use ",
                 options.interface.empty() ? "hostname '" + attr.hostname + "'"
                                           : "network interface '" + options.interface + "'",
-                " for the TCP transport: ", e.what());
+                " for the TCP transport: ", message_of(e));
   }
 }
 
@@ -140,7 +140,7 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
     if (store_->add("connected", 1) == size) store_->set("all_connected", {});
     store_->wait({"all_connected"});
   } catch (const std::exception& e) {
-    TANDEM_FAIL("[gloo] rendezvous failed on rank ", rank, " of ", size, ": ", e.what());
+    TANDEM_FAIL("[gloo] rendezvous failed on rank ", rank, " of ", size, ": ", message_of(e));
   }
   context_ = std::move(context);
   worker_ = std::thread([this] { worker_loop(); });
@@ -277,10 +277,10 @@ void GlooProcessGroup::run_task(Task& task) {
     next_tag_ += task.run(next_tag_);
     task.work->mark_completed();
   } catch (const std::exception& e) {
-    broken_ = e.what();
+    broken_ = message_of(e);
     task.work->mark_completed(std::make_exception_ptr(
         Error("[gloo] " + task.op + " failed on rank " + std::to_string(rank()) + " of " +
-              std::to_string(size()) + ": " + e.what())));
+              std::to_string(size()) + ": " + message_of(e))));
   }
 }
 

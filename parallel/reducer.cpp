@@ -269,7 +269,7 @@ void Reducer::finalize() {
     try {
       buckets_[k].work->wait();  // NCCL: this thread's stream waits; the host goes on
     } catch (const Error& e) {
-      TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.what());
+      TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.message());
     }
   }
   current_stream_wait_for(grad_stream_);  // .grad tensors were last written by the worker
