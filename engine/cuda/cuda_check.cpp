@@ -1,5 +1,7 @@
 #include "engine/cuda/cuda_check.h"
 
+#include "engine/cuda/cublas_library.h"
+
 namespace tandem::cuda::detail {
 
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
@@ -12,10 +14,11 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
 }
 
 void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
+  const CublasLibrary& library = cublas();  // loaded: a status came from it
   ::tandem::detail::throw_error(
       file, line, call,
-      ::tandem::detail::concat("[cublas] cuBLAS error ", cublasGetStatusName(status), ": ",
-                               cublasGetStatusString(status)));
+      ::tandem::detail::concat("[cublas] cuBLAS error ", library.status_name(status), ": ",
+                               library.status_string(status)));
 }
 
 void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {

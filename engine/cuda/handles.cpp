@@ -4,6 +4,7 @@
 #include <mutex>
 #include <vector>
 
+#include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
@@ -50,7 +51,7 @@ class HandlePool {
 cublasHandle_t create_cublas(int device) {
   DeviceGuard guard(device);
   cublasHandle_t handle = nullptr;
-  CUBLAS_CHECK(cublasCreate(&handle));
+  CUBLAS_CHECK(cublas().create(&handle));
   return handle;
 }
 
@@ -107,7 +108,7 @@ class ThreadLease {
 cublasHandle_t cublas_handle(int device) {
   thread_local ThreadLease<cublasHandle_t> lease;
   const cublasHandle_t handle = lease.get(device, &create_cublas);
-  CUBLAS_CHECK(cublasSetStream(handle, current_stream(device)));
+  CUBLAS_CHECK(cublas().set_stream(handle, current_stream(device)));
   return handle;
 }
 

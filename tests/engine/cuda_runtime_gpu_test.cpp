@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/pinned_allocator.h"
@@ -48,6 +49,17 @@ TEST(CudaCheck, CublasAndCudnnErrorsNameTheirStatus) {
       << cublas;
   const std::string cudnn = error_message([] { CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM); });
   EXPECT_NE(cudnn.find("[cudnn] cuDNN error CUDNN_STATUS_BAD_PARAM"), std::string::npos) << cudnn;
+}
+
+TEST(CudaCheck, CublasLoadsOnFirstUseWithEveryFunction) {
+  // Note [Lazy cuBLAS]: the engine does not link cuBLAS; loading it needs no GPU.
+  const CublasLibrary& library = cublas();
+  EXPECT_NE(library.create, nullptr);
+  EXPECT_NE(library.set_stream, nullptr);
+  EXPECT_NE(library.set_math_mode, nullptr);
+  EXPECT_NE(library.sgemm, nullptr);
+  EXPECT_STREQ(library.status_name(CUBLAS_STATUS_INVALID_VALUE), "CUBLAS_STATUS_INVALID_VALUE");
+  EXPECT_EQ(&cublas(), &library);
 }
 
 TEST(CudaCheck, AvailabilityNeverThrowsAndExplainsItself) {
