@@ -5,8 +5,8 @@
 #   scripts/train.sh                      # a sensible default for this machine (below)
 #   scripts/train.sh --mode ddp --nproc 2 --epochs 20    # your own train_cifar flags instead
 #
-# Defaults: on a machine whose Tandem build has GPUs, ResNet-20 on every GPU (DataParallel until
-# the NCCL process group for DDP exists) with the paper's schedule (182 epochs, lr 0.1 ÷10 at
+# Defaults: on a machine whose Tandem build has GPUs, ResNet-20 on every GPU (DataParallel: DDP
+# over NCCL is written but has not run on a GPU yet) with the paper's schedule (182 epochs, lr 0.1 ÷10 at
 # 50 % and 75 %); on a CPU-only
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
 # the accuracy climbing. Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data).
