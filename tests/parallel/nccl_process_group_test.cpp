@@ -239,26 +239,42 @@ TEST(NcclProcessGroupGpu, InitProcessGroupPicksTheLocalRanksGpu) {
 
 // --- DDP on one GPU
 
+// The DDP tests' batch: eight random images with fixed labels, on `device`.
+struct EightImages {
+  Tensor images;
+  Tensor labels;
+};
+
+EightImages eight_images(Device device) {
+  Generator data(11);
+  const std::vector<int64_t> label_values{1, 4, 7, 0, 3, 6, 9, 2};
+  return {randn({8, 3, 32, 32}, data).to(device),
+          from_vector(label_values, {8}, {.dtype = DType::Int64, .device = device})};
+}
+
+// ResNet-20 initialised from `seed` on `device`; DDP wraps it with several small buckets.
+std::shared_ptr<nn::ResNet> resnet20_on(Device device, uint64_t seed) {
+  Generator init(seed);
+  auto model = nn::make_resnet("resnet20", init);
+  model->to(device);
+  return model;
+}
+
+DdpOptions small_buckets() {
+  DdpOptions options;
+  options.reducer.first_bucket_mb = 0.25;
+  options.reducer.bucket_cap_mb = 0.25;
+  return options;
+}
+
 // Batch-norm in eval mode as in ddp_multiprocess_test.cpp; with one rank DDP's gradient is the
 // plain model's up to float32 rounding (the scaling by 1/world is by 1).
 TEST(DdpNcclGpu, ResNet20OnOneGpuMatchesThePlainModel) {
   TANDEM_SKIP_WITHOUT_CUDA();
-  Generator data(11);
-  const Tensor images = randn({8, 3, 32, 32}, data).to(kGpu);
-  std::vector<int64_t> label_values{1, 4, 7, 0, 3, 6, 9, 2};
-  const Tensor labels = from_vector(label_values, {8}, {.dtype = DType::Int64, .device = kGpu});
-
-  Generator reference_init(7);
-  auto reference = nn::make_resnet("resnet20", reference_init);
-  reference->to(kGpu);
+  const auto [images, labels] = eight_images(kGpu);
+  auto reference = resnet20_on(kGpu, 7);
   reference->eval();
-  Generator init(7);
-  auto module = nn::make_resnet("resnet20", init);
-  module->to(kGpu);
-  DdpOptions options;
-  options.reducer.first_bucket_mb = 0.25;  // several buckets
-  options.reducer.bucket_cap_mb = 0.25;
-  DistributedDataParallel model(module, solo_nccl_group(), options);
+  DistributedDataParallel model(resnet20_on(kGpu, 7), solo_nccl_group(), small_buckets());
   model.eval();
   // Three steps: the buckets are rebuilt at the second (a broadcast read by the host).
   for (int step = 0; step < 3; ++step) {
@@ -317,22 +333,12 @@ TEST(DdpNcclGpu, TwoRanksAllReduceAndMatchOneProcess) {
   EXPECT_EQ(all[1].item(), 10.0);
 
   // DDP: each rank takes half of the batch; ranks start from different weights.
-  Generator data(11);
-  const Tensor images = randn({8, 3, 32, 32}, data).to(gpu);
-  std::vector<int64_t> label_values{1, 4, 7, 0, 3, 6, 9, 2};
-  const Tensor labels = from_vector(label_values, {8}, {.dtype = DType::Int64, .device = gpu});
-  Generator reference_init(7);
-  auto reference = nn::make_resnet("resnet20", reference_init);
-  reference->to(gpu);
+  const auto [images, labels] = eight_images(gpu);
+  auto reference = resnet20_on(gpu, 7);
   reference->eval();
   cross_entropy(reference->forward(images), labels).backward();
-  Generator init(7 + static_cast<uint64_t>(group->rank()));
-  auto module = nn::make_resnet("resnet20", init);
-  module->to(gpu);
-  DdpOptions options;
-  options.reducer.first_bucket_mb = 0.25;
-  options.reducer.bucket_cap_mb = 0.25;
-  DistributedDataParallel model(module, group, options);
+  DistributedDataParallel model(resnet20_on(gpu, 7 + static_cast<uint64_t>(group->rank())), group,
+                                small_buckets());
   model.eval();
   const int64_t start = 4 * group->rank();
   cross_entropy(model.forward(images.slice(start, start + 4)), labels.slice(start, start + 4))
