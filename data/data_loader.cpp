@@ -58,6 +58,7 @@ DataLoader::Slot DataLoader::build(int64_t epoch, int64_t batch_number,
   try {
     if (!uploads_) {
       slot.batch = make_batch(*dataset_, indices, config_.transform, generator);
+      slot.batch->images = slot.batch->images.contiguous(config_.memory_format);
       return slot;
     }
     const auto count = static_cast<int64_t>(indices.size());
@@ -113,7 +114,7 @@ std::optional<Batch> DataLoader::next() {
   if (slot.error) std::rethrow_exception(slot.error);
   if (!slot.upload) return std::move(*slot.batch);
   std::vector<Tensor> on_device = slot.upload->wait();
-  return Batch{std::move(on_device[0]), std::move(on_device[1])};
+  return Batch{on_device[0].contiguous(config_.memory_format), std::move(on_device[1])};
 }
 
 CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {

@@ -33,6 +33,9 @@ struct DataLoaderConfig {
   TransformOptions transform{};
   uint64_t seed = 0;
   Device device = Device::cpu();  ///< where next() delivers the batch (see Note [Uploads])
+  /// Of the delivered images: ChannelsLast batches are converted by the worker threads on the
+  /// host path, on the device after the upload otherwise (Note [Memory formats]).
+  MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
 class DataLoader {

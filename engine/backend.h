@@ -4,7 +4,10 @@
 /// backend_for(device), and record autograd; the kernels only compute.
 ///
 /// Kernel contract, unless a method says otherwise:
-/// - all tensors live on one device of this backend and are contiguous;
+/// - all tensors live on one device of this backend and are contiguous; where
+///   channels_last_kernels() is true, the 4-D activations of convolution, batch norm and
+///   pooling (x, y and their gradients) may instead all be channels-last (Note [Memory
+///   formats]), and convolution weights dense in either format;
 /// - outputs are allocated by the caller with the right shape and dtype;
 /// - compute ops take float32.
 /// Shapes are written beside each kernel: (N, C, H, W) is NCHW.
@@ -63,6 +66,9 @@ class Backend {
   virtual ~Backend() = default;
 
   virtual Allocator& allocator(Device device) = 0;
+  /// Whether convolution, batch norm and pooling take channels-last tensors as they are; where
+  /// not, the op front-ends hand them contiguous copies and convert the results back.
+  virtual bool channels_last_kernels() const { return false; }
   /// Number of devices of this type; CPU devices are virtual, so unbounded (returns INT32_MAX).
   virtual int device_count() = 0;
   /// Blocks until all queued work on the device is done (no-op on CPU).

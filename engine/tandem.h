@@ -9,6 +9,7 @@
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 #include "engine/ops/loss.h"
 #include "engine/ops/matmul.h"
 #include "engine/ops/norm.h"

@@ -8,6 +8,7 @@
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 
 namespace tandem {
 
@@ -60,15 +61,20 @@ int64_t Tensor::size(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
-  const Shape& sizes = shape();
-  const Shape& steps = strides();
-  int64_t expected = 1;
-  for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 1) continue;  // any stride is fine for a size-1 dim
-    if (steps[i] != expected) return false;
-    expected *= sizes[i];
-  }
-  return true;
+  return is_dense_in(shape(), strides(), MemoryFormat::Contiguous);
+}
+
+bool Tensor::is_contiguous(MemoryFormat format) const {
+  return is_dense_in(shape(), strides(), format);
+}
+
+MemoryFormat Tensor::memory_format() const {
+  return !is_contiguous() && is_contiguous(MemoryFormat::ChannelsLast) ? MemoryFormat::ChannelsLast
+                                                                      : MemoryFormat::Contiguous;
+}
+
+bool Tensor::is_dense() const {
+  return is_contiguous() || is_contiguous(MemoryFormat::ChannelsLast);
 }
 
 void* Tensor::data_ptr() const {
@@ -100,8 +106,9 @@ double Tensor::item() const {
 }
 
 Tensor& Tensor::fill_(double value) {
-  TANDEM_CHECK(is_contiguous(), "[fill_] needs a contiguous tensor");
-  backend_for(device()).fill(*this, value);
+  TANDEM_CHECK(is_dense(), "[fill_] needs a contiguous or channels-last tensor");
+  Tensor memory = ops::kernel_view(*this);
+  backend_for(device()).fill(memory, value);
   return *this;
 }
 
@@ -109,9 +116,15 @@ Tensor& Tensor::copy_(const Tensor& src) {
   TANDEM_CHECK(src.shape() == shape() && src.dtype() == dtype(), "[copy_] source ",
                shape_str(src.shape()), " ", dtype_name(src.dtype()), " does not match destination ",
                shape_str(shape()), " ", dtype_name(dtype()));
-  TANDEM_CHECK(is_contiguous(), "[copy_] needs a contiguous destination");
+  TANDEM_CHECK(is_dense(), "[copy_] needs a contiguous or channels-last destination");
   const Device engine_device = src.device().is_cuda() ? src.device() : device();
-  backend_for(engine_device).copy(src, *this);
+  if (is_contiguous()) {
+    backend_for(engine_device).copy(src, *this);
+  } else {
+    // Both seen as NHWC: the destination's view is contiguous, as the kernels want.
+    Tensor destination = ops::nhwc_view(*this);
+    backend_for(engine_device).copy(ops::nhwc_view(src), destination);
+  }
   return *this;
 }
 

@@ -14,6 +14,7 @@
 #include "engine/device.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/memory_format.h"
 #include "engine/shape.h"
 #include "engine/storage.h"
 
@@ -29,6 +30,7 @@ struct TensorOptions {
   DType dtype = DType::Float32;
   Device device = Device::cpu();
   bool requires_grad = false;
+  MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< ChannelsLast needs a 4-D shape
 };
 
 class Tensor {
@@ -52,6 +54,14 @@ class Tensor {
   DType dtype() const;
   Device device() const;
   bool is_contiguous() const;
+  /// Dense in `format` (Note [Memory formats]); is_contiguous(Contiguous) == is_contiguous().
+  bool is_contiguous(MemoryFormat format) const;
+  /// ChannelsLast when the strides are channels-last and not also plain row-major (a tensor
+  /// with C == 1 or H == W == 1 is both: its memory reads the same either way), else
+  /// Contiguous. PyTorch's suggest_memory_format().
+  MemoryFormat memory_format() const;
+  /// Dense in either format: the elements fill [data_ptr, data_ptr + nbytes) with no gap.
+  bool is_dense() const;
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype()); }
   const std::shared_ptr<Storage>& storage() const;
 
@@ -66,13 +76,15 @@ class Tensor {
 
   // --- views and copies (differentiable)
   Tensor contiguous() const;
+  /// This tensor dense in `format`: itself when it already is, else a copy (differentiable).
+  Tensor contiguous(MemoryFormat format) const;
   Tensor view(const Shape& shape) const;     ///< needs a contiguous tensor; one size may be -1
   Tensor reshape(const Shape& shape) const;  ///< view if possible, else copy
   Tensor slice(int64_t start, int64_t end) const;  ///< rows [start, end) of dim 0, a view
   Tensor flatten(int64_t start_dim = 1) const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;  ///< not differentiable (casts are for data, not for training)
-  Tensor clone() const;
+  Tensor clone() const;  ///< keeps the memory format
   /// Same data, no autograd history.
   Tensor detach() const;
 

@@ -87,7 +87,9 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optim
     TANDEM_CHECK(tensor.shape() == parameters[i].second.shape(), "[checkpoint] momentum of '",
                  parameter, "' has shape ", shape_str(tensor.shape()), ", parameter has ",
                  shape_str(parameters[i].second.shape()));
-    momentum[i] = tensor.to(parameters[i].second.device());
+    // In the parameter's memory format, as the SGD kernels walk both in step.
+    const Tensor& parameter_now = parameters[i].second;
+    momentum[i] = tensor.to(parameter_now.device()).contiguous(parameter_now.memory_format());
   }
   TrainingState state;
   state.epoch = parse_int(sidecar.metadata, "epoch", sidecar_path(path));

@@ -70,6 +70,16 @@ void Module::to(Device device) {
   }
 }
 
+void Module::to(MemoryFormat format) {
+  NoGradGuard no_grad;
+  for (auto& [name, tensor] : state_dict()) {
+    if (tensor.dim() != 4 || tensor.is_contiguous(format)) continue;
+    const Tensor grad = tensor.grad();
+    tensor.set_data(tensor.detach().contiguous(format));
+    if (grad.defined()) tensor.set_grad(grad.contiguous(format));
+  }
+}
+
 void Module::zero_grad() {
   for (auto& [name, tensor] : named_parameters()) tensor.set_grad(Tensor());
 }

@@ -39,6 +39,10 @@ class Module {
 
   /// Moves parameters, buffers and gradients in place: tensor handles stay valid.
   void to(Device device);
+  /// Lays out every 4-D parameter, buffer and gradient in `format`, in place (PyTorch's
+  /// `module.to(memory_format=...)`). Values and names are unchanged: checkpoints hold NCHW
+  /// values whatever the format in memory (Note [Memory formats]).
+  void to(MemoryFormat format);
   /// Drops the gradients of all parameters (set_to_none, PyTorch's default).
   void zero_grad();
   /// Fills parameters and buffers with their initial values, module by module.

@@ -56,7 +56,7 @@ void Sgd::step() {
       groups.push_back(Group{.device = parameter.device(), .options = options, .tensors = {}});
       group = groups.end() - 1;
     }
-    group->tensors.push_back({parameter, grad.contiguous(), buffers_[i]});
+    group->tensors.push_back({parameter, grad.contiguous(parameter.memory_format()), buffers_[i]});
   }
   for (const Group& group : groups) sgd_step_multi(group.tensors, group.options);
 }

@@ -163,8 +163,9 @@ void GlooProcessGroup::check_tensors(const std::string& op, const std::vector<Te
     TANDEM_CHECK(t.device().is_cpu(), "[gloo] ", op, ": tensor ", i, " is on ", t.device().str(),
                  "; the Gloo process group takes CPU tensors for now (staging CUDA tensors "
                  "through pinned memory is not written yet)");
-    TANDEM_CHECK(t.is_contiguous(), "[gloo] ", op, ": tensor ", i,
-                 " is not contiguous (collectives work in place on contiguous tensors)");
+    TANDEM_CHECK(t.is_dense(), "[gloo] ", op, ": tensor ", i,
+                 " is not dense (collectives work in place on contiguous or channels-last "
+                 "tensors)");
     const bool supported =
         t.dtype() == DType::Float32 || (allow_int64 && t.dtype() == DType::Int64);
     TANDEM_CHECK(supported, "[gloo] ", op, ": tensor ", i, " is ", dtype_name(t.dtype()),

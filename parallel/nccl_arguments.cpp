@@ -13,8 +13,9 @@ void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensor
     TANDEM_CHECK(t.device() == device, "[nccl] ", op, ": tensor ", i, " is on ", t.device().str(),
                  "; the NCCL process group takes CUDA tensors on ", device.str(),
                  " (use the gloo backend for CPU tensors)");
-    TANDEM_CHECK(t.is_contiguous(), "[nccl] ", op, ": tensor ", i,
-                 " is not contiguous (collectives work in place on contiguous tensors)");
+    TANDEM_CHECK(t.is_dense(), "[nccl] ", op, ": tensor ", i,
+                 " is not dense (collectives work in place on contiguous or channels-last "
+                 "tensors)");
     const bool supported =
         t.dtype() == DType::Float32 || (allow_int64 && t.dtype() == DType::Int64);
     TANDEM_CHECK(supported, "[nccl] ", op, ": tensor ", i, " is ", dtype_name(t.dtype()),

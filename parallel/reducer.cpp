@@ -10,6 +10,7 @@
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 
 namespace tandem::parallel {
 namespace {
@@ -129,7 +130,9 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
     for (size_t index : members) {
       const Tensor& p = parameters_[index];
       locators_[index] = {buckets_.size(), bucket.views.size()};
-      bucket.views.push_back(bucket.flat.slice(offset, offset + p.numel()).view(p.shape()));
+      // In the parameter's memory format, as PyTorch's bucket views (gradient_as_bucket_view).
+      bucket.views.push_back(
+          ops::dense_view(bucket.flat.slice(offset, offset + p.numel()), p.shape(), p.memory_format()));
       offset += p.numel();
     }
     bucket.parameters = members;
@@ -218,7 +221,10 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   if (has_gradient) {
     const Tensor grad = parameters_[index].grad();
     const float scale = 1.0f / static_cast<float>(group_->size());  // Note [Averaging]
-    backend_for(view.device()).unary(UnaryOp::MulScalar, grad.contiguous(), scale, view);
+    Tensor view_memory = ops::kernel_view(view);
+    backend_for(view.device())
+        .unary(UnaryOp::MulScalar, ops::kernel_view(grad.contiguous(view.memory_format())), scale,
+               view_memory);
     if (options_.gradient_as_bucket_view && !is_view_of(grad, view)) {
       parameters_[index].set_grad(view);
     }

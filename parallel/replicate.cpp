@@ -20,7 +20,10 @@ void refresh_tensor(const Tensor& master, const Tensor& replica, bool share) {
   if (share) {
     if (replica.storage() != master.storage()) replica.set_data(master.detach());
   } else {
-    if (replica.storage() == master.storage()) replica.set_data(empty_like(master));
+    // A fresh tensor also when the layouts differ: replicas compute in the master's format.
+    if (replica.storage() == master.storage() || replica.strides() != master.strides()) {
+      replica.set_data(empty_like(master));
+    }
     Tensor target = replica.detach();
     target.copy_(master);
   }

@@ -55,6 +55,11 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
                  "replicas, ddp gives each of n processes threads/n")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  app.add_option("--memory-format", o.memory_format,
+                 "model and batches in memory: channels_last (NHWC), contiguous (NCHW), or auto: "
+                 "channels_last on CPUs, contiguous on GPUs")
+      ->check(CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
+      ->capture_default_str();
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size in MiB")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
@@ -199,7 +204,9 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
                                 "--overlap",
                                 c.overlap.empty() ? "on" : c.overlap,
                                 "--seed",
-                                std::to_string(o.seed)};
+                                std::to_string(o.seed),
+                                "--memory-format",
+                                o.memory_format};
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
   return args;
 }

@@ -16,6 +16,7 @@ struct BenchOptions {
   int warmup = 2;
   int steps = 5;
   int threads = 0;  ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
+  std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;  ///< clamped to bucket_cap_mb
   std::string overlap = "on";  ///< on, off or both

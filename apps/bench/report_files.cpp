@@ -63,6 +63,7 @@ const std::vector<Column>& columns() {
                   }),
       from_measured("device", [](const M& m) { return m.device; }),
       from_measured("device_list", [](const M& m) { return m.device_list; }),
+      from_measured("memory_format", [](const M& m) { return m.memory_format; }),
       from_measured("processes", [](const M& m) { return m.processes; }),
       from_measured("threads_per_process", [](const M& m) { return m.threads_per_process; }),
       from_measured("local_batch", [](const M& m) { return m.local_batch; }),

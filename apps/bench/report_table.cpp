@@ -65,10 +65,12 @@ class TextTable {
 
 std::string device_cell(const BenchRow& row) {
   const Measurement& m = *row.measured;
+  const char* layout = m.memory_format == "channels_last" ? "nhwc" : "nchw";
   if (row.config.mode == "ddp") {
-    return format("%s, %dx%d thr", m.device.c_str(), m.processes, m.threads_per_process);
+    return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes,
+                  m.threads_per_process);
   }
-  return format("%s, %d thr", m.device.c_str(), m.threads_per_process);
+  return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
 }
 
 std::vector<std::string> measured_cells(const BenchRow& row) {

@@ -57,7 +57,7 @@ std::string describe_devices(const std::vector<Device>& devices,
 // The batches the steps cycle through, on `device`. A ddp rank takes its own slice of every
 // global batch, as a DistributedSampler would.
 std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& config, int rank,
-                                   int world, Device device) {
+                                   int world, Device device, MemoryFormat format) {
   const int64_t local = config.batch / world;
   const int64_t batches =
       std::clamp<int64_t>(std::min<int64_t>(o.warmup + o.steps, kPoolBatches), 1,
@@ -74,7 +74,7 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
     std::vector<int64_t> indices(local);
     for (int64_t i = 0; i < local; ++i) indices[i] = k * config.batch + rank * local + i;
     data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), generator);
-    pool.push_back({batch.images.to(device), batch.labels.to(device)});
+    pool.push_back({batch.images.to(device).contiguous(format), batch.labels.to(device)});
   }
   return pool;
 }
@@ -142,6 +142,7 @@ struct Totals {
 
 struct Setup {
   std::vector<Device> devices;
+  MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< of the network and the batches
   std::shared_ptr<nn::Module> network;  ///< the bare ResNet
   std::shared_ptr<nn::Module> model;    ///< what the step calls: network, DataParallel or DDP
   std::unique_ptr<nn::Sgd> optimizer;
@@ -154,6 +155,9 @@ Setup build_model(const BenchOptions& o, const BenchConfig& config,
   Generator generator(o.seed);
   s.network = nn::make_resnet(o.arch, generator);
   s.network->to(s.devices.front());
+  s.memory_format = o.memory_format == "auto" ? ops::preferred_memory_format(s.devices.front())
+                                              : parse_memory_format(o.memory_format);
+  s.network->to(s.memory_format);
   if (config.mode == "dp") {
     s.model = std::make_shared<parallel::DataParallel>(s.network, s.devices);
   } else if (config.mode == "ddp") {
@@ -256,10 +260,12 @@ Measurement measure(const BenchOptions& o, int& rank) {
                  " processes runs in a job of ", world);
   }
   Setup setup = build_model(o, config, group, local_rank);
-  const std::vector<data::Batch> pool = make_pool(o, config, rank, world, setup.devices.front());
+  const std::vector<data::Batch> pool = make_pool(o, config, rank, world, setup.devices.front(),
+                                                   setup.memory_format);
   Measurement m;
   m.device = setup.devices.front().is_cuda() ? "cuda" : "cpu";
   m.device_list = describe_devices(setup.devices, group.get());
+  m.memory_format = memory_format_name(setup.memory_format);
   m.processes = world;
   m.threads_per_process = num_threads();
   // dp scatters like torch.chunk: the first replica gets the largest share.

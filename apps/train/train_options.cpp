@@ -73,6 +73,11 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");
   app.add_option("--threads", o.threads, "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 1024))->capture_default_str();
+  app.add_option("--memory-format", o.memory_format,
+                 "activations and weights in memory: channels_last (NHWC), contiguous (NCHW), or "
+                 "auto: channels_last on CPUs, contiguous on GPUs; checkpoints are NCHW either way")
+      ->check(CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
+      ->capture_default_str();
   app.add_option("--log-json", o.log_json, "JSON-lines metrics: one record per epoch and a summary");
   app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");
 }

@@ -40,6 +40,7 @@ struct TrainOptions {
   double bucket_cap_mb = 25;
   bool no_overlap = false;   ///< ddp: all-reduce only after backward
   int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
+  std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   std::string log_json;      ///< JSON-lines metrics, one record per epoch and a summary
   bool progress = true;      ///< progress bar on a terminal (--no-progress: never)
 };

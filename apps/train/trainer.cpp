@@ -153,6 +153,8 @@ void Trainer::build_data() {
     device_ = !options_.devices.empty() ? Device::parse(options_.devices)
                                         : (cuda_available() ? Device::cuda(0) : Device::cpu());
   }
+  memory_format_ = options_.memory_format == "auto" ? ops::preferred_memory_format(device_)
+                                                    : parse_memory_format(options_.memory_format);
   const int64_t local_batch = options_.batch_size / world_;
 
   std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
@@ -167,17 +169,20 @@ void Trainer::build_data() {
   train_loader_ = std::make_unique<data::DataLoader>(
       train_set_, train_sampler,
       data::DataLoaderConfig{.batch_size = local_batch, .workers = options_.workers,
-                             .seed = options_.seed, .device = device_});
+                             .seed = options_.seed, .device = device_,
+                             .memory_format = memory_format_});
   test_loader_ = std::make_unique<data::DataLoader>(
       test_set_, test_sampler,
       data::DataLoaderConfig{.batch_size = kEvalBatch, .workers = options_.workers,
-                             .transform = data::eval_transform(), .device = device_});
+                             .transform = data::eval_transform(), .device = device_,
+                             .memory_format = memory_format_});
 }
 
 void Trainer::build_model() {
   Generator generator(options_.seed);
   network_ = nn::make_resnet(options_.arch, generator);
   network_->to(device_);
+  network_->to(memory_format_);
   optimizer_ = std::make_unique<nn::Sgd>(
       network_->parameters(),
       nn::SgdConfig{.lr = options_.lr, .momentum = options_.momentum,
@@ -329,12 +334,13 @@ void Trainer::print_header() {
     where = device_.str();
   }
   std::printf("train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
-              "%s, %s data: %s train / %s test images, %d threads\n",
+              "%s, %s data: %s train / %s test images, %d threads, %s\n",
               options_.arch.c_str(), thousands(network_->parameter_count()).c_str(),
               mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
               options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
               options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
-              thousands(test_set_->size()).c_str(), num_threads());
+              thousands(test_set_->size()).c_str(), num_threads(),
+              memory_format_name(memory_format_));
   if (start_epoch_ > 0) std::printf("resuming after epoch %d (step %lld)\n", start_epoch_, static_cast<long long>(step_));
   std::fflush(stdout);
 }

@@ -66,6 +66,7 @@ class Trainer {
   int rank_ = 0;
   int world_ = 1;
   Device device_ = Device::cpu();         ///< where batches go (dp: the first device)
+  MemoryFormat memory_format_ = MemoryFormat::Contiguous;  ///< of the model and the batches
   std::vector<Device> dp_devices_;
 
   std::shared_ptr<const data::CifarDataset> train_set_, test_set_;

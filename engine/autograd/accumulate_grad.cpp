@@ -8,9 +8,10 @@ AccumulateGrad::AccumulateGrad(const Tensor& leaf) : Node(leaf.device(), {}), le
 
 namespace {
 
-// A gradient that nobody else references can become .grad without a copy.
-bool can_steal(const Tensor& grad) {
-  return grad.impl() != nullptr && grad.is_contiguous() && grad.storage().use_count() == 1 &&
+// A gradient that nobody else references, in the leaf's memory format (PyTorch keeps .grad in
+// its parameter's format), can become .grad without a copy.
+bool can_steal(const Tensor& grad, MemoryFormat format) {
+  return grad.impl() != nullptr && grad.is_contiguous(format) && grad.storage().use_count() == 1 &&
          (grad.impl()->autograd() == nullptr || !grad.requires_grad());
 }
 
@@ -25,7 +26,14 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>& grad_outputs) {
                leaf_.device());
   AutogradMeta& meta = leaf_.impl()->mutable_autograd();
   if (!meta.grad.defined()) {
-    meta.grad = can_steal(incoming) ? incoming.detach() : incoming.detach().clone();
+    const MemoryFormat format = leaf_.memory_format();
+    if (can_steal(incoming, format)) {
+      meta.grad = incoming.detach();
+    } else if (incoming.is_contiguous(format)) {
+      meta.grad = incoming.detach().clone();
+    } else {
+      meta.grad = incoming.detach().contiguous(format);
+    }
   } else {
     add_(meta.grad, incoming);
   }

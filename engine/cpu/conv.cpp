@@ -37,12 +37,15 @@ struct ConvPrimitives {
   dnnl::convolution_backward_weights backward_weights;
 };
 
-// x: (N, C, H, W), w: (K, C, R, S), y: (N, K, P, Q)
+// x: (N, C, H, W), w: (K, C, R, S), y: (N, K, P, Q). Activations in `format`: channels-last
+// ones are taken as they are (nhwc), plain ones in whatever layout oneDNN prefers (Note
+// [oneDNN layouts]); weights always in oneDNN's choice.
 ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_bias,
-                      const Conv2dOptions& options) {
-  const memory::desc x_md = ctx::any_desc(x);
+                      const Conv2dOptions& options, MemoryFormat format) {
+  const bool nhwc = format == MemoryFormat::ChannelsLast;
+  const memory::desc x_md = nhwc ? ctx::format_desc(x, format) : ctx::any_desc(x);
   const memory::desc w_md = ctx::any_desc(w);
-  const memory::desc y_md = ctx::any_desc(y);
+  const memory::desc y_md = nhwc ? ctx::format_desc(y, format) : ctx::any_desc(y);
   const memory::desc b_md = has_bias ? ctx::plain_desc({w[0]}) : memory::desc();
   const memory::dims strides = {options.stride, options.stride};
   const memory::dims padding = {options.padding, options.padding};
@@ -66,19 +69,21 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
           backward_weights_pd, dnnl::convolution_backward_weights(backward_weights_pd)};
 }
 
-std::shared_ptr<const ConvPrimitives> primitives_for(const Shape& x, const Shape& w, const Shape& y,
+std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shape& w, const Shape& y,
                                                      bool has_bias, const Conv2dOptions& options) {
   static ctx::PrimitiveCache<ConvPrimitives> cache;
-  const std::string key = shape_str(x) + shape_str(w) + (has_bias ? "b" : "") + "s" +
-                          std::to_string(options.stride) + "p" + std::to_string(options.padding);
-  return cache.get(key, [&] { return create(x, w, y, has_bias, options); });
+  const MemoryFormat format = x.memory_format();
+  const std::string key = shape_str(x.shape()) + shape_str(w) + (has_bias ? "b" : "") + "s" +
+                          std::to_string(options.stride) + "p" + std::to_string(options.padding) +
+                          memory_format_name(format);
+  return cache.get(key, [&] { return create(x.shape(), w, y, has_bias, options, format); });
 }
 
 }  // namespace
 
 void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                 const Conv2dOptions& options, Tensor& y) {
-  const auto p = primitives_for(x.shape(), w.shape(), y.shape(), bias.defined(), options);
+  const auto p = primitives_for(x, w.shape(), y.shape(), bias.defined(), options);
   const auto& pd = p->forward_pd;
   Tensor x_holder, w_holder, y_holder;  // blocked copies (Note [oneDNN layouts])
   const memory y_memory = ctx::output_in_layout(y, pd.dst_desc(), y_holder);
@@ -88,12 +93,12 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
       {DNNL_ARG_DST, y_memory}};
   if (bias.defined()) args.emplace(DNNL_ARG_BIAS, ctx::wrap(bias));
   ctx::execute(p->forward, pd.scratchpad_desc(), std::move(args));
-  ctx::copy_to_plain(y_memory, y);
+  ctx::copy_to_tensor(y_memory, y);
 }
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
                                        const Conv2dOptions& options, Tensor& grad_x) {
-  const auto p = primitives_for(grad_x.shape(), w.shape(), grad_y.shape(), false, options);
+  const auto p = primitives_for(grad_x, w.shape(), grad_y.shape(), false, options);
   const auto& pd = p->backward_data_pd;
   Tensor grad_y_holder, w_holder, grad_x_holder;  // blocked copies (Note [oneDNN layouts])
   const memory grad_x_memory = ctx::output_in_layout(grad_x, pd.diff_src_desc(), grad_x_holder);
@@ -101,14 +106,14 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
                {{DNNL_ARG_DIFF_DST, ctx::as_layout(grad_y, pd.diff_dst_desc(), grad_y_holder)},
                 {DNNL_ARG_WEIGHTS, ctx::as_layout(w, pd.weights_desc(), w_holder)},
                 {DNNL_ARG_DIFF_SRC, grad_x_memory}});
-  ctx::copy_to_plain(grad_x_memory, grad_x);
+  ctx::copy_to_tensor(grad_x_memory, grad_x);
 }
 
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
                                         const Conv2dOptions& options, Tensor& grad_w,
                                         Tensor& grad_bias) {
   const bool has_bias = grad_bias.defined();
-  const auto p = primitives_for(x.shape(), grad_w.shape(), grad_y.shape(), has_bias, options);
+  const auto p = primitives_for(x, grad_w.shape(), grad_y.shape(), has_bias, options);
   const auto& pd = p->backward_weights_pd;
   Tensor x_holder, grad_y_holder, grad_w_holder;  // blocked copies (Note [oneDNN layouts])
   const memory grad_w_memory = ctx::output_in_layout(grad_w, pd.diff_weights_desc(), grad_w_holder);
@@ -118,7 +123,7 @@ void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
       {DNNL_ARG_DIFF_WEIGHTS, grad_w_memory}};
   if (has_bias) args.emplace(DNNL_ARG_DIFF_BIAS, ctx::wrap(grad_bias));
   ctx::execute(p->backward_weights, pd.scratchpad_desc(), std::move(args));
-  ctx::copy_to_plain(grad_w_memory, grad_w);
+  ctx::copy_to_tensor(grad_w_memory, grad_w);
 }
 
 }  // namespace tandem::cpu

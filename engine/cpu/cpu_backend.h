@@ -10,6 +10,7 @@ namespace tandem::cpu {
 class CpuBackend final : public Backend {
  public:
   Allocator& allocator(Device device) override;
+  bool channels_last_kernels() const override { return true; }
   int device_count() override;
   void synchronize(Device) override {}
 

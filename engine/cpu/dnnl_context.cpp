@@ -21,6 +21,23 @@ memory::desc plain_desc(const Shape& shape) {
                       tags[shape.size()]);
 }
 
+memory::desc format_desc(const Shape& shape, MemoryFormat format) {
+  if (format == MemoryFormat::Contiguous) return plain_desc(shape);
+  TANDEM_CHECK(shape.size() == 4, "[onednn] channels_last needs 4 dims, got ", shape_str(shape));
+  return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+                      memory::format_tag::nhwc);
+}
+
+memory::desc desc_of(const Tensor& tensor) {
+  if (tensor.is_contiguous()) return plain_desc(tensor.shape());
+  if (tensor.is_contiguous(MemoryFormat::ChannelsLast)) {
+    return format_desc(tensor.shape(), MemoryFormat::ChannelsLast);
+  }
+  return memory::desc(memory::dims(tensor.shape().begin(), tensor.shape().end()),
+                      memory::data_type::f32,
+                      memory::dims(tensor.strides().begin(), tensor.strides().end()));
+}
+
 memory::desc any_desc(const Shape& shape) {
   return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
                       memory::format_tag::any);
@@ -31,7 +48,7 @@ memory wrap(const memory::desc& desc, const Tensor& tensor) {
 }
 
 memory wrap(const Tensor& tensor) {
-  return wrap(plain_desc(tensor.shape()), tensor);
+  return wrap(desc_of(tensor), tensor);
 }
 
 namespace {
@@ -59,11 +76,11 @@ memory as_layout(const Tensor& tensor, const memory::desc& desired, Tensor& hold
 }
 
 memory output_in_layout(const Tensor& tensor, const memory::desc& layout, Tensor& holder) {
-  if (plain_desc(tensor.shape()) == layout) return wrap(tensor);
+  if (desc_of(tensor) == layout) return wrap(tensor);
   return buffer_for(layout, holder);
 }
 
-void copy_to_plain(const memory& result, const Tensor& tensor) {
+void copy_to_tensor(const memory& result, const Tensor& tensor) {
   if (result.get_data_handle() == tensor.data_ptr()) return;
   reorder(result, wrap(tensor));
 }

@@ -32,20 +32,24 @@ dnnl::engine& engine();
 
 /// float32 descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).
 dnnl::memory::desc plain_desc(const Shape& shape);
+/// float32 descriptor of a dense `shape` in `format`: plain, or `nhwc` for ChannelsLast.
+dnnl::memory::desc format_desc(const Shape& shape, MemoryFormat format);
 /// float32 descriptor of `shape` that lets a primitive choose its layout (format_tag::any).
 dnnl::memory::desc any_desc(const Shape& shape);
-/// A oneDNN memory over the tensor's data (no copy).
+/// The descriptor of the tensor's own layout: plain, nhwc, or its strides as they are.
+dnnl::memory::desc desc_of(const Tensor& tensor);
+/// A oneDNN memory over the tensor's data in its own layout (no copy).
 dnnl::memory wrap(const Tensor& tensor);
 dnnl::memory wrap(const dnnl::memory::desc& desc, const Tensor& tensor);
 
 /// A memory in layout `desired` holding the tensor's values: the tensor itself when
-/// its plain layout already is `desired`, else a reordered copy owned by `holder`.
+/// its own layout already is `desired`, else a reordered copy owned by `holder`.
 dnnl::memory as_layout(const Tensor& tensor, const dnnl::memory::desc& desired, Tensor& holder);
 /// A memory in layout `layout` for a result that copy_to_plain() later moves into `tensor`.
 dnnl::memory output_in_layout(const Tensor& tensor, const dnnl::memory::desc& layout,
                               Tensor& holder);
 /// Reorders `result` into the tensor when they differ (no-op when it already is the tensor).
-void copy_to_plain(const dnnl::memory& result, const Tensor& tensor);
+void copy_to_tensor(const dnnl::memory& result, const Tensor& tensor);
 
 /// Attributes every cached primitive is built with (user scratchpad).
 const dnnl::primitive_attr& attributes();

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
@@ -22,10 +23,11 @@ struct MaxPoolPrimitives {
   dnnl::pooling_backward backward;
 };
 
-// x: (N, C, H, W), y: (N, C, P, Q)
-MaxPoolPrimitives create(const Shape& x, const Shape& y, const Pool2dOptions& o) {
-  const memory::desc x_md = ctx::plain_desc(x);
-  const memory::desc y_md = ctx::plain_desc(y);
+// x: (N, C, H, W), y: (N, C, P, Q), both in `format`.
+MaxPoolPrimitives create(const Shape& x, const Shape& y, const Pool2dOptions& o,
+                         MemoryFormat format) {
+  const memory::desc x_md = ctx::format_desc(x, format);
+  const memory::desc y_md = ctx::format_desc(y, format);
   const memory::dims strides = {o.stride, o.stride};
   const memory::dims kernel = {o.kernel_size, o.kernel_size};
   const memory::dims padding = {o.padding, o.padding};
@@ -46,12 +48,14 @@ MaxPoolPrimitives create(const Shape& x, const Shape& y, const Pool2dOptions& o)
           dnnl::pooling_backward(backward_pd)};
 }
 
-std::shared_ptr<const MaxPoolPrimitives> primitives_for(const Shape& x, const Shape& y,
+std::shared_ptr<const MaxPoolPrimitives> primitives_for(const Tensor& x, const Shape& y,
                                                         const Pool2dOptions& o) {
   static ctx::PrimitiveCache<MaxPoolPrimitives> cache;
-  const std::string key = shape_str(x) + "k" + std::to_string(o.kernel_size) + "s" +
-                          std::to_string(o.stride) + "p" + std::to_string(o.padding);
-  return cache.get(key, [&] { return create(x, y, o); });
+  const MemoryFormat format = x.memory_format();
+  const std::string key = shape_str(x.shape()) + memory_format_name(format) + "k" +
+                          std::to_string(o.kernel_size) + "s" + std::to_string(o.stride) + "p" +
+                          std::to_string(o.padding);
+  return cache.get(key, [&] { return create(x.shape(), y, o, format); });
 }
 
 // PyTorch's adaptive bins: [floor(i * in / out), ceil((i + 1) * in / out)).
@@ -66,7 +70,7 @@ int64_t bin_end(int64_t i, int64_t in, int64_t out) {
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dOptions& options, Tensor& y,
                                     Tensor& workspace) {
-  const auto p = primitives_for(x.shape(), y.shape(), options);
+  const auto p = primitives_for(x, y.shape(), options);
   const memory::desc ws_md = p->forward_pd.workspace_desc();
   workspace = empty({static_cast<int64_t>(ws_md.get_size())},
                     {.dtype = DType::UInt8, .device = x.device()});
@@ -79,19 +83,44 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Pool2dOptions& option
 void CpuBackend::max_pool2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor& y,
                                      const Tensor& workspace, const Pool2dOptions& options,
                                      Tensor& grad_x) {
-  const auto p = primitives_for(x.shape(), y.shape(), options);
+  const auto p = primitives_for(x, y.shape(), options);
   ctx::execute(p->backward, p->backward_pd.scratchpad_desc(),
                {{DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
                 {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
                 {DNNL_ARG_WORKSPACE, ctx::wrap(p->forward_pd.workspace_desc(), workspace)}});
 }
 
-// x: (N, C, H, W) → y: (N, C, P, Q)
+// Note [Adaptive pooling order]: both layouts add a bin's values in double, row by row, so
+// NCHW and channels-last give the same bits. NCHW walks one (n, c) plane at a time;
+// channels-last one (n, bin) at a time with the channels innermost, where they are contiguous.
+
+// x: (N, C, H, W) → y: (N, C, P, Q), both in one format.
 void CpuBackend::adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) {
-  const int64_t h = x.size(2), w = x.size(3), ph = y.size(2), pw = y.size(3);
+  const int64_t channels = x.size(1), h = x.size(2), w = x.size(3), ph = y.size(2), pw = y.size(3);
   const float* in = x.data<float>();
   float* out = y.data<float>();
-  parallel_for(x.size(0) * x.size(1), 16, [&](int64_t begin, int64_t end) {
+  if (x.memory_format() == MemoryFormat::ChannelsLast) {
+    parallel_for(x.size(0) * ph * pw, 4, [&](int64_t begin, int64_t end) {
+      std::vector<double> total(static_cast<size_t>(channels));
+      for (int64_t cell = begin; cell < end; ++cell) {
+        const int64_t n = cell / (ph * pw), i = cell / pw % ph, j = cell % pw;
+        const int64_t r0 = bin_start(i, h, ph), r1 = bin_end(i, h, ph);
+        const int64_t c0 = bin_start(j, w, pw), c1 = bin_end(j, w, pw);
+        std::fill(total.begin(), total.end(), 0.0);
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t c = c0; c < c1; ++c) {
+            const float* src = in + ((n * h + r) * w + c) * channels;
+            for (int64_t k = 0; k < channels; ++k) total[k] += src[k];
+          }
+        }
+        const double count = double((r1 - r0) * (c1 - c0));
+        float* dst = out + cell * channels;
+        for (int64_t k = 0; k < channels; ++k) dst[k] = static_cast<float>(total[k] / count);
+      }
+    });
+    return;
+  }
+  parallel_for(x.size(0) * channels, 16, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       const float* src = in + plane * h * w;
       for (int64_t i = 0; i < ph; ++i) {
@@ -110,12 +139,37 @@ void CpuBackend::adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) {
   });
 }
 
-// grad_y: (N, C, P, Q) → grad_x: (N, C, H, W); bins may overlap, so accumulate.
+// grad_y: (N, C, P, Q) → grad_x: (N, C, H, W), both in one format; bins may overlap, so
+// accumulate.
 void CpuBackend::adaptive_avg_pool2d_backward(const Tensor& grad_y, Tensor& grad_x) {
-  const int64_t h = grad_x.size(2), w = grad_x.size(3), ph = grad_y.size(2), pw = grad_y.size(3);
+  const int64_t channels = grad_x.size(1), h = grad_x.size(2), w = grad_x.size(3);
+  const int64_t ph = grad_y.size(2), pw = grad_y.size(3);
   const float* g = grad_y.data<float>();
   float* gx = grad_x.data<float>();
-  parallel_for(grad_x.size(0) * grad_x.size(1), 16, [&](int64_t begin, int64_t end) {
+  if (grad_x.memory_format() == MemoryFormat::ChannelsLast) {
+    parallel_for(grad_x.size(0), 1, [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) {
+        float* image = gx + n * h * w * channels;
+        std::memset(image, 0, static_cast<size_t>(h * w * channels) * sizeof(float));
+        for (int64_t i = 0; i < ph; ++i) {
+          const int64_t r0 = bin_start(i, h, ph), r1 = bin_end(i, h, ph);
+          for (int64_t j = 0; j < pw; ++j) {
+            const int64_t c0 = bin_start(j, w, pw), c1 = bin_end(j, w, pw);
+            const float count = static_cast<float>((r1 - r0) * (c1 - c0));
+            const float* grad = g + ((n * ph + i) * pw + j) * channels;
+            for (int64_t r = r0; r < r1; ++r) {
+              for (int64_t c = c0; c < c1; ++c) {
+                float* dst = image + (r * w + c) * channels;
+                for (int64_t k = 0; k < channels; ++k) dst[k] += grad[k] / count;
+              }
+            }
+          }
+        }
+      }
+    });
+    return;
+  }
+  parallel_for(grad_x.size(0) * channels, 16, [&](int64_t begin, int64_t end) {
     for (int64_t plane = begin; plane < end; ++plane) {
       float* dst = gx + plane * h * w;
       std::memset(dst, 0, static_cast<size_t>(h * w) * sizeof(float));

@@ -3,6 +3,7 @@
 #include "engine/autograd/node.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 
 namespace tandem {
 
@@ -32,15 +33,20 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                            (padded_h - weight.size(2)) / options.stride + 1,
                            (padded_w - weight.size(3)) / options.stride + 1};
 
-  const Tensor cx = x.detach().contiguous();
-  const Tensor cw = weight.detach().contiguous();
-  Tensor out = empty(out_shape, {.device = x.device()});
+  // Channels-last in, channels-last out (PyTorch's rule: the input's or the weight's format).
+  const MemoryFormat format = ops::format_of_inputs({&x, &weight});
+  const MemoryFormat compute = ops::kernel_format(x.device(), format);
+  const Tensor cx = x.detach().contiguous(compute);
+  const Tensor cw = compute == MemoryFormat::ChannelsLast && weight.is_dense()
+                        ? weight.detach()
+                        : weight.detach().contiguous();
+  Tensor out = empty(out_shape, {.device = x.device(), .memory_format = compute});
   backend_for(x.device())
       .conv2d_forward(cx, cw, bias.defined() ? bias.detach().contiguous() : Tensor(), options, out);
   autograd::record(
       "conv2d", {&x, &weight, &bias}, {&out},
-      [cx, cw, options](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
-        const Tensor grad_y = grads[0].contiguous();
+      [cx, cw, options, compute](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+        const Tensor grad_y = grads[0].contiguous(compute);
         Backend& backend = backend_for(grad_y.device());
         Tensor grad_x, grad_w, grad_b;
         if (needs[0]) {
@@ -54,6 +60,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
         }
         return std::vector<Tensor>{grad_x, needs[1] ? grad_w : Tensor(), grad_b};
       });
+  // A backend without channels-last kernels computed on contiguous copies: convert back.
+  if (compute != format) return out.contiguous(format);
   return out;
 }
 

@@ -4,10 +4,18 @@
 #include "engine/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 #include "engine/ops/reduce.h"
 
 namespace tandem {
 namespace {
+
+// `t`'s shape with leading 1s up to `rank` dims (NumPy broadcasting's view of it).
+Shape unsqueezed(const Tensor& t, size_t rank) {
+  Shape shape(rank - t.shape().size(), 1);
+  shape.insert(shape.end(), t.shape().begin(), t.shape().end());
+  return shape;
+}
 
 const char* binary_name(BinaryOp op) {
   switch (op) {
@@ -33,15 +41,29 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
     ops::check_dtype(name, "b", b, DType::Float32);
   }
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Tensor out = empty(shape, {.dtype = DType::Float32, .device = a.device()});
-  backend_for(a.device()).binary(op, a.detach().contiguous(), b.detach().contiguous(), out);
+  const MemoryFormat format =
+      shape.size() == 4 ? ops::format_of_inputs({&a, &b}) : MemoryFormat::Contiguous;
+  Tensor out = empty(shape, {.dtype = DType::Float32, .device = a.device(), .memory_format = format});
+  if (format == MemoryFormat::Contiguous) {
+    backend_for(a.device()).binary(op, a.detach().contiguous(), b.detach().contiguous(), out);
+    return out;
+  }
+  // Channels-last: broadcast in NHWC order, where every operand's view is contiguous.
+  const auto nhwc_operand = [](const Tensor& t) {
+    const Tensor four_d = t.dim() == 4 ? t.detach() : t.detach().contiguous().view(unsqueezed(t, 4));
+    return ops::nhwc_view(four_d.contiguous(MemoryFormat::ChannelsLast));
+  };
+  Tensor out_view = ops::nhwc_view(out);
+  backend_for(a.device()).binary(op, nhwc_operand(a), nhwc_operand(b), out_view);
   return out;
 }
 
 Tensor unary_kernel(UnaryOp op, const Tensor& a, float scalar, const char* name) {
   ops::check_dtype(name, "input", a, DType::Float32);
-  Tensor out = empty(a.shape(), {.dtype = DType::Float32, .device = a.device()});
-  backend_for(a.device()).unary(op, a.detach().contiguous(), scalar, out);
+  const Tensor input = a.detach().contiguous(a.memory_format());
+  Tensor out = empty_like(input);
+  Tensor out_view = ops::kernel_view(out);
+  backend_for(a.device()).unary(op, ops::kernel_view(input), scalar, out_view);
   return out;
 }
 
@@ -160,8 +182,11 @@ Tensor& add_(Tensor& self, const Tensor& other) {
   ops::check_same_device("add_", {&self, &other});
   ops::check_dtype("add_", "self", self, DType::Float32);
   ops::check_shape("add_", "other", other, self.shape());
-  TANDEM_CHECK(self.is_contiguous(), "[add_] needs a contiguous destination");
-  backend_for(self.device()).binary(BinaryOp::Add, self, other.detach().contiguous(), self);
+  TANDEM_CHECK(self.is_dense(), "[add_] needs a contiguous or channels-last destination");
+  Tensor memory = ops::kernel_view(self);
+  backend_for(self.device())
+      .binary(BinaryOp::Add, memory, ops::kernel_view(other.detach().contiguous(self.memory_format())),
+              memory);
   return self;
 }
 

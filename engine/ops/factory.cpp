@@ -13,8 +13,9 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
   Allocator& allocator = backend_for(options.device).allocator(options.device);
   auto storage = std::make_shared<Storage>(nbytes, options.device, allocator);
-  Tensor tensor(std::make_shared<TensorImpl>(std::move(storage), shape, contiguous_strides(shape),
-                                             0, options.dtype));
+  Tensor tensor(std::make_shared<TensorImpl>(std::move(storage), shape,
+                                             strides_for(shape, options.memory_format), 0,
+                                             options.dtype));
   if (options.requires_grad) tensor.set_requires_grad(true);
   return tensor;
 }
@@ -29,11 +30,15 @@ Tensor full(const Shape& shape, double value, const TensorOptions& options) {
 }
 
 Tensor empty_like(const Tensor& like) {
-  return empty(like.shape(), {.dtype = like.dtype(), .device = like.device()});
+  return empty(like.shape(), options_like(like));
 }
 
 Tensor zeros_like(const Tensor& like) {
-  return zeros(like.shape(), {.dtype = like.dtype(), .device = like.device()});
+  return zeros(like.shape(), options_like(like));
+}
+
+TensorOptions options_like(const Tensor& like) {
+  return {.dtype = like.dtype(), .device = like.device(), .memory_format = like.memory_format()};
 }
 
 template <typename T>

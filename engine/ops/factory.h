@@ -17,9 +17,11 @@ inline Tensor zeros(const Shape& shape, const TensorOptions& options = {}) {
 inline Tensor ones(const Shape& shape, const TensorOptions& options = {}) {
   return full(shape, 1.0, options);
 }
-/// A tensor with the same shape, dtype and device as `like`.
+/// A tensor with the same shape, dtype, device and memory format as `like`.
 Tensor empty_like(const Tensor& like);
 Tensor zeros_like(const Tensor& like);
+/// The dtype, device and memory format of `like` (not requires_grad).
+TensorOptions options_like(const Tensor& like);
 
 /// Copies host values into a new tensor (options.dtype must match T).
 template <typename T>

@@ -8,6 +8,7 @@
 #include "engine/ops/checks.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 #include "engine/ops/reduce.h"
 
 namespace tandem {
@@ -48,9 +49,10 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   TANDEM_CHECK(count > 1,
                "[batch_norm2d] training needs more than one value per channel, got input ",
                shape_str(x.shape()));
-  const Tensor cx = x.detach().contiguous();
+  const MemoryFormat format = x.memory_format();
+  const Tensor cx = x.detach().contiguous(ops::kernel_format(x.device(), format));
   const TensorOptions on_device{.device = x.device()};
-  Tensor out = empty(x.shape(), on_device);
+  Tensor out = empty_like(cx);
   Tensor mean = empty({x.size(1)}, on_device);
   Tensor var = empty({x.size(1)}, on_device);
   backend_for(x.device()).batch_norm_forward_training(cx, g, b, options.eps, out, mean, var);
@@ -67,12 +69,13 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
                      Tensor grad_gamma = empty_like(g);
                      Tensor grad_beta = empty_like(g);
                      backend_for(cx.device())
-                         .batch_norm_backward(grads[0].contiguous(), cx, g, mean, var, eps, grad_x,
+                         .batch_norm_backward(grads[0].contiguous(cx.memory_format()), cx, g, mean,
+                                              var, eps, grad_x,
                                               grad_gamma, grad_beta);
                      return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
                                   needs[2] ? grad_beta : Tensor()};
                    });
-  return out;
+  return out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
 }
 
 Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -83,9 +86,10 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   // Snapshots: the module may update its running stats before this graph's backward runs.
   const Tensor mean = running_mean.detach().clone();
   const Tensor var = running_var.detach().clone();
-  Tensor out = empty(x.shape(), {.device = x.device()});
-  backend_for(x.device())
-      .batch_norm_forward_inference(x.detach().contiguous(), g, b, mean, var, options.eps, out);
+  const MemoryFormat format = x.memory_format();
+  const Tensor cx = x.detach().contiguous(ops::kernel_format(x.device(), format));
+  Tensor out = empty_like(cx);
+  backend_for(x.device()).batch_norm_forward_inference(cx, g, b, mean, var, options.eps, out);
   // Rarely needed (fine-tuning with frozen statistics), so composed from elementwise ops.
   autograd::record(
       "batch_norm2d_inference", {&x, &gamma, &beta}, {&out},
@@ -102,7 +106,7 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
         if (needs[2]) grad_beta = sum(grad_y, {0, 2, 3});
         return Grads{grad_x, grad_gamma, grad_beta};
       });
-  return out;
+  return out.contiguous(format);
 }
 
 }  // namespace

@@ -30,11 +30,15 @@ void check_tensors(const char* op, int64_t index, const Tensor& param, const Ten
   ops::check_dtype(op, param_name.c_str(), param, DType::Float32);
   ops::check_shape(op, grad_name.c_str(), grad, param.shape());
   ops::check_dtype(op, grad_name.c_str(), grad, DType::Float32);
-  TANDEM_CHECK(param.is_contiguous() && grad.is_contiguous(), "[", op, "] needs contiguous ",
-               param_name, " and ", grad_name);
+  // The kernels walk the three tensors' memory in step (Note [Memory formats]).
+  const MemoryFormat format = param.memory_format();
+  TANDEM_CHECK(param.is_dense() && grad.is_contiguous(format), "[", op, "] needs ", param_name,
+               " and ", grad_name, " dense in one memory format (", param_name, " is ",
+               memory_format_name(format), ")");
   if (options.momentum != 0.0f) {
     ops::check_shape(op, buffer_name.c_str(), momentum_buffer, param.shape());
-    TANDEM_CHECK(momentum_buffer.is_contiguous(), "[", op, "] needs a contiguous ", buffer_name);
+    TANDEM_CHECK(momentum_buffer.is_contiguous(format), "[", op, "] needs ", buffer_name, " in ",
+                 param_name, "'s memory format (", memory_format_name(format), ")");
   }
   ops::check_same_device(op, {&param, &grad, &momentum_buffer});
 }

@@ -3,6 +3,7 @@
 #include "engine/autograd/node.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 
 namespace tandem {
 
@@ -21,8 +22,10 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   const Shape out_shape = {x.size(0), x.size(1),
                            (padded_h - options.kernel_size) / options.stride + 1,
                            (padded_w - options.kernel_size) / options.stride + 1};
-  const Tensor cx = x.detach().contiguous();
-  Tensor out = empty(out_shape, {.device = x.device()});
+  const MemoryFormat format = x.memory_format();
+  const MemoryFormat compute = ops::kernel_format(x.device(), format);
+  const Tensor cx = x.detach().contiguous(compute);
+  Tensor out = empty(out_shape, {.device = x.device(), .memory_format = compute});
   Tensor workspace;
   backend_for(x.device()).max_pool2d_forward(cx, options, out, workspace);
   autograd::record("max_pool2d", {&x}, {&out},
@@ -30,11 +33,11 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
                                                               const std::vector<bool>&) {
                      Tensor grad_x = empty_like(cx);
                      backend_for(cx.device())
-                         .max_pool2d_backward(grads[0].contiguous(), cx, y, workspace, options,
-                                              grad_x);
+                         .max_pool2d_backward(grads[0].contiguous(cx.memory_format()), cx, y,
+                                              workspace, options, grad_x);
                      return std::vector<Tensor>{grad_x};
                    });
-  return out;
+  return out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
@@ -44,17 +47,20 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
                out_h, "x", out_w);
   TANDEM_CHECK(x.size(2) >= 1 && x.size(3) >= 1, "[adaptive_avg_pool2d] empty input ",
                shape_str(x.shape()));
-  Tensor out = empty({x.size(0), x.size(1), out_h, out_w}, {.device = x.device()});
-  backend_for(x.device()).adaptive_avg_pool2d_forward(x.detach().contiguous(), out);
+  const MemoryFormat format = x.memory_format();
+  const MemoryFormat compute = ops::kernel_format(x.device(), format);
+  Tensor out = empty({x.size(0), x.size(1), out_h, out_w},
+                     {.device = x.device(), .memory_format = compute});
+  backend_for(x.device()).adaptive_avg_pool2d_forward(x.detach().contiguous(compute), out);
   autograd::record("adaptive_avg_pool2d", {&x}, {&out},
-                   [input_shape = x.shape(), device = x.device()](const std::vector<Tensor>& grads,
-                                                                  const std::vector<bool>&) {
-                     Tensor grad_x = empty(input_shape, {.device = device});
-                     backend_for(device).adaptive_avg_pool2d_backward(grads[0].contiguous(),
-                                                                      grad_x);
+                   [input_shape = x.shape(), device = x.device(), compute](
+                       const std::vector<Tensor>& grads, const std::vector<bool>&) {
+                     Tensor grad_x = empty(input_shape, {.device = device, .memory_format = compute});
+                     backend_for(device).adaptive_avg_pool2d_backward(
+                         grads[0].contiguous(compute), grad_x);
                      return std::vector<Tensor>{grad_x};
                    });
-  return out;
+  return out.contiguous(format);
 }
 
 }  // namespace tandem

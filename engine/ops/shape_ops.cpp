@@ -54,6 +54,19 @@ Tensor Tensor::contiguous() const {
   return out;
 }
 
+Tensor Tensor::contiguous(MemoryFormat format) const {
+  if (format == MemoryFormat::Contiguous) return contiguous();
+  if (is_contiguous(format)) return *this;
+  Tensor out = empty(shape(), {.dtype = dtype(), .device = device(), .memory_format = format});
+  out.detach().copy_(*this);
+  const MemoryFormat input_format = memory_format();
+  autograd::record("contiguous", {this}, {&out},
+                   [input_format](const std::vector<Tensor>& grads, const std::vector<bool>&) {
+                     return std::vector<Tensor>{grads[0].contiguous(input_format)};
+                   });
+  return out;
+}
+
 Tensor Tensor::view(const Shape& requested) const {
   TANDEM_CHECK(is_contiguous(), "[view] needs a contiguous tensor (shape ", shape_str(shape()),
                "); use reshape()");
@@ -87,7 +100,7 @@ Tensor Tensor::slice(int64_t start, int64_t end) const {
   new_shape[0] = end - start;
   Tensor out = make_view(*this, new_shape, strides(), offset() + start * strides()[0]);
   const Shape input_shape = shape();
-  const TensorOptions options{.dtype = dtype(), .device = device()};
+  const TensorOptions options = options_like(*this);
   autograd::record("slice", {this}, {&out},
                    [input_shape, options, start, end](const std::vector<Tensor>& grads,
                                                       const std::vector<bool>&) {
@@ -100,8 +113,10 @@ Tensor Tensor::slice(int64_t start, int64_t end) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
-  Tensor out = empty(shape(), {.dtype = dtype(), .device = target});
-  out.copy_(*this);
+  TensorOptions options = options_like(*this);
+  options.device = target;
+  Tensor out = empty(shape(), options);
+  out.detach().copy_(*this);
   const Device source = device();
   autograd::record("to", {this}, {&out},
                    [source](const std::vector<Tensor>& grads, const std::vector<bool>&) {
@@ -119,8 +134,8 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::clone() const {
-  Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
-  backend_for(device()).copy(*this, out);
+  Tensor out = empty(shape(), options_like(*this));
+  out.detach().copy_(*this);
   autograd::record("clone", {this}, {&out},
                    [](const std::vector<Tensor>& grads, const std::vector<bool>&) {
                      return std::vector<Tensor>{grads[0]};

@@ -62,7 +62,7 @@ TEST_F(GlooSingleRank, BadArgumentsThrowAtTheCall) {
   Tensor strided(
       std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
   EXPECT_TRUE(contains(error_message([&] { group_.allreduce({strided}, ReduceOp::Sum); }),
-                       "[gloo] allreduce: tensor 0 is not contiguous"));
+                       "[gloo] allreduce: tensor 0 is not dense"));
   const Tensor bytes = zeros({4}, {.dtype = DType::UInt8});
   EXPECT_TRUE(contains(error_message([&] {
                          group_.allreduce({t, bytes}, ReduceOp::Sum);

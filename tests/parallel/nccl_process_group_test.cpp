@@ -80,7 +80,7 @@ TEST(Nccl, TensorChecksNameTheBackendTheOpAndTheDevice) {
   const std::string non_contiguous = error_message([&] {
     check_nccl_tensors("broadcast", {cpu, strided}, Device::cpu(), true);
   });
-  EXPECT_TRUE(contains(non_contiguous, "[nccl] broadcast: tensor 1 is not contiguous"))
+  EXPECT_TRUE(contains(non_contiguous, "[nccl] broadcast: tensor 1 is not dense"))
       << non_contiguous;
   EXPECT_NO_THROW(check_nccl_tensors("allgather", {cpu}, Device::cpu(), true));
 }

@@ -1,0 +1,229 @@
+// Note [Channels-last batch norm]: oneDNN 2.6's batch norm on nhwc was the slowest op of a
+// channels-last ResNet-20 step on AVX-512 (bnorm_jit:avx512_core, ~24 ms a call at
+// 128x16x32x32 where a pass over the data takes well under 1 ms; 2026-11-23, AMD EPYC Zen 4),
+// and its NCHW path is slower still (ncsp_bnorm). PyTorch does not use oneDNN here either: its
+// channels-last batch norm is a few passes over rows of C contiguous channels, as these are.
+//
+// Each pass is one OpenMP region over fixed blocks of rows, so the result does not depend on
+// the thread count: a block sums its rows in float, vectorised across channels, and the
+// blocks' partial sums are added in double in block order. The variance is the mean of the
+// squared deviations from the mean (two passes), not E[x^2] - E[x]^2, which cancels badly
+// when the mean is large. Per-element loops are compiled for AVX-512, AVX2 and the baseline,
+// picked at load time (target_clones), since the build targets no particular CPU.
+
+#include "engine/cpu/batch_norm_channels_last.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/cpu/parallel.h"
+
+namespace tandem::cpu::channels_last {
+namespace {
+
+#define TANDEM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+constexpr int64_t kBlocks = 64;  // fixed, so that sums do not depend on the thread count
+
+struct Rows {
+  int64_t count;     // N * H * W
+  int64_t channels;  // C
+};
+
+Rows rows_of(const Tensor& x) {
+  return {x.size(0) * x.size(2) * x.size(3), x.size(1)};
+}
+
+int64_t block_begin(int64_t block, int64_t blocks, int64_t rows) {
+  return rows * block / blocks;
+}
+
+// partial[c] = sum over rows [begin, end) of (x[r, c] - centre[c]) ^ power, power 1 or 2.
+TANDEM_VECTOR_CLONES
+void sum_rows(const float* x, const float* centre, int64_t begin, int64_t end, int64_t channels,
+              bool squared, float* partial) {
+  for (int64_t c = 0; c < channels; ++c) partial[c] = 0.0f;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = x + r * channels;
+    if (squared) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float d = row[c] - centre[c];
+        partial[c] += d * d;
+      }
+    } else {
+      for (int64_t c = 0; c < channels; ++c) partial[c] += row[c];
+    }
+  }
+}
+
+// Per channel: the sum over all rows of (x - centre) or of its square, in double.
+std::vector<double> channel_sums(const float* x, const Rows& rows, const std::vector<float>& centre,
+                                 bool squared) {
+  const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
+  std::vector<float> partials(static_cast<size_t>(blocks * rows.channels));
+  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      sum_rows(x, centre.data(), block_begin(b, blocks, rows.count),
+               block_begin(b + 1, blocks, rows.count), rows.channels, squared,
+               partials.data() + b * rows.channels);
+    }
+  });
+  std::vector<double> total(static_cast<size_t>(rows.channels), 0.0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t c = 0; c < rows.channels; ++c) total[c] += partials[b * rows.channels + c];
+  }
+  return total;
+}
+
+// y[r, c] = x[r, c] * scale[c] + shift[c]
+TANDEM_VECTOR_CLONES
+void affine_rows(const float* x, const float* scale, const float* shift, int64_t begin, int64_t end,
+                 int64_t channels, float* y) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* in = x + r * channels;
+    float* out = y + r * channels;
+    for (int64_t c = 0; c < channels; ++c) out[c] = in[c] * scale[c] + shift[c];
+  }
+}
+
+void apply_affine(const Tensor& x, const std::vector<float>& scale,
+                  const std::vector<float>& shift, Tensor& y) {
+  const Rows rows = rows_of(x);
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
+  parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
+    affine_rows(in, scale.data(), shift.data(), begin, end, rows.channels, out);
+  });
+}
+
+// grad_x[r, c] = grad_y[r, c] * a[c] + x[r, c] * b[c] + d[c]
+TANDEM_VECTOR_CLONES
+void backward_rows(const float* grad_y, const float* x, const float* a, const float* b,
+                   const float* d, int64_t begin, int64_t end, int64_t channels, float* grad_x) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* g = grad_y + r * channels;
+    const float* in = x + r * channels;
+    float* out = grad_x + r * channels;
+    for (int64_t c = 0; c < channels; ++c) out[c] = g[c] * a[c] + in[c] * b[c] + d[c];
+  }
+}
+
+// partial_g[c] = sum of grad_y; partial_gx[c] = sum of grad_y * (x - mean), over [begin, end).
+TANDEM_VECTOR_CLONES
+void grad_sums_rows(const float* grad_y, const float* x, const float* mean, int64_t begin,
+                    int64_t end, int64_t channels, float* partial_g, float* partial_gx) {
+  for (int64_t c = 0; c < channels; ++c) partial_g[c] = partial_gx[c] = 0.0f;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* g = grad_y + r * channels;
+    const float* in = x + r * channels;
+    for (int64_t c = 0; c < channels; ++c) {
+      partial_g[c] += g[c];
+      partial_gx[c] += g[c] * (in[c] - mean[c]);
+    }
+  }
+}
+
+std::vector<float> host_values(const Tensor& t) {
+  const float* p = t.data<float>();
+  return std::vector<float>(p, p + t.numel());
+}
+
+}  // namespace
+
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 float eps, Tensor& y, Tensor& save_mean, Tensor& save_var) {
+  const Rows rows = rows_of(x);
+  const size_t channels = static_cast<size_t>(rows.channels);
+  const float* in = x.data<float>();
+  const double count = static_cast<double>(rows.count);
+
+  const std::vector<float> zero(channels, 0.0f);
+  const std::vector<double> sums = channel_sums(in, rows, zero, false);
+  std::vector<float> mean(channels);
+  for (size_t c = 0; c < channels; ++c) mean[c] = static_cast<float>(sums[c] / count);
+  const std::vector<double> squares = channel_sums(in, rows, mean, true);
+
+  const float* g = gamma.data<float>();
+  const float* b = beta.data<float>();
+  float* out_mean = save_mean.data<float>();
+  float* out_var = save_var.data<float>();
+  std::vector<float> scale(channels), shift(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const double var = squares[c] / count;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    out_mean[c] = mean[c];
+    out_var[c] = static_cast<float>(var);
+    scale[c] = static_cast<float>(g[c] * invstd);
+    shift[c] = static_cast<float>(b[c] - mean[c] * g[c] * invstd);
+  }
+  apply_affine(x, scale, shift, y);
+}
+
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, float eps, Tensor& y) {
+  const size_t channels = static_cast<size_t>(x.size(1));
+  const float* g = gamma.data<float>();
+  const float* b = beta.data<float>();
+  const float* m = mean.data<float>();
+  const float* v = var.data<float>();
+  std::vector<float> scale(channels), shift(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(v[c]) + eps);
+    scale[c] = static_cast<float>(g[c] * invstd);
+    shift[c] = static_cast<float>(b[c] - m[c] * g[c] * invstd);
+  }
+  apply_affine(x, scale, shift, y);
+}
+
+void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
+                         const Tensor& save_mean, const Tensor& save_var, float eps,
+                         Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+  const Rows rows = rows_of(x);
+  const size_t channels = static_cast<size_t>(rows.channels);
+  const float* gy = grad_y.data<float>();
+  const float* in = x.data<float>();
+  const std::vector<float> mean = host_values(save_mean);
+
+  const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
+  std::vector<float> partial_g(static_cast<size_t>(blocks) * channels);
+  std::vector<float> partial_gx(partial_g.size());
+  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t blk = first; blk < last; ++blk) {
+      grad_sums_rows(gy, in, mean.data(), block_begin(blk, blocks, rows.count),
+                     block_begin(blk + 1, blocks, rows.count), rows.channels,
+                     partial_g.data() + blk * rows.channels,
+                     partial_gx.data() + blk * rows.channels);
+    }
+  });
+
+  const float* g = gamma.data<float>();
+  const float* v = save_var.data<float>();
+  float* out_gamma = grad_gamma.data<float>();
+  float* out_beta = grad_beta.data<float>();
+  const double count = static_cast<double>(rows.count);
+  std::vector<float> a(channels), b(channels), d(channels);
+  for (size_t c = 0; c < channels; ++c) {
+    double sum_g = 0.0, sum_gx = 0.0;
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      sum_g += partial_g[blk * rows.channels + c];
+      sum_gx += partial_gx[blk * rows.channels + c];
+    }
+    const double invstd = 1.0 / std::sqrt(static_cast<double>(v[c]) + eps);
+    out_beta[c] = static_cast<float>(sum_g);
+    out_gamma[c] = static_cast<float>(sum_gx * invstd);
+    // grad_x = gamma * invstd * (grad_y - mean(grad_y) - (x - mean) * invstd^2 * mean(grad_y * (x - mean)))
+    const double scale = g[c] * invstd;
+    const double slope = -scale * invstd * invstd * sum_gx / count;
+    a[c] = static_cast<float>(scale);
+    b[c] = static_cast<float>(slope);
+    d[c] = static_cast<float>(-scale * sum_g / count - slope * mean[c]);
+  }
+  float* out = grad_x.data<float>();
+  const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
+  parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
+    backward_rows(gy, in, a.data(), b.data(), d.data(), begin, end, rows.channels, out);
+  });
+}
+
+}  // namespace tandem::cpu::channels_last

@@ -1,0 +1,21 @@
+#pragma once
+/// Batch norm on channels-last (NHWC) tensors in plain C++: rows of C contiguous channels,
+/// statistics per channel over the N*H*W rows. Note [Channels-last batch norm] in the .cpp
+/// says why these are not oneDNN's.
+
+#include "engine/tensor.h"
+
+namespace tandem::cpu::channels_last {
+
+/// x, y: (N, C, H, W) channels-last; gamma, beta, save_mean, save_var (biased): (C).
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 float eps, Tensor& y, Tensor& save_mean, Tensor& save_var);
+/// y = gamma * (x - mean) / sqrt(var + eps) + beta with the given statistics.
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, float eps, Tensor& y);
+/// grad_y, x, grad_x: channels-last; the statistics are those of the training forward.
+void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
+                         const Tensor& save_mean, const Tensor& save_var, float eps,
+                         Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta);
+
+}  // namespace tandem::cpu::channels_last
