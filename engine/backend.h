@@ -30,6 +30,7 @@ enum class BinaryOp {
   Div,
   Equal,         ///< 1.0 where a == b, else 0.0
   ReluBackward,  ///< a * (b > 0): a = grad of output, b = relu output
+  AddRelu,       ///< max(a + b, 0): a residual block's sum and ReLU in one pass
 };
 
 struct Conv2dOptions {
@@ -117,6 +118,19 @@ class Backend {
   virtual void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_var, float eps,
                                    Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) = 0;
+  /// Whether the batch_norm_relu_* kernels take `x`; where not, the front-end runs batch norm
+  /// and ReLU one after the other (the defaults below throw).
+  virtual bool fuses_batch_norm_relu(const Tensor& x) const { return false; }
+  /// batch_norm_forward_training, then y = max(y, 0), in the same pass over y.
+  virtual void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
+                                                const Tensor& beta, float eps, Tensor& y,
+                                                Tensor& save_mean, Tensor& save_var);
+  /// batch_norm_backward of the fused op: grad_y is the gradient of the ReLU's output y, so
+  /// batch norm sees zero where y is not positive.
+  virtual void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_var, float eps, Tensor& grad_x,
+                                        Tensor& grad_gamma, Tensor& grad_beta);
 
   // --- pooling. x: (N, C, H, W), y: (N, C, P, Q)
   /// workspace is allocated by the backend: whatever its backward needs besides x and y.

@@ -14,13 +14,23 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dConfig& config) : config_(config) {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& input) {
+  return normalize(input, false);
+}
+
+Tensor BatchNorm2d::forward_relu(const Tensor& input) {
+  return normalize(input, true);
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
   if (is_training()) {
     // A host-side counter: kept on the buffer's device, read back only here.
     num_batches_tracked_.fill_(num_batches_tracked_.item() + 1);
   }
-  return batch_norm2d(
-      input, weight_, bias_, running_mean_, running_var_,
-      {.training = is_training(), .momentum = config_.momentum, .eps = config_.eps});
+  return batch_norm2d(input, weight_, bias_, running_mean_, running_var_,
+                      {.training = is_training(),
+                       .momentum = config_.momentum,
+                       .eps = config_.eps,
+                       .fuse_relu = relu});
 }
 
 void BatchNorm2d::reset_own_parameters(Generator&) {

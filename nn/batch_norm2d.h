@@ -16,6 +16,9 @@ class BatchNorm2d final : public Module {
  public:
   explicit BatchNorm2d(const BatchNorm2dConfig& config);
   Tensor forward(const Tensor& input) override;
+  /// relu(forward(input)), fused into one pass where the backend can (batch_norm2d's
+  /// fuse_relu): what a ResNet's conv -> bn -> relu calls.
+  Tensor forward_relu(const Tensor& input);
   std::string describe() const override {
     return "BatchNorm2d(" + std::to_string(config_.channels) + ")";
   }
@@ -33,6 +36,7 @@ class BatchNorm2d final : public Module {
   void reset_own_parameters(Generator& generator) override;
 
  private:
+  Tensor normalize(const Tensor& input, bool relu);
   BatchNorm2dConfig config_;
   Tensor weight_;
   Tensor bias_;

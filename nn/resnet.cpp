@@ -22,10 +22,10 @@ BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
 }
 
 Tensor BasicBlock::forward(const Tensor& input) {
-  Tensor out = relu(bn1_->forward(conv1_->forward(input)));
+  Tensor out = bn1_->forward_relu(conv1_->forward(input));
   out = bn2_->forward(conv2_->forward(out));
   const Tensor shortcut = downsample_ ? downsample_->forward(input) : input;
-  return relu(add(out, shortcut));
+  return add_relu(out, shortcut);
 }
 
 std::string BasicBlock::describe() const {
@@ -58,7 +58,7 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 Tensor ResNet::forward(const Tensor& input) {
   TANDEM_CHECK(input.dim() == 4 && input.size(1) == 3, "[", config_.name,
                "] expects (N, 3, H, W) images, got ", shape_str(input.shape()));
-  Tensor x = relu(bn1_->forward(conv1_->forward(input)));
+  Tensor x = bn1_->forward_relu(conv1_->forward(input));
   for (const auto& stage : stages_) x = stage->forward(x);
   return fc_->forward(avgpool_->forward(x).flatten(1));
 }

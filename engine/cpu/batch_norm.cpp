@@ -62,7 +62,8 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                                              const Tensor& beta, float eps, Tensor& y,
                                              Tensor& save_mean, Tensor& save_var) {
   if (x.memory_format() == MemoryFormat::ChannelsLast) {  // Note [Channels-last batch norm]
-    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, y, save_mean, save_var);
+    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, y, save_mean,
+                                                      save_var);
   }
   const auto p = primitives_for(x, eps);
   ctx::execute(p->training, p->training_pd.scratchpad_desc(),
@@ -95,8 +96,8 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, cons
                                      const Tensor& save_mean, const Tensor& save_var, float eps,
                                      Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
   if (x.memory_format() == MemoryFormat::ChannelsLast) {
-    return channels_last::batch_norm_backward(grad_y, x, gamma, save_mean, save_var, eps, grad_x,
-                                              grad_gamma, grad_beta);
+    return channels_last::batch_norm_backward(grad_y, Tensor(), x, gamma, save_mean, save_var, eps,
+                                              grad_x, grad_gamma, grad_beta);
   }
   const auto p = primitives_for(x, eps);
   // oneDNN 2.6 insists on a shift input to backward although gradients do not depend on it.
@@ -111,6 +112,24 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, cons
                 {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
                 {DNNL_ARG_DIFF_SCALE, ctx::wrap(grad_gamma)},
                 {DNNL_ARG_DIFF_SHIFT, ctx::wrap(grad_beta)}});
+}
+
+bool CpuBackend::fuses_batch_norm_relu(const Tensor& x) const {
+  return x.memory_format() == MemoryFormat::ChannelsLast;
+}
+
+void CpuBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
+                                                  const Tensor& beta, float eps, Tensor& y,
+                                                  Tensor& save_mean, Tensor& save_var) {
+  channels_last::batch_norm_forward_training(x, gamma, beta, eps, true, y, save_mean, save_var);
+}
+
+void CpuBackend::batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
+                                          const Tensor& gamma, const Tensor& save_mean,
+                                          const Tensor& save_var, float eps, Tensor& grad_x,
+                                          Tensor& grad_gamma, Tensor& grad_beta) {
+  channels_last::batch_norm_backward(grad_y, y, x, gamma, save_mean, save_var, eps, grad_x,
+                                     grad_gamma, grad_beta);
 }
 
 }  // namespace tandem::cpu

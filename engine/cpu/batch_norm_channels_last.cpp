@@ -13,6 +13,7 @@
 
 #include "engine/cpu/batch_norm_channels_last.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -75,51 +76,72 @@ std::vector<double> channel_sums(const float* x, const Rows& rows, const std::ve
   return total;
 }
 
-// y[r, c] = x[r, c] * scale[c] + shift[c]
+// y[r, c] = x[r, c] * scale[c] + shift[c], or its max with 0
 TANDEM_VECTOR_CLONES
 void affine_rows(const float* x, const float* scale, const float* shift, int64_t begin, int64_t end,
-                 int64_t channels, float* y) {
+                 int64_t channels, bool relu, float* y) {
   for (int64_t r = begin; r < end; ++r) {
     const float* in = x + r * channels;
     float* out = y + r * channels;
-    for (int64_t c = 0; c < channels; ++c) out[c] = in[c] * scale[c] + shift[c];
+    if (relu) {
+      for (int64_t c = 0; c < channels; ++c) out[c] = std::max(in[c] * scale[c] + shift[c], 0.0f);
+    } else {
+      for (int64_t c = 0; c < channels; ++c) out[c] = in[c] * scale[c] + shift[c];
+    }
   }
 }
 
 void apply_affine(const Tensor& x, const std::vector<float>& scale,
-                  const std::vector<float>& shift, Tensor& y) {
+                  const std::vector<float>& shift, bool relu, Tensor& y) {
   const Rows rows = rows_of(x);
   const float* in = x.data<float>();
   float* out = y.data<float>();
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
-    affine_rows(in, scale.data(), shift.data(), begin, end, rows.channels, out);
+    affine_rows(in, scale.data(), shift.data(), begin, end, rows.channels, relu, out);
   });
 }
 
-// grad_x[r, c] = grad_y[r, c] * a[c] + x[r, c] * b[c] + d[c]
+// The gradient reaching batch norm's output: grad_y, or zero where the fused ReLU's output y
+// (null: no ReLU) is not positive.
+inline float through_relu(const float* grad_y, const float* y, int64_t i) {
+  return y == nullptr || y[i] > 0.0f ? grad_y[i] : 0.0f;
+}
+
+// grad_x[r, c] = g[r, c] * a[c] + x[r, c] * b[c] + d[c], g = grad_y through the ReLU
 TANDEM_VECTOR_CLONES
-void backward_rows(const float* grad_y, const float* x, const float* a, const float* b,
-                   const float* d, int64_t begin, int64_t end, int64_t channels, float* grad_x) {
+void backward_rows(const float* grad_y, const float* y, const float* x, const float* a,
+                   const float* b, const float* d, int64_t begin, int64_t end, int64_t channels,
+                   float* grad_x) {
   for (int64_t r = begin; r < end; ++r) {
-    const float* g = grad_y + r * channels;
-    const float* in = x + r * channels;
-    float* out = grad_x + r * channels;
-    for (int64_t c = 0; c < channels; ++c) out[c] = g[c] * a[c] + in[c] * b[c] + d[c];
+    const int64_t row = r * channels;
+    const float* in = x + row;
+    float* out = grad_x + row;
+    if (y != nullptr) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float g = y[row + c] > 0.0f ? grad_y[row + c] : 0.0f;
+        out[c] = g * a[c] + in[c] * b[c] + d[c];
+      }
+    } else {
+      for (int64_t c = 0; c < channels; ++c) out[c] = grad_y[row + c] * a[c] + in[c] * b[c] + d[c];
+    }
   }
 }
 
-// partial_g[c] = sum of grad_y; partial_gx[c] = sum of grad_y * (x - mean), over [begin, end).
+// partial_g[c] = sum of g; partial_gx[c] = sum of g * (x - mean), over [begin, end); g = grad_y
+// through the ReLU.
 TANDEM_VECTOR_CLONES
-void grad_sums_rows(const float* grad_y, const float* x, const float* mean, int64_t begin,
-                    int64_t end, int64_t channels, float* partial_g, float* partial_gx) {
+void grad_sums_rows(const float* grad_y, const float* y, const float* x, const float* mean,
+                    int64_t begin, int64_t end, int64_t channels, float* partial_g,
+                    float* partial_gx) {
   for (int64_t c = 0; c < channels; ++c) partial_g[c] = partial_gx[c] = 0.0f;
   for (int64_t r = begin; r < end; ++r) {
-    const float* g = grad_y + r * channels;
-    const float* in = x + r * channels;
+    const int64_t row = r * channels;
+    const float* in = x + row;
     for (int64_t c = 0; c < channels; ++c) {
-      partial_g[c] += g[c];
-      partial_gx[c] += g[c] * (in[c] - mean[c]);
+      const float g = through_relu(grad_y, y, row + c);
+      partial_g[c] += g;
+      partial_gx[c] += g * (in[c] - mean[c]);
     }
   }
 }
@@ -132,7 +154,8 @@ std::vector<float> host_values(const Tensor& t) {
 }  // namespace
 
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                 float eps, Tensor& y, Tensor& save_mean, Tensor& save_var) {
+                                 float eps, bool relu, Tensor& y, Tensor& save_mean,
+                                 Tensor& save_var) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
   const float* in = x.data<float>();
@@ -157,7 +180,7 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - mean[c] * g[c] * invstd);
   }
-  apply_affine(x, scale, shift, y);
+  apply_affine(x, scale, shift, relu, y);
 }
 
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -173,16 +196,17 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - m[c] * g[c] * invstd);
   }
-  apply_affine(x, scale, shift, y);
+  apply_affine(x, scale, shift, false, y);
 }
 
-void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
-                         const Tensor& save_mean, const Tensor& save_var, float eps,
-                         Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x,
+                         const Tensor& gamma, const Tensor& save_mean, const Tensor& save_var,
+                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
   const float* gy = grad_y.data<float>();
   const float* in = x.data<float>();
+  const float* y = relu_output.defined() ? relu_output.data<float>() : nullptr;
   const std::vector<float> mean = host_values(save_mean);
 
   const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
@@ -190,7 +214,7 @@ void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& ga
   std::vector<float> partial_gx(partial_g.size());
   parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
     for (int64_t blk = first; blk < last; ++blk) {
-      grad_sums_rows(gy, in, mean.data(), block_begin(blk, blocks, rows.count),
+      grad_sums_rows(gy, y, in, mean.data(), block_begin(blk, blocks, rows.count),
                      block_begin(blk + 1, blocks, rows.count), rows.channels,
                      partial_g.data() + blk * rows.channels,
                      partial_gx.data() + blk * rows.channels);
@@ -222,7 +246,7 @@ void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& ga
   float* out = grad_x.data<float>();
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
-    backward_rows(gy, in, a.data(), b.data(), d.data(), begin, end, rows.channels, out);
+    backward_rows(gy, y, in, a.data(), b.data(), d.data(), begin, end, rows.channels, out);
   });
 }
 

@@ -8,14 +8,18 @@
 namespace tandem::cpu::channels_last {
 
 /// x, y: (N, C, H, W) channels-last; gamma, beta, save_mean, save_var (biased): (C).
+/// relu: y = max(batch_norm(x), 0) in the same pass.
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                 float eps, Tensor& y, Tensor& save_mean, Tensor& save_var);
+                                 float eps, bool relu, Tensor& y, Tensor& save_mean,
+                                 Tensor& save_var);
 /// y = gamma * (x - mean) / sqrt(var + eps) + beta with the given statistics.
 void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                   const Tensor& mean, const Tensor& var, float eps, Tensor& y);
 /// grad_y, x, grad_x: channels-last; the statistics are those of the training forward.
-void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
-                         const Tensor& save_mean, const Tensor& save_var, float eps,
-                         Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta);
+/// relu_output, when defined, is the fused forward's y: grad_y is then the gradient of that
+/// ReLU's output, and is taken as zero where y is not positive.
+void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x,
+                         const Tensor& gamma, const Tensor& save_mean, const Tensor& save_var,
+                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta);
 
 }  // namespace tandem::cpu::channels_last

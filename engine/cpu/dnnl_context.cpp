@@ -1,5 +1,7 @@
 #include "engine/cpu/dnnl_context.h"
 
+#include <atomic>
+
 #include "engine/cpu/parallel.h"
 #include "engine/ops/factory.h"
 
@@ -58,7 +60,13 @@ memory buffer_for(const memory::desc& layout, Tensor& holder) {
   return memory(layout, engine(), holder.data_ptr());
 }
 
+std::atomic<int64_t>& reordered_bytes_counter() {
+  static std::atomic<int64_t> bytes{0};
+  return bytes;
+}
+
 void reorder(const memory& from, const memory& to) {
+  reordered_bytes_counter() += static_cast<int64_t>(to.get_desc().get_size());
   use_tandem_thread_count();
   dnnl::stream stream(engine());
   dnnl::reorder(from, to).execute(stream, const_cast<memory&>(from), const_cast<memory&>(to));
@@ -83,6 +91,10 @@ memory output_in_layout(const Tensor& tensor, const memory::desc& layout, Tensor
 void copy_to_tensor(const memory& result, const Tensor& tensor) {
   if (result.get_data_handle() == tensor.data_ptr()) return;
   reorder(result, wrap(tensor));
+}
+
+int64_t reordered_bytes() {
+  return reordered_bytes_counter().load();
 }
 
 const dnnl::primitive_attr& attributes() {

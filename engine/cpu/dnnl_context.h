@@ -51,6 +51,11 @@ dnnl::memory output_in_layout(const Tensor& tensor, const dnnl::memory::desc& la
 /// Reorders `result` into the tensor when they differ (no-op when it already is the tensor).
 void copy_to_tensor(const dnnl::memory& result, const Tensor& tensor);
 
+/// Bytes that as_layout() and copy_to_tensor() have reordered so far in this process (the
+/// destination's size). Tests read it to check that channels-last layers run back to back
+/// without reorders (Note [oneDNN layouts]); only weights should be reordered.
+int64_t reordered_bytes();
+
 /// Attributes every cached primitive is built with (user scratchpad).
 const dnnl::primitive_attr& attributes();
 

@@ -111,6 +111,11 @@ void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& o
     case BinaryOp::Div: return map_binary<float>(a, b, out, [](float x, float y) { return x / y; });
     case BinaryOp::ReluBackward:
       return map_binary<float>(a, b, out, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
+    case BinaryOp::AddRelu:
+      return map_binary<float>(a, b, out, [](float x, float y) {
+        const float sum = x + y;
+        return sum > 0.0f ? sum : 0.0f;
+      });
     case BinaryOp::Equal:
       if (a.dtype() == DType::Int64) {
         return map_binary<int64_t>(a, b, out,

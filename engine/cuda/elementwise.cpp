@@ -36,6 +36,7 @@ kernels::Binary to_kernel(BinaryOp op) {
     case BinaryOp::Div: return kernels::Binary::Div;
     case BinaryOp::Equal: return kernels::Binary::Equal;
     case BinaryOp::ReluBackward: return kernels::Binary::ReluBackward;
+    case BinaryOp::AddRelu: return kernels::Binary::AddRelu;
   }
   TANDEM_FAIL("[binary] unknown op");
 }

@@ -30,6 +30,7 @@ __device__ __forceinline__ float apply_binary(T x, T y) {
     if constexpr (kOp == Binary::Mul) return x * y;
     if constexpr (kOp == Binary::Div) return x / y;
     if constexpr (kOp == Binary::ReluBackward) return y > 0.0f ? x : 0.0f;  // x: grad, y: output
+    if constexpr (kOp == Binary::AddRelu) return fmaxf(x + y, 0.0f);
   }
 }
 
@@ -200,6 +201,9 @@ void binary(Binary op, const void* a, const void* b, bool int64_inputs,
     case Binary::Div: launch_binary<Binary::Div, float>(a, b, layout, out, n, stream); break;
     case Binary::ReluBackward:
       launch_binary<Binary::ReluBackward, float>(a, b, layout, out, n, stream);
+      break;
+    case Binary::AddRelu:
+      launch_binary<Binary::AddRelu, float>(a, b, layout, out, n, stream);
       break;
     case Binary::Equal:
       if (int64_inputs) {

@@ -37,7 +37,7 @@ void spin(long long nanoseconds, cudaStream_t stream);
 // --- elementwise.cu
 
 enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
-enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward };
+enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward, AddRelu };
 
 /// out: (n) = op(in: (n), scalar). out may alias in.
 void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream);

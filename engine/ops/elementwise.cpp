@@ -25,6 +25,7 @@ const char* binary_name(BinaryOp op) {
     case BinaryOp::Div: return "div";
     case BinaryOp::Equal: return "equal";
     case BinaryOp::ReluBackward: return "relu_backward";
+    case BinaryOp::AddRelu: return "add_relu";
   }
   return "binary";
 }
@@ -78,6 +79,18 @@ Tensor add(const Tensor& a, const Tensor& b) {
                    [sa = a.shape(), sb = b.shape()](const Grads& g, const Needs& needs) {
                      return Grads{needs[0] ? sum_to(g[0], sa) : Tensor(),
                                   needs[1] ? sum_to(g[0], sb) : Tensor()};
+                   });
+  return out;
+}
+
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel(BinaryOp::AddRelu, a, b);
+  autograd::record("add_relu", {&a, &b}, {&out},
+                   [sa = a.shape(), sb = b.shape(), y = out.detach()](const Grads& g,
+                                                                      const Needs& needs) {
+                     const Tensor grad = binary_kernel(BinaryOp::ReluBackward, g[0], y);
+                     return Grads{needs[0] ? sum_to(grad, sa) : Tensor(),
+                                  needs[1] ? sum_to(grad, sb) : Tensor()};
                    });
   return out;
 }

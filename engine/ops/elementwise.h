@@ -8,6 +8,8 @@
 namespace tandem {
 
 Tensor add(const Tensor& a, const Tensor& b);
+/// relu(add(a, b)) in one pass (the end of a residual block), and one pass backward.
+Tensor add_relu(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
 Tensor div(const Tensor& a, const Tensor& b);

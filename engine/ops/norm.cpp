@@ -55,7 +55,13 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   Tensor out = empty_like(cx);
   Tensor mean = empty({x.size(1)}, on_device);
   Tensor var = empty({x.size(1)}, on_device);
-  backend_for(x.device()).batch_norm_forward_training(cx, g, b, options.eps, out, mean, var);
+  Backend& backend = backend_for(x.device());
+  const bool fused = options.fuse_relu && backend.fuses_batch_norm_relu(cx);
+  if (fused) {
+    backend.batch_norm_relu_forward_training(cx, g, b, options.eps, out, mean, var);
+  } else {
+    backend.batch_norm_forward_training(cx, g, b, options.eps, out, mean, var);
+  }
   if (running_mean.defined()) {
     NoGradGuard no_grad;
     update_running(running_mean, mean, options.momentum);
@@ -63,19 +69,28 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
     update_running(running_var, mul(var, static_cast<float>(count) / static_cast<float>(count - 1)),
                    options.momentum);
   }
-  autograd::record("batch_norm2d", {&x, &gamma, &beta}, {&out},
-                   [cx, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+  // The fused op's backward needs its output (where the ReLU passed); a detached handle, so the
+  // graph holds no cycle.
+  const Tensor y = fused ? out.detach() : Tensor();
+  autograd::record(fused ? "batch_norm2d_relu" : "batch_norm2d", {&x, &gamma, &beta}, {&out},
+                   [cx, y, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
                      Tensor grad_x = empty_like(cx);
                      Tensor grad_gamma = empty_like(g);
                      Tensor grad_beta = empty_like(g);
-                     backend_for(cx.device())
-                         .batch_norm_backward(grads[0].contiguous(cx.memory_format()), cx, g, mean,
-                                              var, eps, grad_x,
-                                              grad_gamma, grad_beta);
+                     const Tensor grad_y = grads[0].contiguous(cx.memory_format());
+                     Backend& backend = backend_for(cx.device());
+                     if (y.defined()) {
+                       backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, var, eps, grad_x,
+                                                        grad_gamma, grad_beta);
+                     } else {
+                       backend.batch_norm_backward(grad_y, cx, g, mean, var, eps, grad_x,
+                                                   grad_gamma, grad_beta);
+                     }
                      return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
                                   needs[2] ? grad_beta : Tensor()};
                    });
-  return out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
+  out = out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
+  return options.fuse_relu && !fused ? relu(out) : out;
 }
 
 Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -119,9 +134,11 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   // affine=false: the kernels still take a scale and shift, so use the identity ones.
   const Tensor g = gamma.defined() ? gamma.detach().contiguous() : ones({x.size(1)}, on_device);
   const Tensor b = beta.defined() ? beta.detach().contiguous() : zeros({x.size(1)}, on_device);
-  return options.training
-             ? training_forward(x, gamma, beta, running_mean, running_var, options, g, b)
-             : inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+  if (options.training) {
+    return training_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+  }
+  const Tensor out = inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+  return options.fuse_relu ? relu(out) : out;
 }
 
 }  // namespace tandem

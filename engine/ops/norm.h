@@ -9,6 +9,9 @@ struct BatchNormOptions {
   bool training = true;
   float momentum = 0.1f;  ///< running = (1 - momentum) * running + momentum * batch, as PyTorch
   float eps = 1e-5f;
+  /// Returns relu(batch_norm(x)): one pass forward and backward where the backend fuses the
+  /// two (the CPU on channels-last input), else the two ops one after the other.
+  bool fuse_relu = false;
 };
 
 /// Training: normalises with batch statistics and, when running_mean/var are defined, updates

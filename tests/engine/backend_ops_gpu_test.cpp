@@ -49,6 +49,10 @@ Input labels(int64_t n, int64_t classes) {
 
 using Inputs = std::vector<Tensor>;
 
+Tensor channels_last(const Tensor& t) {
+  return t.contiguous(MemoryFormat::ChannelsLast);
+}
+
 struct OpCase {
   std::string name;
   std::vector<Input> inputs;
@@ -270,6 +274,33 @@ std::vector<OpCase> cases() {
       {"adaptive_avg_pool_overlapping",
        {normal({2, 3, 5, 5})},
        [](I x) { return adaptive_avg_pool2d(x[0], 3, 2); }},
+      // --- channels-last (Note [Memory formats]): the CPU computes in NHWC, CUDA on explicit
+      // contiguous copies; both must give the NCHW values.
+      {"conv3x3_channels_last",
+       {normal({2, 16, 8, 8}), normal({16, 16, 3, 3})},
+       [](I x) { return conv2d(channels_last(x[0]), channels_last(x[1]), Tensor(), {.padding = 1}); },
+       kSummed,
+       kSummed},
+      {"batch_norm_relu_channels_last",
+       {normal({4, 6, 5, 5}), normal({6}), normal({6})},
+       [](I x) {
+         return batch_norm2d(channels_last(x[0]), x[1], x[2], Tensor(), Tensor(),
+                             {.training = true, .fuse_relu = true});
+       },
+       kSummed,
+       kSummed},
+      {"max_pool_channels_last",
+       {normal({2, 3, 9, 9})},
+       [](I x) {
+         return max_pool2d(channels_last(x[0]), {.kernel_size = 3, .stride = 2, .padding = 1});
+       }},
+      {"adaptive_avg_pool_channels_last",
+       {normal({2, 3, 5, 5})},
+       [](I x) { return adaptive_avg_pool2d(channels_last(x[0]), 3, 2); }},
+      {"add_relu", {normal({7, 9}), normal({7, 9})}, [](I x) { return add_relu(x[0], x[1]); }},
+      {"add_relu_channels_last_per_channel",
+       {normal({2, 3, 4, 5}), normal({3, 1, 1})},
+       [](I x) { return add_relu(channels_last(x[0]), x[1]); }},
       // --- softmax and loss
       {"log_softmax", {normal({9, 10})}, [](I x) { return log_softmax(x[0]); }},
       {"log_softmax_wide", {normal({3, 1000})}, [](I x) { return log_softmax(x[0] * 20.0f); }},

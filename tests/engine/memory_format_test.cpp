@@ -160,6 +160,14 @@ INSTANTIATE_TEST_SUITE_P(
                      return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), kTraining);
                    },
                    1e-5},
+        FormatCase{"batch_norm2d_relu_training", {{4, 16, 5, 5}, {16}, {16}},
+                   [](const auto& in) {
+                     return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(),
+                                         {.training = true, .fuse_relu = true});
+                   },
+                   1e-5},
+        FormatCase{"add_relu", {{2, 5, 4, 3}, {2, 5, 4, 3}},
+                   [](const auto& in) { return add_relu(in[0], in[1]); }, 0},
         FormatCase{"batch_norm2d_inference", {{4, 16, 5, 5}, {16}, {16}},
                    [](const auto& in) {
                      const Tensor mean = full({16}, 0.5), var = full({16}, 2.0);
@@ -190,6 +198,57 @@ TEST(MemoryFormat, GradientChecksOnChannelsLastInputs) {
   EXPECT_TRUE(check_gradients(
       [](const auto& in) { return max_pool2d(in[0], {.kernel_size = 2, .stride = 2}); }, {x}));
   EXPECT_TRUE(check_gradients([](const auto& in) { return adaptive_avg_pool2d(in[0], 2, 2); }, {x}));
+}
+
+// Runs fn on fresh leaves holding `values`; returns the output and the inputs' gradients of
+// sum(output * direction).
+std::vector<Tensor> output_and_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                         const std::vector<Tensor>& values) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& v : values) leaves.push_back(v.clone().set_requires_grad(true));
+  const Tensor out = fn(leaves);
+  sum(mul(out, random(out.shape(), 77))).backward();
+  std::vector<Tensor> result{out};
+  for (const Tensor& leaf : leaves) result.push_back(leaf.grad());
+  return result;
+}
+
+// A fused op and the two ops it replaces give the same output and gradients: bit for bit for
+// add_relu (same arithmetic); within float32 rounding for batch norm, whose fused backward folds
+// the ReLU's mask into its sums. (Each op's own gradients are checked against finite
+// differences elsewhere; the kink of the ReLU makes a direct finite-difference check flaky.)
+TEST(MemoryFormat, FusedBatchNormReluEqualsTheTwoOps) {
+  const std::vector<Tensor> values = {random({4, 8, 5, 5}, 11).contiguous(kNhwc),
+                                      random({8}, 12, 1.0f), random({8}, 13)};
+  const auto fused = output_and_gradients(
+      [](const auto& in) {
+        return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(),
+                            {.training = true, .fuse_relu = true});
+      },
+      values);
+  const auto composed = output_and_gradients(
+      [](const auto& in) {
+        return relu(batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), kTraining));
+      },
+      values);
+  EXPECT_EQ(fused[0].to_vector<float>(), composed[0].to_vector<float>());
+  EXPECT_EQ(fused[1].memory_format(), kNhwc);
+  for (size_t i = 1; i < fused.size(); ++i) {
+    expect_close_to_reference(fused[i], composed[i], "gradient " + std::to_string(i), 1e-5);
+  }
+}
+
+TEST(MemoryFormat, AddReluEqualsTheTwoOps) {
+  for (const Shape& b_shape : {Shape{3, 4, 5, 2}, Shape{2}}) {  // same shape, broadcast
+    const std::vector<Tensor> values = {random({3, 4, 5, 2}, 14), random(b_shape, 15)};
+    const auto fused =
+        output_and_gradients([](const auto& in) { return add_relu(in[0], in[1]); }, values);
+    const auto composed =
+        output_and_gradients([](const auto& in) { return relu(add(in[0], in[1])); }, values);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i].to_vector<float>(), composed[i].to_vector<float>()) << i;
+    }
+  }
 }
 
 TEST(MemoryFormat, BatchNormStatisticsOfLargeMeanData) {

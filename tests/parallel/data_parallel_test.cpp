@@ -75,16 +75,20 @@ TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
 
 // Note: batch-norm in eval mode, so that every shard normalises with the same statistics and the
 // data-parallel gradient is the single-device one up to rounding.
+// `format`: of DataParallel's master and batch; the single device stays NCHW.
 void expect_matches_single_device(const std::vector<Device>& devices, int64_t batch_size,
-                                  bool persistent) {
+                                  bool persistent,
+                                  MemoryFormat format = MemoryFormat::Contiguous) {
   const Batch batch = random_batch(batch_size, 11);
   auto single = resnet20();
   single->eval();
   const Tensor single_loss = loss_and_backward(*single, batch);
 
-  DataParallel model(resnet20(), devices, {.persistent_replicas = persistent});
+  auto master = resnet20();
+  master->to(format);
+  DataParallel model(master, devices, {.persistent_replicas = persistent});
   model.eval();
-  const Tensor loss = loss_and_backward(model, batch);
+  const Tensor loss = loss_and_backward(model, {batch.images.contiguous(format), batch.labels});
   EXPECT_NEAR(loss.item(), single_loss.item(), 1e-5);
 
   const auto expected = single->named_parameters();
@@ -92,6 +96,8 @@ void expect_matches_single_device(const std::vector<Device>& devices, int64_t ba
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+    EXPECT_EQ(actual[i].second.grad().memory_format(), actual[i].second.memory_format())
+        << expected[i].first;
   }
 
   // One SGD step on each: the updated parameters agree too.
@@ -116,6 +122,13 @@ TEST(DataParallel, ReplicasOnOneDeviceMatchOneDevice) {
 
 TEST(DataParallel, RebuiltReplicasMatchOneDevice) {
   expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false);
+}
+
+TEST(DataParallel, ChannelsLastOverTwoDevicesMatchesOneNchwDevice) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 16, true,
+                               MemoryFormat::ChannelsLast);
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false,
+                               MemoryFormat::ChannelsLast);
 }
 
 TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {

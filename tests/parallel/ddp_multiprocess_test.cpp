@@ -47,7 +47,11 @@ Batch global_batch(int64_t n) {
 
 // Note: batch-norm in eval mode, so every rank normalises with the same statistics and DDP's
 // averaged gradient is the single-process one up to rounding.
-void expect_resnet20_matches_one_process(int64_t global_rows) {
+// `format`: of the DDP model and its batches (the reference stays NCHW); `bucket_views`:
+// gradient_as_bucket_view, whose views then take the parameters' format.
+void expect_resnet20_matches_one_process(int64_t global_rows,
+                                         MemoryFormat format = MemoryFormat::Contiguous,
+                                         bool bucket_views = false) {
   auto group = join_group();
   const int64_t rows = global_rows / group->size();
   const Batch batch = global_batch(global_rows);
@@ -62,10 +66,13 @@ void expect_resnet20_matches_one_process(int64_t global_rows) {
   DdpOptions options;
   options.reducer.first_bucket_mb = 0.25;  // several buckets
   options.reducer.bucket_cap_mb = 0.25;
-  DistributedDataParallel model(nn::make_resnet("resnet20", init), group, options);
+  options.reducer.gradient_as_bucket_view = bucket_views;
+  auto network = nn::make_resnet("resnet20", init);
+  network->to(format);
+  DistributedDataParallel model(network, group, options);
   model.eval();
   const int64_t start = group->rank() * rows;
-  cross_entropy(model.forward(batch.images.slice(start, start + rows)),
+  cross_entropy(model.forward(batch.images.slice(start, start + rows).contiguous(format)),
                 batch.labels.slice(start, start + rows))
       .backward();
   EXPECT_GT(model.reducer().bucket_assignment().size(), 2u);
@@ -74,6 +81,8 @@ void expect_resnet20_matches_one_process(int64_t global_rows) {
   const auto actual = model.module().named_parameters();
   for (size_t i = 0; i < expected.size(); ++i) {
     expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+    EXPECT_EQ(actual[i].second.grad().memory_format(), actual[i].second.memory_format())
+        << expected[i].first;
   }
   const nn::SgdConfig sgd{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
   nn::Sgd(reference->parameters(), sgd).step();
@@ -86,6 +95,12 @@ void expect_resnet20_matches_one_process(int64_t global_rows) {
 TEST(DdpMultiprocess, ResNet20OverTwoRanksMatchesOneProcess) {
   TANDEM_RUN_AS_RANKS(2, ranks_options());
   expect_resnet20_matches_one_process(8);
+}
+
+TEST(DdpMultiprocess, ChannelsLastOverTwoRanksMatchesOneNchwProcess) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast);
+  expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast, /*bucket_views=*/true);
 }
 
 TEST(DdpMultiprocess, ResNet20OverFourRanksMatchesOneProcess) {
