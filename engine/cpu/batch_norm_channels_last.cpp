@@ -7,9 +7,11 @@
 // Each pass is one OpenMP region over fixed blocks of rows, so the result does not depend on
 // the thread count: a block sums its rows in float, vectorised across channels, and the
 // blocks' partial sums are added in double in block order. The variance is the mean of the
-// squared deviations from the mean (two passes), not E[x^2] - E[x]^2, which cancels badly
-// when the mean is large. Per-element loops are compiled for AVX-512, AVX2 and the baseline,
-// picked at load time (target_clones), since the build targets no particular CPU.
+// squared deviations, summed after shifting each block by one of its own values and merged
+// with Chan et al.'s update, not E[x^2] - E[x]^2, which cancels badly when the mean is large:
+// one pass over the data for both statistics. Per-element loops are compiled for AVX-512, AVX2
+// and the baseline, picked at load time (target_clones), since the build targets no particular
+// CPU.
 
 #include "engine/cpu/batch_norm_channels_last.h"
 
@@ -39,40 +41,63 @@ int64_t block_begin(int64_t block, int64_t blocks, int64_t rows) {
   return rows * block / blocks;
 }
 
-// partial[c] = sum over rows [begin, end) of (x[r, c] - centre[c]) ^ power, power 1 or 2.
+// Over rows [begin, end): shift[c] = x[begin, c], sum[c] = sum of (x - shift), squares[c] = sum
+// of (x - shift)^2. Shifting by a value of the data keeps the float sums small (Note
+// [Channels-last batch norm]).
 TANDEM_VECTOR_CLONES
-void sum_rows(const float* x, const float* centre, int64_t begin, int64_t end, int64_t channels,
-              bool squared, float* partial) {
-  for (int64_t c = 0; c < channels; ++c) partial[c] = 0.0f;
+void moment_rows(const float* x, int64_t begin, int64_t end, int64_t channels, float* shift,
+                 float* sum, float* squares) {
+  const float* first = x + begin * channels;
+  for (int64_t c = 0; c < channels; ++c) {
+    shift[c] = first[c];
+    sum[c] = squares[c] = 0.0f;
+  }
   for (int64_t r = begin; r < end; ++r) {
     const float* row = x + r * channels;
-    if (squared) {
-      for (int64_t c = 0; c < channels; ++c) {
-        const float d = row[c] - centre[c];
-        partial[c] += d * d;
-      }
-    } else {
-      for (int64_t c = 0; c < channels; ++c) partial[c] += row[c];
+    for (int64_t c = 0; c < channels; ++c) {
+      const float d = row[c] - shift[c];
+      sum[c] += d;
+      squares[c] += d * d;
     }
   }
 }
 
-// Per channel: the sum over all rows of (x - centre) or of its square, in double.
-std::vector<double> channel_sums(const float* x, const Rows& rows, const std::vector<float>& centre,
-                                 bool squared) {
+struct Moments {
+  std::vector<double> mean;      // per channel
+  std::vector<double> variance;  // biased
+};
+
+// Per-channel mean and biased variance over all rows in one pass: each block's shifted sums,
+// then the blocks merged in double in block order (Chan et al.'s pairwise update).
+Moments channel_moments(const float* x, const Rows& rows) {
   const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
-  std::vector<float> partials(static_cast<size_t>(blocks * rows.channels));
+  const size_t per_block = static_cast<size_t>(rows.channels);
+  std::vector<float> shift(blocks * per_block), sum(shift.size()), squares(shift.size());
   parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
-      sum_rows(x, centre.data(), block_begin(b, blocks, rows.count),
-               block_begin(b + 1, blocks, rows.count), rows.channels, squared,
-               partials.data() + b * rows.channels);
+      moment_rows(x, block_begin(b, blocks, rows.count), block_begin(b + 1, blocks, rows.count),
+                  rows.channels, shift.data() + b * per_block, sum.data() + b * per_block,
+                  squares.data() + b * per_block);
     }
   });
-  std::vector<double> total(static_cast<size_t>(rows.channels), 0.0);
+  Moments total{std::vector<double>(per_block, 0.0), std::vector<double>(per_block, 0.0)};
+  std::vector<double> m2(per_block, 0.0);
+  double count = 0.0;
   for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t c = 0; c < rows.channels; ++c) total[c] += partials[b * rows.channels + c];
+    const double n = static_cast<double>(block_begin(b + 1, blocks, rows.count) -
+                                         block_begin(b, blocks, rows.count));
+    if (n == 0) continue;
+    for (size_t c = 0; c < per_block; ++c) {
+      const size_t i = b * per_block + c;
+      const double block_mean = shift[i] + sum[i] / n;
+      const double block_m2 = std::max(0.0, squares[i] - double(sum[i]) * sum[i] / n);
+      const double delta = block_mean - total.mean[c];
+      total.mean[c] += delta * n / (count + n);
+      m2[c] += block_m2 + delta * delta * count * n / (count + n);
+    }
+    count += n;
   }
+  for (size_t c = 0; c < per_block; ++c) total.variance[c] = m2[c] / std::max(count, 1.0);
   return total;
 }
 
@@ -158,14 +183,7 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
                                  Tensor& save_var) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
-  const float* in = x.data<float>();
-  const double count = static_cast<double>(rows.count);
-
-  const std::vector<float> zero(channels, 0.0f);
-  const std::vector<double> sums = channel_sums(in, rows, zero, false);
-  std::vector<float> mean(channels);
-  for (size_t c = 0; c < channels; ++c) mean[c] = static_cast<float>(sums[c] / count);
-  const std::vector<double> squares = channel_sums(in, rows, mean, true);
+  const Moments moments = channel_moments(x.data<float>(), rows);
 
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
@@ -173,12 +191,12 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
   float* out_var = save_var.data<float>();
   std::vector<float> scale(channels), shift(channels);
   for (size_t c = 0; c < channels; ++c) {
-    const double var = squares[c] / count;
+    const double mean = moments.mean[c], var = moments.variance[c];
     const double invstd = 1.0 / std::sqrt(var + eps);
-    out_mean[c] = mean[c];
+    out_mean[c] = static_cast<float>(mean);
     out_var[c] = static_cast<float>(var);
     scale[c] = static_cast<float>(g[c] * invstd);
-    shift[c] = static_cast<float>(b[c] - mean[c] * g[c] * invstd);
+    shift[c] = static_cast<float>(b[c] - mean * g[c] * invstd);
   }
   apply_affine(x, scale, shift, relu, y);
 }
