@@ -4,6 +4,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -21,18 +22,27 @@ thread_local bool inside_engine_worker = false;
 struct GraphTask;
 thread_local GraphTask* current_graph_task = nullptr;  ///< the task whose node this thread runs
 
-/// State of one backward() call, shared by the workers that run its nodes.
+struct ReadyNode;
+struct NewestFirst {
+  bool operator()(const ReadyNode& a, const ReadyNode& b) const;
+};
+
+/// State of one backward() call, shared by the threads that run its nodes.
 struct GraphTask {
   bool retain_graph = false;
   int threads_per_cpu_worker = 1;
+  /// Note [Backward on the calling thread]: the nodes of this device run on the thread that
+  /// called backward(); nullopt: the caller only waits.
+  std::optional<Device> caller_device;
 
-  std::mutex mutex;  // guards everything below
-  std::condition_variable finished;
+  std::mutex mutex;                      // guards everything below
+  std::condition_variable state_changed;  ///< a node finished, or the caller has work
   std::unordered_map<Node*, int> dependencies;  ///< edges into each node not yet delivered
   std::unordered_map<Node*, std::vector<Tensor>> input_buffers;  ///< grads gathered so far
   int outstanding = 0;                                           ///< nodes queued or running
-  std::exception_ptr error;                                      ///< first failure
-  std::vector<std::function<void()>> final_callbacks;            ///< queue_callback(), in order
+  std::priority_queue<ReadyNode, std::vector<ReadyNode>, NewestFirst> caller_queue;
+  std::exception_ptr error;                            ///< first failure
+  std::vector<std::function<void()>> final_callbacks;  ///< queue_callback(), in order
 };
 
 struct ReadyNode {
@@ -41,14 +51,80 @@ struct ReadyNode {
   std::vector<Tensor> grads;
 };
 
-struct NewestFirst {
-  bool operator()(const ReadyNode& a, const ReadyNode& b) const {
-    return a.node->priority() < b.node->priority();
-  }
-};
+bool NewestFirst::operator()(const ReadyNode& a, const ReadyNode& b) const {
+  return a.node->priority() < b.node->priority();
+}
 
 class DeviceWorker;
 DeviceWorker& worker_for(Device device);
+void schedule(ReadyNode ready);
+
+bool has_failed(GraphTask& task) {
+  std::lock_guard lock(task.mutex);
+  return task.error != nullptr;
+}
+
+// Adds grad into the target's buffer; schedules the target once all its inputs arrived.
+void deliver(const std::shared_ptr<GraphTask>& task, const Edge& edge, Tensor grad) {
+  Node* target = edge.node.get();
+  std::unique_lock lock(task->mutex);
+  auto& buffer = task->input_buffers[target];
+  if (buffer.empty()) buffer.resize(target->num_outputs());
+  Tensor& slot = buffer.at(edge.input_nr);
+  if (grad.defined()) slot = slot.defined() ? add(slot, grad) : std::move(grad);
+  if (--task->dependencies[target] > 0) return;
+  ReadyNode next{task, edge.node, std::move(buffer)};
+  task->input_buffers.erase(target);
+  ++task->outstanding;
+  lock.unlock();
+  schedule(std::move(next));
+}
+
+// Applies the node and delivers its gradients to the nodes it depends on.
+void evaluate(ReadyNode& ready, Device device) {
+  GraphTask& task = *ready.task;
+  Node& node = *ready.node;
+  std::vector<Tensor> input_grads;
+  bool any_defined = false;
+  for (const Tensor& grad : ready.grads) any_defined = any_defined || grad.defined();
+  if (any_defined) {
+    ThreadCountGuard threads(device.is_cpu() ? task.threads_per_cpu_worker : 1);
+    current_graph_task = &task;
+    try {
+      input_grads = node.apply(ready.grads);
+    } catch (...) {
+      current_graph_task = nullptr;
+      throw;
+    }
+    current_graph_task = nullptr;
+    if (!task.retain_graph) node.release_saved();
+  }
+  ready.grads.clear();
+  const auto& edges = node.next_edges();
+  TANDEM_CHECK(input_grads.empty() || input_grads.size() == edges.size(), "[autograd] ",
+               node.name(), " returned ", input_grads.size(), " gradients for ", edges.size(),
+               " inputs");
+  for (size_t i = 0; i < edges.size(); ++i) {
+    if (!edges[i].valid()) continue;
+    deliver(ready.task, edges[i], input_grads.empty() ? Tensor() : std::move(input_grads[i]));
+  }
+}
+
+// Runs one ready node on this thread (a worker, or the caller for its own device): a failure is
+// kept as the task's first error, and later nodes of a failed task are skipped.
+void execute(ReadyNode& ready, Device device) {
+  GraphTask& task = *ready.task;
+  if (!has_failed(task)) {
+    try {
+      evaluate(ready, device);
+    } catch (...) {
+      std::lock_guard lock(task.mutex);
+      if (!task.error) task.error = std::current_exception();
+    }
+  }
+  std::lock_guard lock(task.mutex);
+  if (--task.outstanding == 0) task.state_changed.notify_all();
+}
 
 /// One thread that runs the ready nodes of one device.
 class DeviceWorker {
@@ -84,72 +160,8 @@ class DeviceWorker {
         ready = queue_.top();
         queue_.pop();
       }
-      run(ready);
+      execute(ready, device_);
     }
-  }
-
-  void run(ReadyNode& ready) {
-    GraphTask& task = *ready.task;
-    if (!has_failed(task)) {
-      try {
-        evaluate(ready);
-      } catch (...) {
-        std::lock_guard lock(task.mutex);
-        if (!task.error) task.error = std::current_exception();
-      }
-    }
-    std::lock_guard lock(task.mutex);
-    if (--task.outstanding == 0) task.finished.notify_all();
-  }
-
-  static bool has_failed(GraphTask& task) {
-    std::lock_guard lock(task.mutex);
-    return task.error != nullptr;
-  }
-
-  void evaluate(ReadyNode& ready) {
-    GraphTask& task = *ready.task;
-    Node& node = *ready.node;
-    std::vector<Tensor> input_grads;
-    bool any_defined = false;
-    for (const Tensor& grad : ready.grads) any_defined = any_defined || grad.defined();
-    if (any_defined) {
-      ThreadCountGuard threads(device_.is_cpu() ? task.threads_per_cpu_worker : 1);
-      current_graph_task = &task;
-      try {
-        input_grads = node.apply(ready.grads);
-      } catch (...) {
-        current_graph_task = nullptr;
-        throw;
-      }
-      current_graph_task = nullptr;
-      if (!task.retain_graph) node.release_saved();
-    }
-    ready.grads.clear();
-    const auto& edges = node.next_edges();
-    TANDEM_CHECK(input_grads.empty() || input_grads.size() == edges.size(), "[autograd] ",
-                 node.name(), " returned ", input_grads.size(), " gradients for ", edges.size(),
-                 " inputs");
-    for (size_t i = 0; i < edges.size(); ++i) {
-      if (!edges[i].valid()) continue;
-      deliver(ready.task, edges[i], input_grads.empty() ? Tensor() : std::move(input_grads[i]));
-    }
-  }
-
-  // Adds grad into the target's buffer; queues the target once all its inputs arrived.
-  static void deliver(const std::shared_ptr<GraphTask>& task, const Edge& edge, Tensor grad) {
-    Node* target = edge.node.get();
-    std::unique_lock lock(task->mutex);
-    auto& buffer = task->input_buffers[target];
-    if (buffer.empty()) buffer.resize(target->num_outputs());
-    Tensor& slot = buffer.at(edge.input_nr);
-    if (grad.defined()) slot = slot.defined() ? add(slot, grad) : std::move(grad);
-    if (--task->dependencies[target] > 0) return;
-    ReadyNode next{task, edge.node, std::move(buffer)};
-    task->input_buffers.erase(target);
-    ++task->outstanding;
-    lock.unlock();
-    worker_for(target->device()).push(std::move(next));
   }
 
   Device device_;
@@ -167,6 +179,48 @@ DeviceWorker& worker_for(Device device) {
   auto& worker = workers[device];
   if (!worker) worker = std::make_unique<DeviceWorker>(device);
   return *worker;
+}
+
+void schedule(ReadyNode ready) {
+  const Device device = ready.node->device();
+  GraphTask& task = *ready.task;
+  if (task.caller_device == device) {
+    {
+      std::lock_guard lock(task.mutex);
+      task.caller_queue.push(std::move(ready));
+    }
+    task.state_changed.notify_all();
+    return;
+  }
+  worker_for(device).push(std::move(ready));
+}
+
+// The calling thread's part of a backward pass: runs the nodes of its device as they become
+// ready until no node of the task is queued or running anywhere.
+void run_caller_nodes(GraphTask& task) {
+  struct BackwardThreadState {  // what a worker thread has, restored on the way out
+    bool grad_mode = grad_mode_enabled();
+    BackwardThreadState() {
+      inside_engine_worker = true;
+      set_grad_mode_enabled(false);
+    }
+    ~BackwardThreadState() {
+      inside_engine_worker = false;
+      set_grad_mode_enabled(grad_mode);
+    }
+  } state;
+  while (true) {
+    ReadyNode ready;
+    {
+      std::unique_lock lock(task.mutex);
+      task.state_changed.wait(
+          lock, [&] { return task.outstanding == 0 || !task.caller_queue.empty(); });
+      if (task.caller_queue.empty()) return;
+      ready = task.caller_queue.top();
+      task.caller_queue.pop();
+    }
+    execute(ready, *task.caller_device);
+  }
 }
 
 // Counts, for every node reachable from the roots, how many edges lead into it.
@@ -214,6 +268,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   count_dependencies(root_edges, *task, cpu_devices);
   task->threads_per_cpu_worker =
       std::max(1, num_threads() / std::max<int>(1, static_cast<int>(cpu_devices.size())));
+  // Note [Backward on the calling thread]
+  if (roots[0].device().is_cpu()) task->caller_device = roots[0].device();
 
   // Seed the roots' buffers, then start every root that waits for nothing else.
   std::vector<ReadyNode> initial;
@@ -235,14 +291,11 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
     task->outstanding = static_cast<int>(initial.size());
   }
-  for (ReadyNode& ready : initial) {
-    const Device device = ready.node->device();
-    worker_for(device).push(std::move(ready));
-  }
+  for (ReadyNode& ready : initial) schedule(std::move(ready));
+  run_caller_nodes(*task);
   std::vector<std::function<void()>> callbacks;
   {
-    std::unique_lock lock(task->mutex);
-    task->finished.wait(lock, [&] { return task->outstanding == 0; });
+    std::lock_guard lock(task->mutex);
     if (task->error) std::rethrow_exception(task->error);
     callbacks = std::move(task->final_callbacks);
   }

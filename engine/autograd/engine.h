@@ -7,6 +7,14 @@
 /// replicas) therefore runs both halves concurrently, each on its own thread
 /// with its share of the caller's CPU threads. Within a device, ready nodes run
 /// newest first (highest sequence number), i.e. in reverse forward order.
+///
+/// Note [Backward on the calling thread]: the nodes of the first root's device, when it is a
+/// CPU device, run on the thread that called backward() instead of that device's worker (as
+/// PyTorch runs CPU work on the caller). Forward and backward of a one-device model then share
+/// one OpenMP team: with a second team on the worker, each team's threads spin-waited while the
+/// other computed, on the same cores (measured: ResNet-20 on 2 cores, see docs/benchmarks.md).
+/// Other devices of the graph (DataParallel's cpu:1, ...) keep their workers and run
+/// concurrently. Hooks and nodes of that device therefore run on the caller's thread.
 
 #include <functional>
 #include <vector>

@@ -1,13 +1,15 @@
 // Convolution through oneDNN: forward, backward-data and backward-weights
 // primitives, created once per shape and cached.
 //
-// Note [oneDNN layouts]: tensors stay in plain NCHW / KCRS between ops, but all
-// three primitives let oneDNN choose their layouts (format_tag::any), and each
-// call reorders its inputs in and its output back. On plain layouts oneDNN 2.6
-// picks gemm:jit (im2col); with `any` it picks jit:avx512_core on blocked
-// layouts, which wins at every ResNet-20 shape even with the reorders
-// (bench_conv2d, N=128, 2 threads, AVX-512, medians of 3, same session, 2026-11-22;
-// Note [Benchmark allocator] there says why it keeps glibc from trimming):
+// Note [oneDNN layouts]: channels-last activations (Note [Memory formats]) are given to oneDNN
+// as `nhwc` and taken as they are: no reorder between layers, only the weights are reordered into
+// the primitive's blocked layout (and their gradient back). That is the default on CPUs.
+//
+// Plain NCHW activations let oneDNN choose their layout (format_tag::any) instead, and each call
+// reorders its inputs in and its output back. On plain layouts oneDNN 2.6 picks gemm:jit
+// (im2col); with `any` it picks jit:avx512_core on blocked layouts, which wins at every ResNet-20
+// shape even with the reorders (bench_conv2d, N=128, 2 threads, AVX-512, medians of 3, same
+// session, 2026-11-22):
 //
 //   channels, pixels      16, 32x32      32, 16x16      64, 8x8
 //   forward    plain      12.1 ms        6.3 ms         5.1 ms
@@ -15,9 +17,11 @@
 //   fwd + bwd  plain      29.2 ms        18.5 ms        15.0 ms
 //              blocked    17.5 ms        11.8 ms        9.3 ms
 //
-// ("plain" there already had backward-weights blocked: on plain layouts it
-// alone took ~46 ms at 16 channels.) Keeping activations blocked between layers
-// would save the reorders too, but would make every other op layout-aware.
+// ("plain" there already had backward-weights blocked: on plain layouts it alone took ~46 ms at
+// 16 channels.) Blocked activations kept from layer to layer would save NCHW's reorders too, but
+// on AVX-512 the nhwc convolutions are as fast as the blocked ones (a ResNet-20 step's
+// convolutions: 96 ms nhwc, 97 ms blocked; ONEDNN_VERBOSE over bench_resnet, 2026-11-23), and
+// NHWC is the layout users and GPUs know.
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"

@@ -136,7 +136,30 @@ TEST(Autograd, BackwardInsideAHookIsRejected) {
 }
 
 // Note [Per-device backward threads] in engine/autograd/engine.h.
+TEST(Autograd, OneCpuDeviceRunsOnTheCallingThreadAndRestoresItsState) {
+  Tensor w = leaf({1, 2, 3}, {3}, Device::cpu());
+  std::thread::id hook_thread;
+  bool grad_mode_in_hook = true;
+  w.register_post_accumulate_grad_hook([&](const Tensor&) {
+    hook_thread = std::this_thread::get_id();
+    grad_mode_in_hook = autograd::grad_mode_enabled();
+  });
+  sum(w * w).backward();
+  EXPECT_EQ(hook_thread, std::this_thread::get_id());
+  EXPECT_FALSE(grad_mode_in_hook);  // backward is never recorded, on any thread
+  EXPECT_TRUE(autograd::grad_mode_enabled());  // and the caller gets its own mode back
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  // A hook may not start another backward; the caller can once this one returned.
+  Tensor v = leaf({1}, {1}, Device::cpu());
+  v.register_post_accumulate_grad_hook([](const Tensor& t) { sum(t * t).backward(); });
+  EXPECT_THROW(sum(v * v).backward(), Error);
+  sum(w * w).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{4, 8, 12}));
+}
+
 TEST(Autograd, GraphAcrossTwoCpuDevicesRunsOnEachDevicesThread) {
+  // Note [Backward on the calling thread]: the root's device (cpu:0) runs on the caller, cpu:1 on
+  // its own worker, at the same time.
   const Device d0 = Device::cpu(0);
   const Device d1 = Device::cpu(1);
   Tensor w0 = leaf({1, 2, 3}, {3}, d0);
@@ -167,9 +190,8 @@ TEST(Autograd, GraphAcrossTwoCpuDevicesRunsOnEachDevicesThread) {
   EXPECT_EQ(w0.grad().to_vector<float>(), (std::vector<float>{1, 1, 2}));
   EXPECT_EQ(w1.grad().device(), d1);
   EXPECT_EQ(w1.grad().to_vector<float>(), (std::vector<float>{1, 1, 2}));
-  EXPECT_NE(thread0, std::thread::id());
-  EXPECT_NE(thread0, thread1);
-  EXPECT_NE(thread0, std::this_thread::get_id());
+  EXPECT_EQ(thread0, std::this_thread::get_id());
+  EXPECT_NE(thread1, std::thread::id());
   EXPECT_NE(thread1, std::this_thread::get_id());
   // The caller's two threads are shared between the two devices of the graph.
   EXPECT_EQ(threads_seen0, 1);
