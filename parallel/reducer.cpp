@@ -131,8 +131,8 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
       const Tensor& p = parameters_[index];
       locators_[index] = {buckets_.size(), bucket.views.size()};
       // In the parameter's memory format, as PyTorch's bucket views (gradient_as_bucket_view).
-      bucket.views.push_back(
-          ops::dense_view(bucket.flat.slice(offset, offset + p.numel()), p.shape(), p.memory_format()));
+      bucket.views.push_back(ops::dense_view(bucket.flat.slice(offset, offset + p.numel()),
+                                             p.shape(), p.memory_format()));
       offset += p.numel();
     }
     bucket.parameters = members;

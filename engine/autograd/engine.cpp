@@ -35,8 +35,8 @@ struct GraphTask {
   /// called backward(); nullopt: the caller only waits.
   std::optional<Device> caller_device;
 
-  std::mutex mutex;                      // guards everything below
-  std::condition_variable state_changed;  ///< a node finished, or the caller has work
+  std::mutex mutex;                             // guards everything below
+  std::condition_variable state_changed;        ///< a node finished, or the caller has work
   std::unordered_map<Node*, int> dependencies;  ///< edges into each node not yet delivered
   std::unordered_map<Node*, std::vector<Tensor>> input_buffers;  ///< grads gathered so far
   int outstanding = 0;                                           ///< nodes queued or running
@@ -213,8 +213,8 @@ void run_caller_nodes(GraphTask& task) {
     ReadyNode ready;
     {
       std::unique_lock lock(task.mutex);
-      task.state_changed.wait(
-          lock, [&] { return task.outstanding == 0 || !task.caller_queue.empty(); });
+      task.state_changed.wait(lock,
+                              [&] { return task.outstanding == 0 || !task.caller_queue.empty(); });
       if (task.caller_queue.empty()) return;
       ready = task.caller_queue.top();
       task.caller_queue.pop();

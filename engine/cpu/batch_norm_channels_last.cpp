@@ -116,8 +116,8 @@ void affine_rows(const float* x, const float* scale, const float* shift, int64_t
   }
 }
 
-void apply_affine(const Tensor& x, const std::vector<float>& scale,
-                  const std::vector<float>& shift, bool relu, Tensor& y) {
+void apply_affine(const Tensor& x, const std::vector<float>& scale, const std::vector<float>& shift,
+                  bool relu, Tensor& y) {
   const Rows rows = rows_of(x);
   const float* in = x.data<float>();
   float* out = y.data<float>();
@@ -254,7 +254,8 @@ void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const 
     const double invstd = 1.0 / std::sqrt(static_cast<double>(v[c]) + eps);
     out_beta[c] = static_cast<float>(sum_g);
     out_gamma[c] = static_cast<float>(sum_gx * invstd);
-    // grad_x = gamma * invstd * (grad_y - mean(grad_y) - (x - mean) * invstd^2 * mean(grad_y * (x - mean)))
+    // grad_x = gamma * invstd * (grad_y - mean(grad_y) - (x - mean) * invstd^2 * mean(grad_y * (x -
+    // mean)))
     const double scale = g[c] * invstd;
     const double slope = -scale * invstd * invstd * sum_gx / count;
     a[c] = static_cast<float>(scale);

@@ -44,14 +44,16 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   const MemoryFormat format =
       shape.size() == 4 ? ops::format_of_inputs({&a, &b}) : MemoryFormat::Contiguous;
-  Tensor out = empty(shape, {.dtype = DType::Float32, .device = a.device(), .memory_format = format});
+  Tensor out =
+      empty(shape, {.dtype = DType::Float32, .device = a.device(), .memory_format = format});
   if (format == MemoryFormat::Contiguous) {
     backend_for(a.device()).binary(op, a.detach().contiguous(), b.detach().contiguous(), out);
     return out;
   }
   // Channels-last: broadcast in NHWC order, where every operand's view is contiguous.
   const auto nhwc_operand = [](const Tensor& t) {
-    const Tensor four_d = t.dim() == 4 ? t.detach() : t.detach().contiguous().view(unsqueezed(t, 4));
+    const Tensor four_d =
+        t.dim() == 4 ? t.detach() : t.detach().contiguous().view(unsqueezed(t, 4));
     return ops::nhwc_view(four_d.contiguous(MemoryFormat::ChannelsLast));
   };
   Tensor out_view = ops::nhwc_view(out);
@@ -85,13 +87,13 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor add_relu(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel(BinaryOp::AddRelu, a, b);
-  autograd::record("add_relu", {&a, &b}, {&out},
-                   [sa = a.shape(), sb = b.shape(), y = out.detach()](const Grads& g,
-                                                                      const Needs& needs) {
-                     const Tensor grad = binary_kernel(BinaryOp::ReluBackward, g[0], y);
-                     return Grads{needs[0] ? sum_to(grad, sa) : Tensor(),
-                                  needs[1] ? sum_to(grad, sb) : Tensor()};
-                   });
+  autograd::record(
+      "add_relu", {&a, &b}, {&out},
+      [sa = a.shape(), sb = b.shape(), y = out.detach()](const Grads& g, const Needs& needs) {
+        const Tensor grad = binary_kernel(BinaryOp::ReluBackward, g[0], y);
+        return Grads{needs[0] ? sum_to(grad, sa) : Tensor(),
+                     needs[1] ? sum_to(grad, sb) : Tensor()};
+      });
   return out;
 }
 
@@ -198,8 +200,8 @@ Tensor& add_(Tensor& self, const Tensor& other) {
   TANDEM_CHECK(self.is_dense(), "[add_] needs a contiguous or channels-last destination");
   Tensor memory = ops::kernel_view(self);
   backend_for(self.device())
-      .binary(BinaryOp::Add, memory, ops::kernel_view(other.detach().contiguous(self.memory_format())),
-              memory);
+      .binary(BinaryOp::Add, memory,
+              ops::kernel_view(other.detach().contiguous(self.memory_format())), memory);
   return self;
 }
 

@@ -9,8 +9,7 @@ Tensor nhwc_view(const Tensor& t) {
   const Shape& n = t.shape();
   const Shape& s = t.strides();
   return Tensor(std::make_shared<TensorImpl>(t.storage(), Shape{n[0], n[2], n[3], n[1]},
-                                             Shape{s[0], s[2], s[3], s[1]}, t.offset(),
-                                             t.dtype()));
+                                             Shape{s[0], s[2], s[3], s[1]}, t.offset(), t.dtype()));
 }
 
 Tensor kernel_view(const Tensor& t) {

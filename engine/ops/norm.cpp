@@ -72,23 +72,23 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   // The fused op's backward needs its output (where the ReLU passed); a detached handle, so the
   // graph holds no cycle.
   const Tensor y = fused ? out.detach() : Tensor();
-  autograd::record(fused ? "batch_norm2d_relu" : "batch_norm2d", {&x, &gamma, &beta}, {&out},
-                   [cx, y, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
-                     Tensor grad_x = empty_like(cx);
-                     Tensor grad_gamma = empty_like(g);
-                     Tensor grad_beta = empty_like(g);
-                     const Tensor grad_y = grads[0].contiguous(cx.memory_format());
-                     Backend& backend = backend_for(cx.device());
-                     if (y.defined()) {
-                       backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, var, eps, grad_x,
-                                                        grad_gamma, grad_beta);
-                     } else {
-                       backend.batch_norm_backward(grad_y, cx, g, mean, var, eps, grad_x,
-                                                   grad_gamma, grad_beta);
-                     }
-                     return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
-                                  needs[2] ? grad_beta : Tensor()};
-                   });
+  autograd::record(
+      fused ? "batch_norm2d_relu" : "batch_norm2d", {&x, &gamma, &beta}, {&out},
+      [cx, y, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+        Tensor grad_x = empty_like(cx);
+        Tensor grad_gamma = empty_like(g);
+        Tensor grad_beta = empty_like(g);
+        const Tensor grad_y = grads[0].contiguous(cx.memory_format());
+        Backend& backend = backend_for(cx.device());
+        if (y.defined()) {
+          backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, var, eps, grad_x, grad_gamma,
+                                           grad_beta);
+        } else {
+          backend.batch_norm_backward(grad_y, cx, g, mean, var, eps, grad_x, grad_gamma, grad_beta);
+        }
+        return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
+                     needs[2] ? grad_beta : Tensor()};
+      });
   out = out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
   return options.fuse_relu && !fused ? relu(out) : out;
 }

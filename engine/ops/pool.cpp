@@ -49,17 +49,17 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
                shape_str(x.shape()));
   const MemoryFormat format = x.memory_format();
   const MemoryFormat compute = ops::kernel_format(x.device(), format);
-  Tensor out = empty({x.size(0), x.size(1), out_h, out_w},
-                     {.device = x.device(), .memory_format = compute});
+  Tensor out =
+      empty({x.size(0), x.size(1), out_h, out_w}, {.device = x.device(), .memory_format = compute});
   backend_for(x.device()).adaptive_avg_pool2d_forward(x.detach().contiguous(compute), out);
-  autograd::record("adaptive_avg_pool2d", {&x}, {&out},
-                   [input_shape = x.shape(), device = x.device(), compute](
-                       const std::vector<Tensor>& grads, const std::vector<bool>&) {
-                     Tensor grad_x = empty(input_shape, {.device = device, .memory_format = compute});
-                     backend_for(device).adaptive_avg_pool2d_backward(
-                         grads[0].contiguous(compute), grad_x);
-                     return std::vector<Tensor>{grad_x};
-                   });
+  autograd::record(
+      "adaptive_avg_pool2d", {&x}, {&out},
+      [input_shape = x.shape(), device = x.device(), compute](const std::vector<Tensor>& grads,
+                                                              const std::vector<bool>&) {
+        Tensor grad_x = empty(input_shape, {.device = device, .memory_format = compute});
+        backend_for(device).adaptive_avg_pool2d_backward(grads[0].contiguous(compute), grad_x);
+        return std::vector<Tensor>{grad_x};
+      });
   return out.contiguous(format);
 }
 

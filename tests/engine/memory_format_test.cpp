@@ -105,9 +105,8 @@ TEST_P(OpsKeepChannelsLast, SameValuesSameFormat) {
   }
   const Tensor y_plain = c.op(plain);
   const Tensor y_last = c.op(last);
-  EXPECT_EQ(y_last.memory_format(), y_last.dim() == 4 && y_last.size(2) * y_last.size(3) > 1
-                                        ? kNhwc
-                                        : kNchw);
+  EXPECT_EQ(y_last.memory_format(),
+            y_last.dim() == 4 && y_last.size(2) * y_last.size(3) > 1 ? kNhwc : kNchw);
   const Tensor direction = random(y_plain.shape(), 99);
   sum(mul(y_plain, direction)).backward();
   sum(mul(y_last, direction)).backward();
@@ -133,42 +132,60 @@ INSTANTIATE_TEST_SUITE_P(
     Ops, OpsKeepChannelsLast,
     ::testing::Values(
         FormatCase{"relu", {{2, 5, 4, 3}}, [](const auto& in) { return relu(in[0]); }, 0},
-        FormatCase{"add", {{2, 5, 4, 3}, {2, 5, 4, 3}},
-                   [](const auto& in) { return add(in[0], in[1]); }, 0},
-        FormatCase{"mul_broadcast_per_channel", {{2, 5, 4, 3}, {5, 1, 1}},
-                   [](const auto& in) { return mul(in[0], in[1]); }, 0},
-        FormatCase{"max_pool2d", {{2, 5, 6, 6}},
-                   [](const auto& in) { return max_pool2d(in[0], {.kernel_size = 3, .stride = 2,
-                                                                   .padding = 1}); },
+        FormatCase{"add",
+                   {{2, 5, 4, 3}, {2, 5, 4, 3}},
+                   [](const auto& in) { return add(in[0], in[1]); },
                    0},
-        FormatCase{"adaptive_avg_pool2d_global", {{2, 5, 4, 4}},
-                   [](const auto& in) { return adaptive_avg_pool2d(in[0], 1, 1); }, 0},
-        FormatCase{"adaptive_avg_pool2d_overlapping_bins", {{2, 5, 5, 7}},
-                   [](const auto& in) { return adaptive_avg_pool2d(in[0], 3, 2); }, 0},
-        FormatCase{"conv2d_3x3", {{2, 16, 8, 8}, {8, 16, 3, 3}},
+        FormatCase{"mul_broadcast_per_channel",
+                   {{2, 5, 4, 3}, {5, 1, 1}},
+                   [](const auto& in) { return mul(in[0], in[1]); },
+                   0},
+        FormatCase{"max_pool2d",
+                   {{2, 5, 6, 6}},
+                   [](const auto& in) {
+                     return max_pool2d(in[0], {.kernel_size = 3, .stride = 2, .padding = 1});
+                   },
+                   0},
+        FormatCase{"adaptive_avg_pool2d_global",
+                   {{2, 5, 4, 4}},
+                   [](const auto& in) { return adaptive_avg_pool2d(in[0], 1, 1); },
+                   0},
+        FormatCase{"adaptive_avg_pool2d_overlapping_bins",
+                   {{2, 5, 5, 7}},
+                   [](const auto& in) { return adaptive_avg_pool2d(in[0], 3, 2); },
+                   0},
+        FormatCase{"conv2d_3x3",
+                   {{2, 16, 8, 8}, {8, 16, 3, 3}},
                    [](const auto& in) { return conv2d(in[0], in[1], Tensor(), {.padding = 1}); },
                    1e-5},
-        FormatCase{"conv2d_stride2_bias", {{2, 8, 9, 9}, {16, 8, 3, 3}, {16}},
-                   [](const auto& in) { return conv2d(in[0], in[1], in[2],
-                                                      {.stride = 2, .padding = 1}); },
-                   1e-5},
-        FormatCase{"conv2d_1x1_stride2", {{2, 16, 8, 8}, {32, 16, 1, 1}},
+        FormatCase{
+            "conv2d_stride2_bias",
+            {{2, 8, 9, 9}, {16, 8, 3, 3}, {16}},
+            [](const auto& in) { return conv2d(in[0], in[1], in[2], {.stride = 2, .padding = 1}); },
+            1e-5},
+        FormatCase{"conv2d_1x1_stride2",
+                   {{2, 16, 8, 8}, {32, 16, 1, 1}},
                    [](const auto& in) { return conv2d(in[0], in[1], Tensor(), {.stride = 2}); },
                    1e-5},
-        FormatCase{"batch_norm2d_training", {{4, 16, 5, 5}, {16}, {16}},
+        FormatCase{"batch_norm2d_training",
+                   {{4, 16, 5, 5}, {16}, {16}},
                    [](const auto& in) {
                      return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(), kTraining);
                    },
                    1e-5},
-        FormatCase{"batch_norm2d_relu_training", {{4, 16, 5, 5}, {16}, {16}},
+        FormatCase{"batch_norm2d_relu_training",
+                   {{4, 16, 5, 5}, {16}, {16}},
                    [](const auto& in) {
                      return batch_norm2d(in[0], in[1], in[2], Tensor(), Tensor(),
                                          {.training = true, .fuse_relu = true});
                    },
                    1e-5},
-        FormatCase{"add_relu", {{2, 5, 4, 3}, {2, 5, 4, 3}},
-                   [](const auto& in) { return add_relu(in[0], in[1]); }, 0},
-        FormatCase{"batch_norm2d_inference", {{4, 16, 5, 5}, {16}, {16}},
+        FormatCase{"add_relu",
+                   {{2, 5, 4, 3}, {2, 5, 4, 3}},
+                   [](const auto& in) { return add_relu(in[0], in[1]); },
+                   0},
+        FormatCase{"batch_norm2d_inference",
+                   {{4, 16, 5, 5}, {16}, {16}},
                    [](const auto& in) {
                      const Tensor mean = full({16}, 0.5), var = full({16}, 2.0);
                      return batch_norm2d(in[0], in[1], in[2], mean, var, {.training = false});
@@ -197,13 +214,15 @@ TEST(MemoryFormat, GradientChecksOnChannelsLastInputs) {
       {x, gamma, beta}));
   EXPECT_TRUE(check_gradients(
       [](const auto& in) { return max_pool2d(in[0], {.kernel_size = 2, .stride = 2}); }, {x}));
-  EXPECT_TRUE(check_gradients([](const auto& in) { return adaptive_avg_pool2d(in[0], 2, 2); }, {x}));
+  EXPECT_TRUE(
+      check_gradients([](const auto& in) { return adaptive_avg_pool2d(in[0], 2, 2); }, {x}));
 }
 
 // Runs fn on fresh leaves holding `values`; returns the output and the inputs' gradients of
 // sum(output * direction).
-std::vector<Tensor> output_and_gradients(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-                                         const std::vector<Tensor>& values) {
+std::vector<Tensor> output_and_gradients(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& values) {
   std::vector<Tensor> leaves;
   for (const Tensor& v : values) leaves.push_back(v.clone().set_requires_grad(true));
   const Tensor out = fn(leaves);

@@ -14,6 +14,7 @@
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
+#include "tests/support/image_batch.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tensor_compare.h"
 
@@ -22,17 +23,8 @@ namespace {
 
 constexpr MemoryFormat kNhwc = MemoryFormat::ChannelsLast;
 
-struct Batch {
-  Tensor images;
-  Tensor labels;
-};
-
-Batch random_batch(int64_t n, uint64_t seed) {
-  Generator generator(seed);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (i * 7 + 3) % 10;
-  return {randn({n, 3, 32, 32}, generator), from_vector(labels, {n}, {.dtype = DType::Int64})};
-}
+using Batch = testing::ImageBatch;
+using testing::random_image_batch;
 
 std::shared_ptr<ResNet> resnet20(MemoryFormat format) {
   Generator generator(7);
@@ -51,7 +43,7 @@ TEST(ChannelsLast, ModuleToConvertsFourDimensionalTensorsOnly) {
 
 TEST(ChannelsLast, ResNet20StepReordersOnlyWeights) {
   const auto model = resnet20(kNhwc);
-  const Batch batch = random_batch(8, 1);
+  const Batch batch = random_image_batch(8, 1);
   const Tensor images = batch.images.contiguous(kNhwc);
   cross_entropy(model->forward(images), batch.labels).backward();  // warm-up: primitives built
   model->zero_grad();
@@ -79,7 +71,7 @@ TEST(ChannelsLast, ResNet20TrainingFollowsTheNchwModel) {
   const SgdConfig config{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
   Sgd sgd_nchw(nchw->parameters(), config), sgd_nhwc(nhwc->parameters(), config);
   for (int step = 0; step < 3; ++step) {
-    const Batch batch = random_batch(16, 10 + step);
+    const Batch batch = random_image_batch(16, 10 + step);
     const Tensor loss_nchw = cross_entropy(nchw->forward(batch.images), batch.labels);
     const Tensor loss_nhwc =
         cross_entropy(nhwc->forward(batch.images.contiguous(kNhwc)), batch.labels);

@@ -6,6 +6,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 #include "tests/support/error_message.h"
+#include "tests/support/image_batch.h"
 #include "tests/support/tensor_compare.h"
 
 namespace tandem::parallel {
@@ -18,17 +19,8 @@ void expect_close(const Tensor& actual, const Tensor& expected, const std::strin
   testing::expect_close_to_reference(actual, expected, what);
 }
 
-struct Batch {
-  Tensor images;
-  Tensor labels;
-};
-
-Batch random_batch(int64_t n, uint64_t seed) {
-  Generator generator(seed);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (i * 7 + 3) % 10;
-  return {randn({n, 3, 32, 32}, generator), from_vector(labels, {n}, {.dtype = DType::Int64})};
-}
+using Batch = testing::ImageBatch;
+using testing::random_image_batch;
 
 std::shared_ptr<nn::Module> resnet20(uint64_t seed = 7) {
   Generator generator(seed);
@@ -79,7 +71,7 @@ TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
 void expect_matches_single_device(const std::vector<Device>& devices, int64_t batch_size,
                                   bool persistent,
                                   MemoryFormat format = MemoryFormat::Contiguous) {
-  const Batch batch = random_batch(batch_size, 11);
+  const Batch batch = random_image_batch(batch_size, 11);
   auto single = resnet20();
   single->eval();
   const Tensor single_loss = loss_and_backward(*single, batch);
@@ -134,7 +126,7 @@ TEST(DataParallel, ChannelsLastOverTwoDevicesMatchesOneNchwDevice) {
 TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {
   DataParallel model(resnet20(), {Device::cpu(0), Device::cpu(1), Device::cpu(2)});
   model.eval();
-  const Batch batch = random_batch(2, 5);
+  const Batch batch = random_image_batch(2, 5);
   loss_and_backward(model, batch);
   EXPECT_EQ(model.last_timings().replicas, 2);
   for (const Tensor& p : model.parameters()) EXPECT_TRUE(p.grad().defined());
@@ -154,11 +146,11 @@ TEST(DataParallel, PersistentReplicasFollowTheMasterAcrossSteps) {
   for (int step = 0; step < 3; ++step) {
     model.train();
     sgd.zero_grad();
-    loss_and_backward(model, random_batch(8, 100 + step));
+    loss_and_backward(model, random_image_batch(8, 100 + step));
     sgd.step();
     // Replica 1 runs the second half: after the step it must use the master's new values.
     model.eval();
-    const Batch probe = random_batch(4, 200 + step);
+    const Batch probe = random_image_batch(4, 200 + step);
     NoGradGuard no_grad;
     const Tensor parallel_out = model.forward(probe.images);
     const Tensor master_out = master->forward(probe.images);
@@ -169,7 +161,7 @@ TEST(DataParallel, PersistentReplicasFollowTheMasterAcrossSteps) {
 
 TEST(DataParallel, BatchNormRunningStatsComeFromTheFirstShard) {
   // What torch.nn.DataParallel leaves in the master: replica 0's buffers are the master's.
-  const Batch batch = random_batch(8, 21);
+  const Batch batch = random_image_batch(8, 21);
   auto reference = resnet20();
   reference->train();
   {

@@ -11,6 +11,7 @@
 #include "nn/sgd.h"
 #include "parallel/distributed_data_parallel.h"
 #include "tests/support/error_message.h"
+#include "tests/support/image_batch.h"
 #include "tests/support/tensor_compare.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -33,16 +34,10 @@ testing::SpawnOptions ranks_options() {
   return {.timeout = 180s, .env = {{"TANDEM_NUM_THREADS", "1"}}};
 }
 
-struct Batch {
-  Tensor images;
-  Tensor labels;
-};
+using Batch = testing::ImageBatch;
 
 Batch global_batch(int64_t n) {
-  Generator generator(11);
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) labels[static_cast<size_t>(i)] = (i * 3 + 1) % 10;
-  return {randn({n, 3, 32, 32}, generator), from_vector(labels, {n}, {.dtype = DType::Int64})};
+  return testing::random_image_batch(n, 11, 3, 1);
 }
 
 // Note: batch-norm in eval mode, so every rank normalises with the same statistics and DDP's
