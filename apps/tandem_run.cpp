@@ -13,7 +13,7 @@
 
 int main(int argc, char** argv) {
   tandem::parallel::LaunchOptions options;
-  double kill_grace_s = 5.0;
+  double kill_grace_s = 30.0;
   double timeout_s = 0.0;
   CLI::App app{"tandem-run: start the workers of a distributed job on this machine (like torchrun)",
                "tandem-run"};

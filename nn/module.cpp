@@ -1,5 +1,7 @@
 #include "nn/module.h"
 
+#include <unordered_set>
+
 namespace tandem::nn {
 
 Tensor Module::register_parameter(std::string name, Tensor value) {
@@ -27,8 +29,16 @@ void Module::collect(const std::string& prefix, bool parameters, bool buffers,
 }
 
 NamedTensors Module::named_parameters() const {
+  NamedTensors all;
+  collect("", true, false, all);
+  // A tensor registered twice (a shared module, tied weights) is listed once, under its first
+  // name, as PyTorch's named_parameters(remove_duplicate=True): an optimizer or DDP given it
+  // twice would step or average it twice.
   NamedTensors out;
-  collect("", true, false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& entry : all) {
+    if (seen.insert(entry.second.impl()).second) out.push_back(std::move(entry));
+  }
   return out;
 }
 

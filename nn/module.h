@@ -25,6 +25,8 @@ class Module {
   virtual std::string describe() const = 0;
 
   /// Parameters of this module and its children, depth first in registration order.
+  /// Every parameter once, in state_dict() order (a tensor registered under two names, as tied
+  /// weights are, keeps its first name; state_dict() lists both).
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   NamedTensors named_buffers() const;

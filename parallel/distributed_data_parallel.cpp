@@ -5,11 +5,13 @@
 namespace tandem::parallel {
 namespace {
 
-// A parameter list as numbers that every rank can compare: [count, then per parameter: dtype,
-// dims, then each size].
+// A parameter list as numbers that every rank can compare: [count, then per parameter:
+// requires_grad, dtype, dims, then each size]. requires_grad too, since only the parameters that
+// require it are reduced: ranks that froze different ones would build different buckets.
 std::vector<int64_t> describe_parameters(const nn::NamedTensors& parameters) {
   std::vector<int64_t> out{static_cast<int64_t>(parameters.size())};
   for (const auto& [name, tensor] : parameters) {
+    out.push_back(tensor.requires_grad() ? 1 : 0);
     out.push_back(static_cast<int64_t>(tensor.dtype()));
     out.push_back(tensor.dim());
     for (int64_t size : tensor.shape()) out.push_back(size);
@@ -40,13 +42,15 @@ std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
   return out;
 }
 
+// One parameter's description, from `at` on: "float32 [4, 8]", "frozen float32 [4, 8]".
 std::string shape_of(const std::vector<int64_t>& d, size_t& at) {
+  const bool trained = d[at++] != 0;
   const auto dtype = static_cast<DType>(d[at++]);
   const int64_t dims = d[at++];
   Shape shape(d.begin() + static_cast<std::ptrdiff_t>(at),
               d.begin() + static_cast<std::ptrdiff_t>(at + dims));
   at += static_cast<size_t>(dims);
-  return std::string(dtype_name(dtype)) + " " + shape_str(shape);
+  return std::string(trained ? "" : "frozen ") + dtype_name(dtype) + " " + shape_str(shape);
 }
 
 // The first difference between rank 0's description and rank r's, or "".

@@ -247,9 +247,15 @@ class Supervisor {
       const bool failed = exits_[i].exit_code != 0;
       if (!failed || stopping_) continue;  // after a stop, the others' exits are our doing
       result_.exit_code = exits_[i].exit_code > 0 ? exits_[i].exit_code : 128 + exits_[i].signal;
+      // 130 / 143: the rank stopped because it (or, through the ranks' stop agreement, another
+      // rank) got SIGINT / SIGTERM; it did not fail, and may not be the rank that was signalled.
+      const bool interrupted = exits_[i].exit_code == 130 || exits_[i].exit_code == 143;
       result_.message = "[tandem-run] rank " + std::to_string(exits_[i].rank) + " (local rank " +
                         std::to_string(exits_[i].local_rank) + ", pid " + std::to_string(w.pid()) +
-                        ") " + describe_wait_status(status);
+                        ") " +
+                        (interrupted ? "stopped after an interrupt (exit status " +
+                                           std::to_string(exits_[i].exit_code) + ")"
+                                     : describe_wait_status(status));
       if (options_.stop_on_failure) {
         result_.message += "; stopping the other workers";
         stop_all(SIGTERM);

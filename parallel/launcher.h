@@ -39,7 +39,9 @@ struct LaunchOptions {
   std::vector<std::string> unset_env{};
   /// Whether one worker's failure stops the others (SIGTERM, then SIGKILL after kill_grace).
   bool stop_on_failure = true;
-  std::chrono::milliseconds kill_grace{5000};
+  /// Long enough for train_cifar's ranks to reach their next host sync (every 10 steps) and stop
+  /// together after a Ctrl-C, keeping their checkpoint, on slow CPU steps too.
+  std::chrono::milliseconds kill_grace{30000};
   /// Stops the job when it runs longer than this; 0: no limit.
   std::chrono::milliseconds timeout{0};
   /// Where the workers' prefixed output and the launcher's messages go.

@@ -1,6 +1,7 @@
 #include "parallel/reducer.h"
 
 #include <algorithm>
+#include <utility>
 #include <sstream>
 #include <unordered_set>
 
@@ -173,39 +174,51 @@ void Reducer::rebuild_buckets() {
 
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   std::lock_guard lock(mutex_);
+  // Note [Unfinished reduction]
+  TANDEM_CHECK(!require_finalize_, "[DDP] expected to have finished reduction in the prior "
+               "iteration before starting a new one: the last backward on rank ", group_->rank(),
+               " stopped before its gradients were all-reduced (an exception in backward, caught "
+               "and skipped?), so this rank's gradient buckets are a step behind the other "
+               "ranks'; restart the job (every rank must skip a failed step together)");
   if (!rebuilt_ && arrival_order_.size() == parameters_.size()) rebuild_buckets();
   arrival_order_.clear();
   std::fill(ready_.begin(), ready_.end(), false);
-  std::fill(used_.begin(), used_.end(), false);
   for (Bucket& bucket : buckets_) {
     bucket.pending = bucket.parameters.size();
     bucket.work.reset();
   }
+  used_work_.reset();
   next_to_launch_ = 0;
   forward_stream_ = current_stream_of(device_);  // unused parameters' buckets are zeroed on it
   expect_hooks_ = true;
   finalize_queued_ = false;
-  if (options_.find_unused_parameters) mark_unused_parameters(outputs);
+  unused_.clear();
+  if (options_.find_unused_parameters) find_unused_parameters(outputs);
 }
 
-void Reducer::mark_unused_parameters(const std::vector<Tensor>& outputs) {
+void Reducer::find_unused_parameters(const std::vector<Tensor>& outputs) {
   const auto reached = reachable_nodes(outputs);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     // A parameter in the graph is reached through its (shared) accumulator node.
-    if (!reached.contains(autograd::grad_accumulator(parameters_[i]).get())) {
-      mark_ready_locked(i, false);
-    }
+    if (!reached.contains(autograd::grad_accumulator(parameters_[i]).get())) unused_.push_back(i);
   }
 }
 
 void Reducer::mark_ready(size_t index) {
   std::lock_guard lock(mutex_);
-  if (!expect_hooks_) return;  // no_sync(), or a backward pass that no DDP forward armed
+  if (!expect_hooks_) {
+    // no_sync(), or a backward pass that no DDP forward armed: nothing to reduce now, but this
+    // rank holds a gradient the next synchronised step must average (Note [Unused parameters]).
+    used_[index] = true;
+    return;
+  }
   if (!finalize_queued_) {
     autograd::queue_callback([this] { finalize(); });
     finalize_queued_ = true;
   }
   grad_stream_ = current_stream_of(device_);  // the autograd worker's, where the copies go
+  // Note [Unused parameters]: now that a backward runs, the parameters it cannot reach.
+  for (size_t unused : std::exchange(unused_, {})) mark_ready_locked(unused, false);
   mark_ready_locked(index, true);
 }
 
@@ -214,18 +227,21 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
                " got its gradient twice in one step: backward ran twice after one forward, or "
                "the parameter is shared in a way DDP cannot follow");
   ready_[index] = true;
-  used_[index] = has_gradient;
+  require_finalize_ = true;
+  if (has_gradient) used_[index] = true;
   arrival_order_.push_back(index);
   Bucket& bucket = buckets_[locators_[index].bucket];
   Tensor view = bucket.views[locators_[index].slot];
-  if (has_gradient) {
-    const Tensor grad = parameters_[index].grad();
+  const Tensor grad = parameters_[index].grad();
+  // An unused parameter's .grad, when it has one, holds what it accumulated under no_sync()
+  // (Note [Unused parameters]): it goes into the average like any gradient.
+  if (grad.defined()) {
     const float scale = 1.0f / static_cast<float>(group_->size());  // Note [Averaging]
     Tensor view_memory = ops::kernel_view(view);
     backend_for(view.device())
         .unary(UnaryOp::MulScalar, ops::kernel_view(grad.contiguous(view.memory_format())), scale,
                view_memory);
-    if (options_.gradient_as_bucket_view && !is_view_of(grad, view)) {
+    if (options_.gradient_as_bucket_view && has_gradient && !is_view_of(grad, view)) {
       parameters_[index].set_grad(view);
     }
   } else {
@@ -240,7 +256,17 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     launch(buckets_[next_to_launch_++]);
+    if (next_to_launch_ == buckets_.size()) launch_used_counts();
   }
+}
+
+// Note [Unused parameters]: who used what, all-reduced behind the last bucket; finalize() reads
+// it. Every parameter is marked by now, so used_ is final for this step.
+void Reducer::launch_used_counts() {
+  if (!options_.find_unused_parameters) return;
+  const std::vector<float> local(used_.begin(), used_.end());
+  used_counts_ = from_vector(local, {static_cast<int64_t>(local.size())}, {.device = device_});
+  used_work_ = group_->allreduce({used_counts_}, ReduceOp::Sum);
 }
 
 // Note [Reducer on CUDA]: the bucket was written on the forward thread's stream (unused
@@ -281,16 +307,20 @@ void Reducer::finalize() {
   current_stream_wait_for(grad_stream_);  // .grad tensors were last written by the worker
   write_back();
   record_step(backward_end);
+  std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
+  require_finalize_ = false;
 }
 
 void Reducer::write_back() {
-  std::vector<bool> used_anywhere(used_);
+  std::vector<bool> used_anywhere(parameters_.size(), true);
   if (options_.find_unused_parameters) {
     // A parameter unused here may have been used on another rank: then it gets the average.
-    std::vector<float> local(used_.begin(), used_.end());
-    Tensor counts = from_vector(local, {static_cast<int64_t>(local.size())}, {.device = device_});
-    group_->allreduce({counts}, ReduceOp::Sum)->synchronize();  // the host reads them next
-    const std::vector<float> global = counts.to_vector<float>();
+    try {
+      used_work_->synchronize();  // the host reads the counts next
+    } catch (const Error& e) {
+      TANDEM_FAIL("[DDP] all-reduce of the used-parameter counts failed: ", e.message());
+    }
+    const std::vector<float> global = used_counts_.to_vector<float>();
     for (size_t i = 0; i < global.size(); ++i) used_anywhere[i] = global[i] > 0;
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {

@@ -22,6 +22,22 @@
 /// Note [Averaging]: each gradient is scaled by 1/world_size on its way into the bucket and the
 /// bucket is summed, as PyTorch does, so the all-reduce yields the average without a second pass.
 ///
+/// Note [Unused parameters] (find_unused_parameters): DDP's forward finds the parameters its
+/// output does not reach, and the first gradient hook of the backward marks them ready, so a
+/// forward that is not followed by a backward (an evaluation in grad mode) launches nothing (as
+/// PyTorch; marking them in forward sent one rank's all-reduces out of step with the others').
+/// An unused parameter contributes its .grad when it has one (gradients accumulated under
+/// no_sync()) and zero otherwise; gradient hooks record use even under no_sync(), and that record
+/// is cleared only by the synchronised step's finalize(). The ranks then all-reduce who used what
+/// (launched with the last bucket, read in finalize()): a parameter some rank used gets the
+/// average, one no rank used keeps its .grad.
+///
+/// Note [Unfinished reduction]: a backward pass that marked gradients ready but never reached
+/// finalize() (it threw on this rank and the caller went on) leaves this rank's buckets a step
+/// behind the others'; every later all-reduce would pair different steps and still succeed. So the
+/// next DDP forward refuses to start, as PyTorch does ("Expected to have finished reduction in
+/// the prior iteration"): the job must restart, since the ranks cannot agree to skip the step.
+///
 /// Note [Reducer on CUDA]: buckets live on the parameters' device, which must be the process
 /// group's tensor_device() (NCCL: cuda:<local rank>). Nothing blocks the host on the way:
 /// - mark_ready() runs on the device's autograd worker and queues the scaled copy into the bucket
@@ -136,7 +152,8 @@ class Reducer {
 
   void build_buckets(const std::vector<size_t>& order);
   void rebuild_buckets();
-  void mark_unused_parameters(const std::vector<Tensor>& outputs);
+  void find_unused_parameters(const std::vector<Tensor>& outputs);
+  void launch_used_counts();
   void mark_ready_locked(size_t index, bool has_gradient);
   void launch_ready_buckets();
   void write_back();
@@ -166,8 +183,17 @@ class Reducer {
   std::vector<Locator> locators_;
   bool expect_hooks_ = false;          ///< a DDP forward armed this backward pass
   bool finalize_queued_ = false;       ///< finalize() is queued for the end of this pass
+  /// Something was marked ready since the last finalize() (Note [Unfinished reduction]).
+  bool require_finalize_ = false;
   std::vector<bool> ready_;            ///< per parameter: marked ready this step
-  std::vector<bool> used_;             ///< per parameter: got a gradient on this rank this step
+  /// Per parameter: got a gradient on this rank since the last synchronised step, no_sync()
+  /// passes included (Note [Unused parameters]).
+  std::vector<bool> used_;
+  /// find_unused_parameters: what the forward did not reach, marked ready at the first gradient
+  /// hook of the backward pass, not before (Note [Unused parameters]).
+  std::vector<size_t> unused_;
+  Tensor used_counts_;                 ///< ranks that used each parameter, being all-reduced
+  std::shared_ptr<Work> used_work_;    ///< that all-reduce, launched with the last bucket
   size_t next_to_launch_ = 0;          ///< Note [Launch order]
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
   bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_

@@ -29,8 +29,14 @@ Tensor gather(const std::vector<Tensor>& outputs, Device device) {
   TANDEM_CHECK(!outputs.empty(), "[gather] no outputs to gather");
   std::vector<Tensor> moved;
   moved.reserve(outputs.size());
-  for (const Tensor& output : outputs) moved.push_back(output.to(device));
-  return moved.size() == 1 ? moved.front() : cat(moved);
+  for (const Tensor& output : outputs) {
+    // A replica's scalar (a loss computed inside forward) becomes one row: PyTorch's gather
+    // returns such scalars as a vector, one per replica.
+    const Tensor row = output.dim() == 0 ? output.reshape({1}) : output;
+    moved.push_back(row.to(device));
+  }
+  if (moved.size() == 1 && outputs.front().dim() > 0) return moved.front();
+  return cat(moved);
 }
 
 }  // namespace tandem::parallel

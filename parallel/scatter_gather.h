@@ -18,7 +18,8 @@ std::vector<int64_t> chunk_sizes(int64_t batch, int64_t devices);
 /// chunk, possibly fewer than devices.
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices);
 
-/// Moves every tensor to `device` and concatenates them along dim 0.
+/// Moves every tensor to `device` and concatenates them along dim 0; 0-dim outputs (a loss per
+/// replica) become one element each, as PyTorch gathers them.
 Tensor gather(const std::vector<Tensor>& outputs, Device device);
 
 }  // namespace tandem::parallel

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "nn/linear.h"
 #include "nn/resnet.h"
 
 namespace tandem::nn {
@@ -122,6 +123,31 @@ TEST(Module, SeededInitialisationIsReproducible) {
   EXPECT_EQ(make_resnet("resnet20", a)->parameters()[0].to_vector<float>(),
             make_resnet("resnet20", b)->parameters()[0].to_vector<float>());
   EXPECT_THROW(resnet_config("resnet21"), Error);
+}
+
+// A module registered twice (tied weights): its tensors are parameters once, under the first
+// name, as PyTorch's named_parameters(); state_dict() keeps both names.
+class TiedLinear final : public Module {
+ public:
+  TiedLinear() {
+    auto shared = std::make_shared<Linear>(LinearConfig{3, 3});
+    register_module("first", shared);
+    register_module("second", shared);
+  }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string describe() const override { return "TiedLinear"; }
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override { return std::make_shared<TiedLinear>(); }
+};
+
+TEST(Module, TiedParametersAreListedOnce) {
+  TiedLinear model;
+  EXPECT_EQ(keys(model.named_parameters()),
+            (std::vector<std::string>{"first.weight", "first.bias"}));
+  EXPECT_EQ(model.parameters().size(), 2u);
+  EXPECT_EQ(keys(model.state_dict()), (std::vector<std::string>{"first.weight", "first.bias",
+                                                                "second.weight", "second.bias"}));
 }
 
 }  // namespace

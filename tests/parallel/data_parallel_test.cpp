@@ -1,6 +1,7 @@
 // DataParallel on CPU devices against a single device on the same global batch.
 #include <gtest/gtest.h>
 
+#include "nn/linear.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 #include "parallel/data_parallel.h"
@@ -60,7 +61,8 @@ TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
   const std::vector<float> grad = x.grad().to_vector<float>();
   const std::vector<float> expected_row_scale{1, 1, 1, 2, 2, 2, 3};
   for (int64_t row = 0; row < 7; ++row) {
-    EXPECT_FLOAT_EQ(grad[static_cast<size_t>(row * 5)], expected_row_scale[static_cast<size_t>(row)]);
+    EXPECT_FLOAT_EQ(grad[static_cast<size_t>(row * 5)],
+                    expected_row_scale[static_cast<size_t>(row)]);
   }
   EXPECT_EQ(y.to_vector<float>()[35 - 1], 3 * x.to_vector<float>()[34]);
 }
@@ -69,8 +71,7 @@ TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
 // data-parallel gradient is the single-device one up to rounding.
 // `format`: of DataParallel's master and batch; the single device stays NCHW.
 void expect_matches_single_device(const std::vector<Device>& devices, int64_t batch_size,
-                                  bool persistent,
-                                  MemoryFormat format = MemoryFormat::Contiguous) {
+                                  bool persistent, MemoryFormat format = MemoryFormat::Contiguous) {
   const Batch batch = random_image_batch(batch_size, 11);
   auto single = resnet20();
   single->eval();
@@ -129,6 +130,37 @@ TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {
   const Batch batch = random_image_batch(2, 5);
   loss_and_backward(model, batch);
   EXPECT_EQ(model.last_timings().replicas, 2);
+  for (const Tensor& p : model.parameters()) EXPECT_TRUE(p.grad().defined());
+}
+
+// A module whose forward returns its loss, a scalar (review D10).
+class LossInForward final : public nn::Module {
+ public:
+  LossInForward() {
+    linear_ = register_module("linear", std::make_shared<nn::Linear>(nn::LinearConfig{6, 3}));
+    Generator generator(2);
+    reset_parameters(generator);
+  }
+  Tensor forward(const Tensor& x) override { return sum(linear_->forward(x)); }
+  std::string describe() const override { return "LossInForward"; }
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override { return std::make_shared<LossInForward>(); }
+
+ private:
+  std::shared_ptr<nn::Linear> linear_;
+};
+
+TEST(DataParallel, ScalarOutputsAreGatheredIntoAVector) {
+  Generator generator(4);
+  const Tensor x = randn({5, 6}, generator);
+  LossInForward single;
+  const Tensor whole = single.forward(x);
+  DataParallel model(std::make_shared<LossInForward>(), {Device::cpu(0), Device::cpu(1)});
+  const Tensor per_replica = model.forward(x);
+  ASSERT_EQ(per_replica.shape(), (Shape{2}));  // one loss per replica, as PyTorch gathers them
+  EXPECT_NEAR(sum(per_replica).item(), whole.item(), 1e-4);
+  sum(per_replica).backward();
   for (const Tensor& p : model.parameters()) EXPECT_TRUE(p.grad().defined());
 }
 
@@ -195,7 +227,9 @@ class FailsOnDevice final : public nn::Module {
   std::string describe() const override { return "FailsOnDevice"; }
 
  protected:
-  std::shared_ptr<Module> make_twin() const override { return std::make_shared<FailsOnDevice>(bad_); }
+  std::shared_ptr<Module> make_twin() const override {
+    return std::make_shared<FailsOnDevice>(bad_);
+  }
 
  private:
   Device bad_;
@@ -225,13 +259,15 @@ TEST(DataParallel, BadDeviceListsAreRejected) {
             }).find("all CPU or all CUDA"),
             std::string::npos);
   if (!cuda_available()) {
-    EXPECT_NE(error_message([] { DataParallel(resnet20(), {Device::cuda(0)}); })
-                  .find("no CUDA backend or no GPU"),
+    EXPECT_NE(error_message([] {
+                DataParallel(resnet20(), {Device::cuda(0)});
+              }).find("no CUDA backend or no GPU"),
               std::string::npos);
   }
   DataParallel elsewhere(resnet20(), {Device::cpu(1), Device::cpu(0)});
-  EXPECT_NE(error_message([&] { elsewhere.forward(ones({2, 3, 32, 32})); })
-                .find("must have its parameters and buffers on cpu:1"),
+  EXPECT_NE(error_message([&] {
+              elsewhere.forward(ones({2, 3, 32, 32}));
+            }).find("must have its parameters and buffers on cpu:1"),
             std::string::npos);
 }
 

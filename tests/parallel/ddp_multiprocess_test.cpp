@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <functional>
+#include <optional>
 
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -12,8 +14,8 @@
 #include "parallel/distributed_data_parallel.h"
 #include "tests/support/error_message.h"
 #include "tests/support/image_batch.h"
-#include "tests/support/tensor_compare.h"
 #include "tests/support/spawn_ranks.h"
+#include "tests/support/tensor_compare.h"
 
 namespace tandem::parallel {
 namespace {
@@ -151,7 +153,8 @@ TEST(DdpMultiprocess, NoSyncAccumulatesThenAveragesEverything) {
   // One process: the sum over both ranks' micro-batches, divided by the number of ranks.
   auto reference = small_net(3);
   for (int rank = 0; rank < 2; ++rank) {
-    for (int index = 0; index < 2; ++index) sum(reference->forward(micro_batch(rank, index))).backward();
+    for (int index = 0; index < 2; ++index)
+      sum(reference->forward(micro_batch(rank, index))).backward();
   }
   const auto expected = reference->parameters();
   const auto actual = model.module().parameters();
@@ -207,9 +210,163 @@ TEST(DdpMultiprocess, ParametersUnusedOnSomeRanksDoNotHang) {
     const auto actual = model.module().named_parameters();
     for (size_t i = 0; i < expected.size(); ++i) {
       // Rank 1 never touched extra.*, yet gets the average: rank 0's gradient over two.
-      expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f), expected[i].first);
+      expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
+                   expected[i].first);
     }
   }
+}
+
+// --- Regression tests of the review's defects (shared/reviews/2026-11-23-parallel.md, D1-D5),
+// each its probe: they failed (wrong gradients, a hang, a silent desync) before the fixes.
+
+DdpOptions one_parameter_per_bucket(bool find_unused, bool bucket_views = false) {
+  DdpOptions options;
+  options.reducer.find_unused_parameters = find_unused;
+  options.reducer.gradient_as_bucket_view = bucket_views;
+  options.reducer.first_bucket_mb = 1e-9;
+  options.reducer.bucket_cap_mb = 1e-9;
+  return options;
+}
+
+// Two micro-steps, the first under no_sync(); `uses_extra(rank, step)` says whether rank uses
+// the extra head in that step. Every gradient must be the sum over both ranks and both steps,
+// over two (review D1, probes nosync_a and nosync_b).
+void expect_no_sync_with_unused_parameters_averages(
+    const std::function<bool(int, int)>& uses_extra) {
+  auto group = join_group(20s);
+  auto net = std::make_shared<TwoHeads>();
+  DistributedDataParallel model(net, group, one_parameter_per_bucket(true));
+  for (int step = 0; step < 2; ++step) {
+    net->use_extra = uses_extra(group->rank(), step);
+    std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
+    if (step == 0) no_sync.emplace(model);
+    sum(model.forward(micro_batch(group->rank(), step))).backward();
+  }
+  TwoHeads reference;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int step = 0; step < 2; ++step) {
+      reference.use_extra = uses_extra(rank, step);
+      sum(reference.forward(micro_batch(rank, step))).backward();
+    }
+  }
+  const auto expected = reference.named_parameters();
+  const auto actual = model.module().named_parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f), expected[i].first);
+  }
+}
+
+TEST(DdpMultiprocess, NoSyncGradientsOfParametersUnusedInTheSyncedStepAreAveraged) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  // nosync_a: both ranks use the extra head under no_sync only.
+  expect_no_sync_with_unused_parameters_averages([](int, int step) { return step == 0; });
+}
+
+TEST(DdpMultiprocess, NoSyncGradientsMeetAnotherRanksSyncedGradients) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  // nosync_b: rank 0 uses the extra head only under no_sync, rank 1 only in the synced step.
+  expect_no_sync_with_unused_parameters_averages(
+      [](int rank, int step) { return rank == 0 ? step == 0 : step == 1; });
+}
+
+TEST(DdpMultiprocess, AForwardWithoutBackwardLaunchesNothing) {
+  // Review D2 (probe fwd_no_bwd): unused parameters marked ready in forward launched their
+  // buckets' all-reduces on one rank only; the next step then hung until the timeout.
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(10s);
+  auto net = std::make_shared<TwoHeads>();
+  net->use_extra = group->rank() == 1;
+  DistributedDataParallel model(net, group, one_parameter_per_bucket(true));
+  model.forward(micro_batch(group->rank(), 0));  // grad mode, no backward (an evaluation)
+  sum(model.forward(micro_batch(group->rank(), 1))).backward();
+  TwoHeads reference;
+  for (int rank = 0; rank < 2; ++rank) {
+    reference.use_extra = rank == 1;
+    sum(reference.forward(micro_batch(rank, 1))).backward();
+  }
+  const auto expected = reference.named_parameters();
+  const auto actual = model.module().named_parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f), expected[i].first);
+  }
+}
+
+TEST(DdpMultiprocess, AForwardAfterAnUnfinishedBackwardIsRefused) {
+  // Review D3 (probe bwd_throw): rank 1's backward throws after some buckets launched, and the
+  // caller skips the batch. Its next forward must refuse instead of pairing its buckets with
+  // the other rank's next step; rank 0, left waiting for rank 1's buckets, gets an error too.
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(5s);
+  auto net = small_net(3);
+  DistributedDataParallel model(net, group, one_parameter_per_bucket(false));
+  if (group->rank() == 1) {
+    net->parameters().back().register_post_accumulate_grad_hook(
+        [](const Tensor&) { TANDEM_FAIL("boom (a simulated failure in backward)"); });
+  }
+  const std::string first =
+      error_message([&] { sum(model.forward(micro_batch(group->rank(), 0))).backward(); });
+  if (group->rank() == 0) {
+    EXPECT_NE(first.find("[DDP] all-reduce of gradient bucket"), std::string::npos) << first;
+    return;
+  }
+  EXPECT_NE(first.find("boom"), std::string::npos) << first;
+  const std::string second = error_message([&] { model.forward(micro_batch(1, 1)); });
+  EXPECT_NE(second.find("[DDP] expected to have finished reduction in the prior iteration"),
+            std::string::npos)
+      << second;
+  EXPECT_NE(second.find("restart the job"), std::string::npos) << second;
+}
+
+// A Linear applied twice: its weight and bias are registered under two names (tied weights).
+class Tied final : public nn::Module {
+ public:
+  Tied() {
+    shared_ = std::make_shared<nn::Linear>(nn::LinearConfig{6, 6});
+    register_module("first", shared_);
+    register_module("second", shared_);
+    Generator generator(9);
+    reset_parameters(generator);
+  }
+  Tensor forward(const Tensor& x) override { return shared_->forward(relu(shared_->forward(x))); }
+  std::string describe() const override { return "Tied"; }
+
+ protected:
+  std::shared_ptr<Module> make_twin() const override { return std::make_shared<Tied>(); }
+
+ private:
+  std::shared_ptr<nn::Linear> shared_;
+};
+
+TEST(DdpMultiprocess, TiedWeightsAreAveragedOnceWithBucketViews) {
+  // Review D4 (probe tied_view): the tied tensor had two bucket slots, and with
+  // gradient_as_bucket_view its gradient was scaled by 1/world twice.
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(20s);
+  DistributedDataParallel model(std::make_shared<Tied>(), group,
+                                one_parameter_per_bucket(false, /*bucket_views=*/true));
+  ASSERT_EQ(model.reducer().bucket_assignment().size(), 2u);  // weight and bias, once each
+  sum(model.forward(micro_batch(group->rank(), 0))).backward();
+  Tied reference;
+  for (int rank = 0; rank < 2; ++rank) sum(reference.forward(micro_batch(rank, 0))).backward();
+  const auto expected = reference.named_parameters();
+  const auto actual = model.module().named_parameters();
+  ASSERT_EQ(actual.size(), 2u);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f), expected[i].first);
+  }
+}
+
+TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {
+  // Review D5: the model check now compares requires_grad, the list DDP actually reduces.
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  auto group = join_group(20s);
+  auto net = small_net(3);
+  if (group->rank() == 1) net->parameters().front().set_requires_grad(false);
+  const std::string message = error_message([&] { DistributedDataParallel model(net, group); });
+  EXPECT_NE(message.find("[DDP] every rank must hold the same model, but parameter 0 (0.weight) "
+                         "is float32 [5, 6] on rank 0 and frozen float32 [5, 6] on rank 1"),
+            std::string::npos)
+      << message;
 }
 
 TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {
@@ -228,7 +385,8 @@ TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
   if (!testing::launched_as_rank()) {
     testing::SpawnOptions options = ranks_options();
     options.stop_on_failure = false;  // let rank 0 find out by itself
-    const testing::SpawnResult result = testing::spawn_ranks(2, testing::current_test_filter(), options);
+    const testing::SpawnResult result =
+        testing::spawn_ranks(2, testing::current_test_filter(), options);
     EXPECT_FALSE(result.timed_out) << result.output;
     EXPECT_EQ(result.signals.at(1), SIGKILL) << result.output;
     EXPECT_EQ(result.exit_codes.at(0), 0) << result.output;  // it saw the error it expected
@@ -237,8 +395,10 @@ TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
   auto group = join_group(5s);
   DistributedDataParallel model(small_net(1), group);
   if (group->rank() == 1) std::raise(SIGKILL);
-  const std::string message = error_message([&] { sum(model.forward(micro_batch(0, 0))).backward(); });
-  EXPECT_NE(message.find("[DDP] all-reduce of gradient bucket 0 failed"), std::string::npos) << message;
+  const std::string message =
+      error_message([&] { sum(model.forward(micro_batch(0, 0))).backward(); });
+  EXPECT_NE(message.find("[DDP] all-reduce of gradient bucket 0 failed"), std::string::npos)
+      << message;
 }
 
 }  // namespace
