@@ -26,11 +26,14 @@ Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
     // A host-side counter: kept on the buffer's device, read back only here.
     num_batches_tracked_.fill_(num_batches_tracked_.item() + 1);
   }
-  return batch_norm2d(input, weight_, bias_, running_mean_, running_var_,
-                      {.training = is_training(),
-                       .momentum = config_.momentum,
-                       .eps = config_.eps,
-                       .fuse_relu = relu});
+  const BatchNormOptions options{.training = is_training(),
+                                 .momentum = config_.momentum,
+                                 .eps = config_.eps,
+                                 .fuse_relu = relu};
+  if (reducer_ && is_training()) {
+    return sync_batch_norm2d(input, weight_, bias_, running_mean_, running_var_, options, reducer_);
+  }
+  return batch_norm2d(input, weight_, bias_, running_mean_, running_var_, options);
 }
 
 void BatchNorm2d::reset_own_parameters(Generator&) {

@@ -3,6 +3,7 @@
 /// num_batches_tracked).
 
 #include "nn/module.h"
+#include "nn/sync_batch_norm.h"
 
 namespace tandem::nn {
 
@@ -20,7 +21,8 @@ class BatchNorm2d final : public Module {
   /// fuse_relu): what a ResNet's conv -> bn -> relu calls.
   Tensor forward_relu(const Tensor& input);
   std::string describe() const override {
-    return "BatchNorm2d(" + std::to_string(config_.channels) + ")";
+    return std::string(reducer_ ? "SyncBatchNorm2d(" : "BatchNorm2d(") +
+           std::to_string(config_.channels) + ")";
   }
 
   const Tensor& weight() const { return weight_; }
@@ -28,6 +30,13 @@ class BatchNorm2d final : public Module {
   const Tensor& running_mean() const { return running_mean_; }
   const Tensor& running_var() const { return running_var_; }
   const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
+
+  /// With a reducer, training uses the statistics of every rank's batch (Note [Synchronised
+  /// batch norm]); parallel::convert_sync_batchnorm() sets it. nullptr: this rank's batch only.
+  void set_statistics_reducer(std::shared_ptr<StatisticsReducer> reducer) {
+    reducer_ = std::move(reducer);
+  }
+  bool is_synchronised() const { return reducer_ != nullptr; }
 
  protected:
   std::shared_ptr<Module> make_twin() const override {
@@ -43,6 +52,7 @@ class BatchNorm2d final : public Module {
   Tensor running_mean_;
   Tensor running_var_;
   Tensor num_batches_tracked_;
+  std::shared_ptr<StatisticsReducer> reducer_;
 };
 
 }  // namespace tandem::nn

@@ -70,6 +70,8 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--eval-only", o.eval_only, "evaluate the --resume checkpoint on the test set and stop");
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size")
       ->check(CLI::Range(0.001, 4096.0))->capture_default_str();
+  app.add_flag("--sync-bn", o.sync_bn, "ddp: batch-norm statistics over every rank's images "
+               "(SyncBatchNorm), so N ranks normalise as one process of the global batch");
   app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");
   app.add_option("--threads", o.threads, "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 1024))->capture_default_str();
@@ -96,8 +98,8 @@ void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(o.mode == Mode::DataParallel || o.devices.empty() ||
                    o.devices.find(',') == std::string::npos,
                "[train_cifar] --devices lists several devices, which only --mode dp uses");
-  TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap),
-               "[train_cifar] --backend and --no-overlap are for --mode ddp");
+  TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap && !o.sync_bn),
+               "[train_cifar] --backend, --no-overlap and --sync-bn are for --mode ddp");
   if (o.mode == Mode::Distributed) {
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
                  " does not split evenly over ", world_size, " ranks");

@@ -38,7 +38,8 @@ struct TrainOptions {
   std::string resume;        ///< checkpoint to continue from
   bool eval_only = false;    ///< evaluate (the --resume checkpoint) and stop
   double bucket_cap_mb = 25;
-  bool no_overlap = false;   ///< ddp: all-reduce only after backward
+  bool no_overlap = false;
+  bool sync_bn = false;      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)   ///< ddp: all-reduce only after backward
   int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   std::string log_json;      ///< JSON-lines metrics, one record per epoch and a summary

@@ -12,6 +12,7 @@
 #include "nn/resnet.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/sync_batch_norm.h"
 
 namespace tandem::apps {
 namespace {
@@ -105,6 +106,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
     parallel::DdpOptions ddp;
     ddp.reducer.bucket_cap_mb = options_.bucket_cap_mb;
     ddp.reducer.overlap = !options_.no_overlap;
+    if (options_.sync_bn) parallel::convert_sync_batchnorm(*network_, group_);
     model_ = std::make_shared<parallel::DistributedDataParallel>(network_, group_, ddp);
   } else {
     model_ = network_;
@@ -329,7 +331,8 @@ void Trainer::print_header() {
     where = std::to_string(dp_devices_.size()) + " devices (" + options_.devices + ")";
     if (options_.devices.empty()) where = std::to_string(dp_devices_.size()) + " devices";
   } else if (options_.mode == Mode::Distributed) {
-    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str();
+    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str() +
+            (options_.sync_bn ? ", SyncBatchNorm" : "");
   } else {
     where = device_.str();
   }

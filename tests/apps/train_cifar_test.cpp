@@ -74,6 +74,10 @@ TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
 }
 
+TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormLossFalls) {
+  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--sync-bn"});
+}
+
 TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   TempDir dir;
   const ProgramRun whole = train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2"}));

@@ -95,6 +95,10 @@ TEST(TrainOptions, CombinationsAreChecked) {
   o.no_overlap = true;
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("are for --mode ddp"), std::string::npos);
   o = {};
+  o.sync_bn = true;
+  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--sync-bn are for --mode ddp"),
+            std::string::npos);
+  o = {};
   o.mode = Mode::Distributed;
   o.batch_size = 100;
   EXPECT_NE(error_message([&] { validate(o, 3); }).find("--batch-size 100 does not split evenly over 3 ranks"),

@@ -7,11 +7,14 @@
 #include <functional>
 #include <optional>
 
+#include "nn/batch_norm2d.h"
+#include "nn/conv2d.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/sync_batch_norm.h"
 #include "tests/support/error_message.h"
 #include "tests/support/image_batch.h"
 #include "tests/support/spawn_ranks.h"
@@ -367,6 +370,72 @@ TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {
                          "is float32 [5, 6] on rank 0 and frozen float32 [5, 6] on rank 1"),
             std::string::npos)
       << message;
+}
+
+// conv -> bn -> relu, twice, then pooling and a classifier: two batch norms whose statistics
+// matter, small enough that float32 rounding stays far below the tolerance. (A train-mode
+// ResNet-20 at 8 images is too ill-conditioned for that: its early gradients move by ~0.4 % when
+// the input moves by 1e-6, so two correct implementations already differ by more.)
+std::shared_ptr<nn::Module> conv_bn_net(uint64_t seed) {
+  using nn::Conv2dConfig;
+  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(Conv2dConfig{3, 8, 3, 1, 1, false}),
+      std::make_shared<nn::BatchNorm2d>(nn::BatchNorm2dConfig{.channels = 8}),
+      std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(Conv2dConfig{8, 8, 3, 2, 1, false}),
+      std::make_shared<nn::BatchNorm2d>(nn::BatchNorm2dConfig{.channels = 8}),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::AdaptiveAvgPool2d>(1, 1),
+      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(nn::LinearConfig{8, 10})});
+  Generator generator(seed);
+  net->reset_parameters(generator);
+  return net;
+}
+
+// SyncBatchNorm (Note [Synchronised batch norm]): DDP over 2 ranks of 8 images, batch norm in
+// training mode, equals one process of 16 images: outputs, gradients, running statistics.
+// Without it each rank normalises with its own images, and the outputs differ (checked too).
+void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
+  auto group = join_group();
+  const int64_t global_rows = 16, rows = global_rows / group->size();
+  const auto batch = testing::random_image_batch(global_rows, 21);
+  auto reference = conv_bn_net(7);
+  const Tensor reference_logits = reference->forward(batch.images);
+  cross_entropy(reference_logits, batch.labels).backward();
+
+  auto network = conv_bn_net(7);
+  network->to(format);
+  if (sync) EXPECT_EQ(convert_sync_batchnorm(*network, group), 2);
+  DistributedDataParallel model(network, group);
+  const int64_t start = group->rank() * rows;
+  const Tensor logits = model.forward(batch.images.slice(start, start + rows).contiguous(format));
+  const Tensor expected_logits = reference_logits.slice(start, start + rows).detach();
+  if (!sync) {
+    double worst = 0;
+    const std::vector<float> a = logits.to_vector<float>(), e = expected_logits.to_vector<float>();
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(double(a[i]) - e[i]));
+    EXPECT_GT(worst, 1e-3) << "per-rank statistics should differ from the global batch's";
+    return;
+  }
+  cross_entropy(logits, batch.labels.slice(start, start + rows)).backward();
+  expect_close(logits, expected_logits, "logits");
+  const auto expected = reference->named_parameters();
+  const auto actual = model.module().named_parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+  }
+  const auto expected_buffers = reference->named_buffers();
+  const auto actual_buffers = model.module().named_buffers();
+  for (size_t i = 0; i < expected_buffers.size(); ++i) {
+    if (expected_buffers[i].second.dtype() != DType::Float32) continue;
+    expect_close(actual_buffers[i].second, expected_buffers[i].second, expected_buffers[i].first);
+  }
+}
+
+TEST(DdpMultiprocess, SyncBatchNormOverTwoRanksMatchesOneProcess) {
+  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, true);
+  expect_sync_batchnorm_matches_one_process(MemoryFormat::ChannelsLast, true);
+  expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, false);
 }
 
 TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {

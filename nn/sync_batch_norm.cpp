@@ -1,0 +1,100 @@
+#include "nn/sync_batch_norm.h"
+
+#include "engine/autograd/grad_mode.h"
+#include "engine/autograd/node.h"
+#include "engine/ops/concat.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/reduce.h"
+
+namespace tandem::nn {
+namespace {
+
+using Grads = std::vector<Tensor>;
+using Needs = std::vector<bool>;
+
+Tensor per_channel(const Tensor& values) {  // (C) -> (1, C, 1, 1), to broadcast over x
+  return values.view({1, values.size(0), 1, 1});
+}
+
+// The (C) tensors `parts` summed over ranks in one collective: [part 0, part 1, ..., extra].
+std::vector<Tensor> sum_over_ranks(const std::vector<Tensor>& parts, StatisticsReducer& reducer) {
+  Tensor packed = cat(parts);
+  reducer.sum_over_ranks(packed);
+  std::vector<Tensor> out;
+  int64_t offset = 0;
+  for (const Tensor& part : parts) {
+    out.push_back(packed.slice(offset, offset + part.size(0)));
+    offset += part.size(0);
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                         const Tensor& running_mean, const Tensor& running_var,
+                         const BatchNormOptions& options,
+                         const std::shared_ptr<StatisticsReducer>& reducer) {
+  TANDEM_CHECK(reducer != nullptr, "[sync_batch_norm2d] no statistics reducer");
+  TANDEM_CHECK(x.dim() == 4 && options.training,
+               "[sync_batch_norm2d] needs a 4-D input in training mode, got ",
+               shape_str(x.shape()));
+  const int64_t channels = x.size(1);
+  const TensorOptions on_device{.device = x.device()};
+  Tensor out, mean, invstd, x_hat;
+  double count = 0;
+  {
+    NoGradGuard no_grad;
+    const Tensor cx = x.detach();
+    // Note [Synchronised batch norm]: the mean first, then the squared deviations from it.
+    const Tensor local_count =
+        full({1}, static_cast<double>(x.size(0) * x.size(2) * x.size(3)), on_device);
+    const auto sums = sum_over_ranks({sum(cx, {0, 2, 3}), local_count}, *reducer);
+    count = sums[1].item();
+    TANDEM_CHECK(count > 1,
+                 "[sync_batch_norm2d] training needs more than one value per channel "
+                 "over all ranks, got ",
+                 count);
+    mean = mul(sums[0], static_cast<float>(1.0 / count));
+    const Tensor centred = sub(cx, per_channel(mean));
+    const auto squares = sum_over_ranks({sum(mul(centred, centred), {0, 2, 3})}, *reducer);
+    const Tensor var = mul(squares[0], static_cast<float>(1.0 / count));  // biased
+    invstd = pow(add(var, options.eps), -0.5f);
+    x_hat = mul(centred, per_channel(invstd));
+    const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);
+    const Tensor b = beta.defined() ? beta.detach() : zeros({channels}, on_device);
+    out = add(mul(x_hat, per_channel(g)), per_channel(b)).contiguous(x.memory_format());
+    if (running_mean.defined()) {
+      const float m = options.momentum;
+      Tensor running = running_mean;
+      running.copy_(add(mul(running_mean, 1.0f - m), mul(mean, m)));
+      Tensor running_v = running_var;
+      const Tensor unbiased = mul(var, static_cast<float>(count / (count - 1)));
+      running_v.copy_(add(mul(running_var, 1.0f - m), mul(unbiased, m)));
+    }
+  }
+  const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);
+  autograd::record(
+      "sync_batch_norm2d", {&x, &gamma, &beta}, {&out},
+      [x_hat, invstd, g, count, reducer](const Grads& grads, const Needs& needs) {
+        const Tensor& grad_y = grads[0];
+        const Tensor sum_dy = sum(grad_y, {0, 2, 3});
+        const Tensor sum_dy_x_hat = sum(mul(grad_y, x_hat), {0, 2, 3});
+        Tensor grad_x;
+        if (needs[0]) {
+          const auto global = sum_over_ranks({sum_dy, sum_dy_x_hat}, *reducer);
+          const float inverse_count = static_cast<float>(1.0 / count);
+          // grad_x = gamma * invstd * (grad_y - mean(grad_y) - x_hat * mean(grad_y * x_hat)),
+          // means over every rank's values.
+          const Tensor centred_grad = sub(sub(grad_y, per_channel(mul(global[0], inverse_count))),
+                                          mul(x_hat, per_channel(mul(global[1], inverse_count))));
+          grad_x =
+              mul(centred_grad, per_channel(mul(g, invstd))).contiguous(grad_y.memory_format());
+        }
+        return Grads{grad_x, needs[1] ? sum_dy_x_hat : Tensor(), needs[2] ? sum_dy : Tensor()};
+      });
+  return options.fuse_relu ? relu(out) : out;
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,46 @@
+#include "parallel/sync_batch_norm.h"
+
+#include <unordered_set>
+
+#include "nn/batch_norm2d.h"
+
+namespace tandem::parallel {
+namespace {
+
+// Sums over the group's ranks; synchronize(): batch norm reads the result on the host's next
+// op, and a failed collective must throw rather than leave the values half-reduced.
+class ProcessGroupReducer final : public nn::StatisticsReducer {
+ public:
+  explicit ProcessGroupReducer(std::shared_ptr<ProcessGroup> group) : group_(std::move(group)) {}
+  void sum_over_ranks(Tensor& values) override {
+    try {
+      group_->allreduce({values}, ReduceOp::Sum)->synchronize();
+    } catch (const Error& e) {
+      TANDEM_FAIL("[SyncBatchNorm] all-reduce of batch statistics failed: ", e.message());
+    }
+  }
+
+ private:
+  std::shared_ptr<ProcessGroup> group_;
+};
+
+void convert(nn::Module& module, const std::shared_ptr<nn::StatisticsReducer>& reducer,
+             std::unordered_set<const nn::Module*>& seen) {
+  if (!seen.insert(&module).second) return;  // a module shared in the tree counts once
+  if (auto* bn = dynamic_cast<nn::BatchNorm2d*>(&module)) bn->set_statistics_reducer(reducer);
+  for (const auto& [name, child] : module.children()) convert(*child, reducer, seen);
+}
+
+}  // namespace
+
+int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> group) {
+  TANDEM_CHECK(group != nullptr, "[SyncBatchNorm] no process group");
+  const auto reducer = std::make_shared<ProcessGroupReducer>(std::move(group));
+  std::unordered_set<const nn::Module*> seen;
+  convert(module, reducer, seen);
+  int count = 0;
+  for (const nn::Module* m : seen) count += dynamic_cast<const nn::BatchNorm2d*>(m) ? 1 : 0;
+  return count;
+}
+
+}  // namespace tandem::parallel
