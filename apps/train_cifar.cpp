@@ -5,13 +5,18 @@
 // tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun it is one
 // rank of the job.
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "apps/train/train_options.h"
 #include "apps/train/trainer.h"
 #include "engine/error.h"
+#include "engine/threads.h"
 #include "parallel/launch_env.h"
 #include "parallel/launcher.h"
 
@@ -41,10 +46,15 @@ int run(int argc, char** argv) {
   if (options.mode == apps::Mode::Distributed) {
     if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
     const parallel::DistributedEnv env = parallel::from_environment();
+    if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
+    }
     const std::string backend = !options.backend.empty() ? options.backend
                                 : cuda_available()       ? "nccl"
                                                          : "gloo";
-    group = parallel::init_process_group(backend, env);
+    group = parallel::init_process_group(
+        backend, env, {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
   }
   apps::Trainer trainer(options, group);
   const apps::RunSummary summary = trainer.run();

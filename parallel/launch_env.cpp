@@ -190,4 +190,8 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
   return counts[static_cast<size_t>(node_id)];
 }
 
+int threads_per_local_rank(const DistributedEnv& env, int cores) {
+  return std::max(1, cores / std::max(1, env.local_world_size));
+}
+
 }  // namespace tandem::parallel

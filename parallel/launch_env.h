@@ -43,9 +43,15 @@ DistributedEnv from_variables(const std::map<std::string, std::string>& variable
 /// Whether a launcher's variables are present (RANK and WORLD_SIZE, OMPI_COMM_WORLD_RANK or
 /// SLURM_PROCID); from_environment() may still reject them.
 bool launched_distributed();
+
 bool launched_distributed(const EnvLookup& lookup);
 
 /// For one of Slurm's task counts such as "2(x3),1": how many tasks run on node `node_id`.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
+
+/// CPU threads for one rank when nothing chose them (no TANDEM_NUM_THREADS, no --threads):
+/// the machine's cores shared among the ranks on it, as tandem-run gives its workers; mpirun
+/// and srun start every rank with all cores otherwise, and ranks sharing cores crawl.
+int threads_per_local_rank(const DistributedEnv& env, int cores);
 
 }  // namespace tandem::parallel

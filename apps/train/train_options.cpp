@@ -70,6 +70,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--eval-only", o.eval_only, "evaluate the --resume checkpoint on the test set and stop");
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size")
       ->check(CLI::Range(0.001, 4096.0))->capture_default_str();
+  app.add_option("--timeout", o.timeout_s, "ddp: seconds before a collective or the rendezvous "
+                 "gives up (a dead or stopped rank is reported then)")
+      ->check(CLI::Range(0.1, 1e9))->capture_default_str();
   app.add_flag("--sync-bn", o.sync_bn, "ddp: batch-norm statistics over every rank's images "
                "(SyncBatchNorm), so N ranks normalise as one process of the global batch");
   app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");

@@ -39,7 +39,8 @@ struct TrainOptions {
   bool eval_only = false;    ///< evaluate (the --resume checkpoint) and stop
   double bucket_cap_mb = 25;
   bool no_overlap = false;
-  bool sync_bn = false;      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)   ///< ddp: all-reduce only after backward
+  bool sync_bn = false;
+  double timeout_s = 300;    ///< ddp: a collective or the rendezvous failing after this long      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)   ///< ddp: all-reduce only after backward
   int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   std::string log_json;      ///< JSON-lines metrics, one record per epoch and a summary

@@ -38,7 +38,8 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "--schedule", "cosine", "--warmup-epochs", "1.5", "--workers", "3",
                                 "--data-dir", "/d", "--subset", "1000", "--synthetic", "--seed", "9",
                                 "--save", "a.ckpt", "--resume", "b.ckpt", "--bucket-cap-mb", "5",
-                                "--no-overlap", "--threads", "1", "--log-json", "m.jsonl", "--no-progress"});
+                                "--no-overlap", "--threads", "1", "--log-json", "m.jsonl", "--no-progress",
+                                "--sync-bn", "--timeout", "12.5", "--memory-format", "nchw"});
   EXPECT_EQ(o.mode, Mode::Distributed);
   EXPECT_EQ(o.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
@@ -64,6 +65,9 @@ TEST(TrainOptions, ParsesEveryFlag) {
   EXPECT_EQ(o.threads, 1);
   EXPECT_EQ(o.log_json, "m.jsonl");
   EXPECT_FALSE(o.progress);
+  EXPECT_TRUE(o.sync_bn);
+  EXPECT_DOUBLE_EQ(o.timeout_s, 12.5);
+  EXPECT_EQ(o.memory_format, "nchw");
   EXPECT_EQ(parse({"--mode", "dp", "--devices", "cpu:0,cpu:1"}).devices, "cpu:0,cpu:1");
 }
 

@@ -404,7 +404,9 @@ void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
 
   auto network = conv_bn_net(7);
   network->to(format);
-  if (sync) EXPECT_EQ(convert_sync_batchnorm(*network, group), 2);
+  if (sync) {
+    EXPECT_EQ(convert_sync_batchnorm(*network, group), 2);
+  }
   DistributedDataParallel model(network, group);
   const int64_t start = group->rank() * rows;
   const Tensor logits = model.forward(batch.images.slice(start, start + rows).contiguous(format));

@@ -64,6 +64,19 @@ TEST(LaunchEnv, ReadsOpenMpiVariables) {
   EXPECT_EQ(env.launcher, "mpirun");
 }
 
+TEST(LaunchEnv, RanksOnOneMachineShareItsCores) {
+  // Under mpirun (and srun) nothing divides the cores, so each rank takes its share itself.
+  const DistributedEnv env = from_variables({{"OMPI_COMM_WORLD_RANK", "0"},
+                                             {"OMPI_COMM_WORLD_SIZE", "4"},
+                                             {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                             {"MASTER_ADDR", "10.0.0.1"},
+                                             {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(threads_per_local_rank(env, 16), 8);
+  EXPECT_EQ(threads_per_local_rank(env, 3), 1);
+  EXPECT_EQ(threads_per_local_rank(env, 1), 1);  // never 0
+}
+
 TEST(LaunchEnv, ReadsSlurmVariables) {
   Vars vars = {{"SLURM_PROCID", "6"},   {"SLURM_NTASKS", "7"},
                {"SLURM_LOCALID", "0"},  {"SLURM_TASKS_PER_NODE", "2(x3),1"},
