@@ -73,6 +73,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--timeout", o.timeout_s, "ddp: seconds before a collective or the rendezvous "
                  "gives up (a dead or stopped rank is reported then)")
       ->check(CLI::Range(0.1, 1e9))->capture_default_str();
+  app.add_option("--accumulate", o.accumulate,
+                 "micro-batches of --batch-size per optimizer step (gradient accumulation; ddp "
+                 "all-reduces once per step, under no_sync before)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_flag("--sync-bn", o.sync_bn, "ddp: batch-norm statistics over every rank's images "
                "(SyncBatchNorm), so N ranks normalise as one process of the global batch");
   app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");

@@ -40,6 +40,7 @@ struct TrainOptions {
   double bucket_cap_mb = 25;
   bool no_overlap = false;
   bool sync_bn = false;
+  int accumulate = 1;        ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
   double timeout_s = 300;    ///< ddp: a collective or the rendezvous failing after this long      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)   ///< ddp: all-reduce only after backward
   int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous

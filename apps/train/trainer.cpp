@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "apps/train/progress.h"
 #include "engine/ops/concat.h"
@@ -191,8 +192,15 @@ void Trainer::build_model() {
                     .weight_decay = options_.weight_decay, .nesterov = options_.nesterov});
 }
 
+// Optimizer steps in one epoch: the loader's batches in groups of --accumulate, the last group
+// possibly shorter (Note [Accumulation]).
+int64_t Trainer::steps_per_epoch() const {
+  const int64_t batches = train_loader_->batches_per_epoch();
+  return (batches + options_.accumulate - 1) / options_.accumulate;
+}
+
 void Trainer::build_schedule() {
-  const int64_t steps_per_epoch = train_loader_->batches_per_epoch();
+  const int64_t steps_per_epoch = this->steps_per_epoch();
   const int64_t total = steps_per_epoch * options_.epochs;
   const auto warmup = static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
   std::shared_ptr<const nn::LrSchedule> main;
@@ -255,6 +263,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   double loss_sum = 0, correct = 0;
   int64_t seen = 0, step_in_epoch = 0;
   PendingSteps pending;
+  const int64_t first_optimizer_step = step_;
   // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
   const auto read_pending = [&] {
     const int64_t first_step = step_in_epoch - static_cast<int64_t>(pending.size());
@@ -263,7 +272,8 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
       const int64_t step = first_step + static_cast<int64_t>(i);
       TANDEM_CHECK(std::isfinite(values.losses[i]), "[train_cifar] the loss became ",
                    values.losses[i], " at epoch ", epoch + 1, ", step ", step + 1,
-                   " (optimizer step ", step_ - step_in_epoch + step + 1, ") on rank ", rank_,
+                   " (optimizer step ", first_optimizer_step + step / options_.accumulate + 1,
+                   ") on rank ", rank_,
                    "; try a lower --lr");
     }
     loss_sum += values.loss_sum;
@@ -278,16 +288,37 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
     return all_ranks_continue();
   };
   if (!all_ranks_continue()) return std::nullopt;
+  // Note [Accumulation]: --accumulate micro-batches per optimizer step, each loss scaled by
+  // 1/(micro-batches in its group), so a step's gradient is the mean over the group's images as
+  // one batch of them would give (batch norm aside: it still normalises each micro-batch). DDP
+  // all-reduces only the group's last backward; the others run under no_sync(). Groups never
+  // cross an epoch, so checkpoints (written between epochs) fall between optimizer steps.
+  auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(model_.get());
+  const int64_t batches = train_loader_->batches_per_epoch();
+  int64_t batch_index = 0;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
-    optimizer_->set_lr(schedule_->lr_at(step_));
-    optimizer_->zero_grad();
-    const Tensor logits = model_->forward(batch->images);
-    Tensor loss = cross_entropy(logits, batch->labels);
-    loss.backward();
-    optimizer_->step();
-    ++step_;
+    const int64_t in_group = batch_index % options_.accumulate;
+    const int64_t group_size =
+        std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
+    const bool steps_now = in_group == group_size - 1;
+    if (in_group == 0) {
+      optimizer_->set_lr(schedule_->lr_at(step_));
+      optimizer_->zero_grad();
+    }
+    {
+      std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
+      if (ddp != nullptr && !steps_now) no_sync.emplace(*ddp);
+      const Tensor logits = model_->forward(batch->images);
+      const Tensor loss = cross_entropy(logits, batch->labels);
+      (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
+      pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
+    }
+    ++batch_index;
+    if (steps_now) {
+      optimizer_->step();
+      ++step_;
+    }
     ++step_in_epoch;
-    pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
     if (pending.size() == kHostSyncEvery && !read_pending()) return std::nullopt;
   }
   if (!read_pending()) return std::nullopt;

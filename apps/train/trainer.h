@@ -52,6 +52,7 @@ class Trainer {
   void build_data();
   void build_model();
   void build_schedule();
+  int64_t steps_per_epoch() const;
   void resume();
   std::optional<PassMetrics> train_epoch(int epoch);
   /// Sums values over ranks (ddp), so that every rank sees the job's totals.

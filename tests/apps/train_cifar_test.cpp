@@ -45,9 +45,10 @@ std::vector<json> epochs_of(const std::vector<json>& log) {
 
 // A short run on learnable synthetic data: 256 images, 8 steps an epoch.
 std::vector<std::string> quick_run(const std::string& log, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--synthetic", "--subset", "256", "--batch-size", "32",
-                                "--workers", "1", "--no-progress", "--log-json", log};
-  if (std::find(extra.begin(), extra.end(), "--lr") == extra.end()) extra.insert(extra.end(), {"--lr", "0.05"});
+  std::vector<std::string> args{"--synthetic", "--subset", "256",           "--batch-size", "32",
+                                "--workers",   "1",        "--no-progress", "--log-json",   log};
+  if (std::find(extra.begin(), extra.end(), "--lr") == extra.end())
+    extra.insert(extra.end(), {"--lr", "0.05"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -60,11 +61,14 @@ void expect_loss_falls(const std::vector<std::string>& mode_args) {
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
   ASSERT_EQ(epochs.size(), 3u) << run.output;
-  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3) << run.output;
+  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3)
+      << run.output;
   EXPECT_GT(epochs[2]["test_accuracy"].get<double>(), 0.3) << run.output;  // chance is 0.1
 }
 
-TEST(TrainCifar, SingleDeviceLossFalls) { expect_loss_falls({"--mode", "single"}); }
+TEST(TrainCifar, SingleDeviceLossFalls) {
+  expect_loss_falls({"--mode", "single"});
+}
 
 TEST(TrainCifar, DataParallelLossFalls) {
   expect_loss_falls({"--mode", "dp", "--devices", "cpu:0,cpu:1"});
@@ -72,6 +76,25 @@ TEST(TrainCifar, DataParallelLossFalls) {
 
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
+}
+
+TEST(TrainCifar, AccumulationStepsOncePerGroupOfMicroBatches) {
+  // 8 batches an epoch in groups of 3: optimizer steps 3, 3, 2 (Note [Accumulation]).
+  TempDir dir;
+  std::vector<std::string> args =
+      quick_run(dir.file("log.jsonl"), {"--epochs", "2", "--accumulate", "3"});
+  const ProgramRun run = train_cifar(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
+  ASSERT_EQ(epochs.size(), 2u) << run.output;
+  EXPECT_EQ(epochs[0]["step"].get<int64_t>(), 3) << run.output;
+  EXPECT_EQ(epochs[1]["step"].get<int64_t>(), 6) << run.output;
+  EXPECT_LT(epochs[1]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>())
+      << run.output;
+}
+
+TEST(TrainCifarMultiprocess, DistributedAccumulationLossFalls) {
+  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--accumulate", "2"});
 }
 
 TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormLossFalls) {
@@ -83,13 +106,12 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   const ProgramRun whole = train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2"}));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const std::string checkpoint = dir.file("run.ckpt");
-  const ProgramRun first = train_cifar(
-      quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1", "--save", checkpoint}));
+  const ProgramRun first = train_cifar(quick_run(
+      dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1", "--save", checkpoint}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("continue with --resume"), std::string::npos) << first.output;
-  const ProgramRun second =
-      train_cifar(quick_run(dir.file("split.jsonl"),
-                            {"--epochs", "2", "--resume", checkpoint, "--save", checkpoint}));
+  const ProgramRun second = train_cifar(quick_run(
+      dir.file("split.jsonl"), {"--epochs", "2", "--resume", checkpoint, "--save", checkpoint}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
 
   const auto expected = epochs_of(read_log(dir.file("whole.jsonl")));
@@ -103,7 +125,8 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
     EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
   }
   // The checkpoint evaluates to the logged accuracy.
-  const ProgramRun eval = train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
+  const ProgramRun eval =
+      train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_DOUBLE_EQ(read_log(dir.file("eval.jsonl")).at(0)["test_accuracy"].get<double>(),
                    actual[1]["test_accuracy"].get<double>());
@@ -120,14 +143,15 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(train_cifar({"--bogus"}), "--bogus");
   expect_one_error_line(train_cifar({"--data-dir", "/nonexistent"}),
                         "no CIFAR-10 at /nonexistent: run scripts/get_cifar10.sh");
-  expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cpu:0,cpu:1,cpu:2",
-                                     "--batch-size", "2"}),
+  expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices",
+                                     "cpu:0,cpu:1,cpu:2", "--batch-size", "2"}),
                         "--batch-size 2 is smaller than the 3 devices");
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
                         cuda_available() ? "cuda:7" : cuda_unavailable_reason());
   expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
   TempDir dir;
-  expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}), "missing.ckpt");
+  expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}),
+                        "missing.ckpt");
 }
 
 TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
@@ -141,7 +165,8 @@ TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
 
 TEST(TrainCifar, DivergingLossStopsWithTheStep) {
   TempDir dir;
-  const ProgramRun run = train_cifar(quick_run(dir.file("log.jsonl"), {"--lr", "1e30", "--epochs", "1"}));
+  const ProgramRun run =
+      train_cifar(quick_run(dir.file("log.jsonl"), {"--lr", "1e30", "--epochs", "1"}));
   EXPECT_NE(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("train_cifar: error: [train_cifar] the loss became"), std::string::npos)
       << run.output;
@@ -177,7 +202,8 @@ TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
   ASSERT_FALSE(log_records.empty());
   EXPECT_EQ(log_records.back()["type"], "summary");
   EXPECT_TRUE(log_records.back()["interrupted"].get<bool>());
-  const ProgramRun eval = train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
+  const ProgramRun eval =
+      train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
   EXPECT_EQ(eval.exit_code, 0) << eval.output;
 }
 

@@ -39,7 +39,8 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "--data-dir", "/d", "--subset", "1000", "--synthetic", "--seed", "9",
                                 "--save", "a.ckpt", "--resume", "b.ckpt", "--bucket-cap-mb", "5",
                                 "--no-overlap", "--threads", "1", "--log-json", "m.jsonl", "--no-progress",
-                                "--sync-bn", "--timeout", "12.5", "--memory-format", "nchw"});
+                                "--sync-bn", "--timeout", "12.5", "--memory-format", "nchw",
+                                "--accumulate", "4"});
   EXPECT_EQ(o.mode, Mode::Distributed);
   EXPECT_EQ(o.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
@@ -68,6 +69,7 @@ TEST(TrainOptions, ParsesEveryFlag) {
   EXPECT_TRUE(o.sync_bn);
   EXPECT_DOUBLE_EQ(o.timeout_s, 12.5);
   EXPECT_EQ(o.memory_format, "nchw");
+  EXPECT_EQ(o.accumulate, 4);
   EXPECT_EQ(parse({"--mode", "dp", "--devices", "cpu:0,cpu:1"}).devices, "cpu:0,cpu:1");
 }
 
