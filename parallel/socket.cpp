@@ -140,7 +140,7 @@ void Socket::shutdown_read() {
 
 Socket connect_with_retry(const std::string& host, int port, std::chrono::milliseconds timeout,
                           std::string& last_error) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = deadline_after(timeout);
   auto pause = std::chrono::milliseconds(20);
   while (true) {
     AddrInfoList addresses;
@@ -219,19 +219,40 @@ void send_frame(std::string_view tag, const Socket& socket, std::string_view pay
   }
 }
 
+Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  const Clock::time_point now = Clock::now();
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::time_point::max() - now);
+  return timeout >= left ? Clock::time_point::max() : now + timeout;
+}
+
 std::optional<std::string> receive_frame(std::string_view tag, const Socket& socket,
-                                         std::optional<Clock::time_point> deadline) {
+                                         std::optional<Clock::time_point> deadline,
+                                         std::chrono::milliseconds rest_of_frame) {
   unsigned char header[4];
-  const size_t got = read_exactly(tag, socket, reinterpret_cast<char*>(header), 4, deadline);
-  if (got == 0) return std::nullopt;
-  TANDEM_CHECK(got == 4, tag, " connection closed in the middle of a message");
+  // Between frames a peer may stay silent as long as `deadline` allows; once a frame has begun,
+  // the rest must follow within rest_of_frame.
+  if (read_exactly(tag, socket, reinterpret_cast<char*>(header), 1, deadline) == 0) {
+    return std::nullopt;
+  }
+  const Clock::time_point started = deadline_after(rest_of_frame);
+  const Clock::time_point rest = deadline ? std::min(*deadline, started) : started;
+  const std::string incomplete = std::string(tag) + " connection closed in the middle of a message";
+  TANDEM_CHECK(read_exactly(tag, socket, reinterpret_cast<char*>(header) + 1, 3, rest) == 3,
+               incomplete);
   const uint32_t size = (uint32_t{header[0]} << 24) | (uint32_t{header[1]} << 16) |
                         (uint32_t{header[2]} << 8) | uint32_t{header[3]};
   TANDEM_CHECK(size <= kMaxFrameBytes, tag, " refused a message of ", size, " bytes (limit ",
                kMaxFrameBytes, "); is something other than Tandem talking?");
-  std::string payload(size, '\0');
-  TANDEM_CHECK(read_exactly(tag, socket, payload.data(), size, deadline) == size, tag,
-               " connection closed in the middle of a message");
+  constexpr size_t kChunk = 64 * 1024;  // memory follows the bytes received, not the size claimed
+  std::string payload;
+  while (payload.size() < size) {
+    const size_t old_size = payload.size();
+    const size_t chunk = std::min<size_t>(kChunk, size - old_size);
+    payload.resize(old_size + chunk);
+    TANDEM_CHECK(read_exactly(tag, socket, payload.data() + old_size, chunk, rest) == chunk,
+                 incomplete);
+  }
   return payload;
 }
 

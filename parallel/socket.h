@@ -4,8 +4,9 @@
 ///
 /// Note [Frames]: every message is a 4-byte big-endian length followed by that many bytes, so a
 /// reader always knows where a message ends, and a peer that disconnects mid-message is told apart
-/// from one that closed between messages. Frames larger than kMaxFrameBytes are refused: a stray
-/// client (a port scanner, an HTTP probe) must not make the store allocate gigabytes.
+/// from one that closed between messages. Frames larger than kMaxFrameBytes are refused, and a
+/// frame's memory grows as its bytes arrive: a stray client (a port scanner, an HTTP probe, one
+/// that announces a size and stalls) must not make the store allocate what it claims.
 ///
 /// Every function throws tandem::Error whose message starts with `tag` (e.g. "[store]").
 
@@ -19,7 +20,14 @@ namespace tandem::parallel::net {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint32_t kMaxFrameBytes = 1u << 30;
+/// Store messages are keys and small values (addresses, NCCL ids, Gloo's per-rank address lists:
+/// tens of bytes per rank), so 16 MiB is far above any real one and bounds what a stray or
+/// hostile client can make the store hold (review D6; it was 1 GiB).
+constexpr uint32_t kMaxFrameBytes = 16u << 20;
+
+/// now + timeout, saturating at the clock's end instead of overflowing: a timeout of
+/// milliseconds::max() means "no deadline", not one in the past (review D7).
+Clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
 /// Owns one file descriptor; closes it on destruction.
 class Socket {
@@ -60,10 +68,13 @@ int local_port(const Socket& socket);
 void send_frame(std::string_view tag, const Socket& socket, std::string_view payload);
 
 /// Receives one frame. Returns nothing when the peer closed the connection between frames.
-/// Throws on an error, on a peer that vanishes mid-frame, on an oversized frame, or when
-/// `deadline` (if given) passes first.
-std::optional<std::string> receive_frame(std::string_view tag, const Socket& socket,
-                                         std::optional<Clock::time_point> deadline = {});
+/// Throws on an error, on a peer that vanishes mid-frame, on an oversized frame, when
+/// `deadline` (if given) passes first, or when a frame that has begun takes longer than
+/// `rest_of_frame` to complete (a stalled peer). The payload grows as its bytes arrive, so an
+/// announced size costs nothing until it is sent.
+std::optional<std::string> receive_frame(
+    std::string_view tag, const Socket& socket, std::optional<Clock::time_point> deadline = {},
+    std::chrono::milliseconds rest_of_frame = std::chrono::milliseconds::max());
 
 /// "250 ms", "5 s", "1.5 s": durations as error messages show them.
 std::string format_duration(std::chrono::milliseconds duration);

@@ -40,7 +40,7 @@ std::chrono::milliseconds clamp_timeout(int64_t ms) {
 
 }  // namespace
 
-StoreServer::StoreServer(StoreServerOptions options) {
+StoreServer::StoreServer(StoreServerOptions options) : options_(options) {
   listener_ = net::listen_on("[store]", options.host, options.port);
   port_ = net::local_port(listener_);
   int fds[2];
@@ -81,6 +81,7 @@ void StoreServer::accept_loop() {
     const timeval send_timeout{.tv_sec = 10, .tv_usec = 0};
     setsockopt(client.fd(), SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
     reap_finished();
+    if (connections_.size() >= options_.max_connections) continue;  // closed: a flood, not a job
     auto connection = std::make_unique<Connection>();
     connection->socket = std::move(client);
     Connection* raw = connection.get();
@@ -104,11 +105,15 @@ void StoreServer::serve(Connection& connection) {
   // Any error (malformed request, vanished client) ends this connection only; the server and
   // the other ranks' connections carry on.
   try {
-    while (auto request = net::receive_frame("[store]", connection.socket)) {
+    while (auto request = net::receive_frame("[store]", connection.socket, std::nullopt,
+                                             options_.frame_timeout)) {
       net::send_frame("[store]", connection.socket, handle(*request));
     }
   } catch (const std::exception&) {
   }
+  // Tell the client at once (a stalled or malformed one included); the descriptor itself is
+  // closed when the connection is reaped.
+  ::shutdown(connection.socket.fd(), SHUT_RDWR);
   connection.finished.store(true);
 }
 

@@ -8,6 +8,7 @@
 /// A client that disconnects (or dies) ends its thread; its keys stay.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <list>
 #include <map>
@@ -26,6 +27,12 @@ struct StoreServerOptions {
   std::string host{};
   /// 0 picks a free port; port() then says which.
   int port = 0;
+  /// A client that has begun a message must finish it within this, or it is disconnected
+  /// (between messages it may stay silent as long as it likes: ranks do).
+  std::chrono::milliseconds frame_timeout{30000};
+  /// Connections served at once; more are closed on arrival. A job needs one per rank (plus
+  /// the launcher's), so this only stops a flood from taking a thread each.
+  size_t max_connections = 8192;
 };
 
 class StoreServer {
@@ -57,6 +64,7 @@ class StoreServer {
   /// Joins connections whose client has gone.
   void reap_finished();
 
+  StoreServerOptions options_;
   net::Socket listener_;
   net::Socket wake_read_, wake_write_;  // a pipe that interrupts the accept loop's poll()
   int port_ = 0;

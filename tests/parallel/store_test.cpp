@@ -2,7 +2,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <cstdlib>
 #include <numeric>
 #include <set>
@@ -193,6 +197,80 @@ TEST(Store, ServerSurvivesGarbageAndVanishingClients) {
   auto store = client(server.port());
   store->set("still", to_bytes("works"));
   EXPECT_EQ(to_string(store->get("still")), "works");
+}
+
+// Resident memory of this process, from /proc/self/statm (pages).
+int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<int64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+net::Socket raw_client(int port) {
+  std::string error;
+  net::Socket socket = net::connect_with_retry("127.0.0.1", port, 2s, error);
+  EXPECT_TRUE(socket.valid()) << error;
+  return socket;
+}
+
+TEST(Store, StalledAndHostileClientsCostLittleAndOthersAreServed) {
+  // Review D6: the server allocated whatever size a client announced before any byte arrived
+  // (three stalled clients took tandem-run from 4 MB to 1.29 GB). Now frames are capped at
+  // 16 MiB, payloads grow as bytes arrive, and a frame begun must finish within frame_timeout.
+  StoreServer server({.frame_timeout = 500ms});
+  const int64_t before = resident_bytes();
+  std::vector<net::Socket> stalled;
+  for (int i = 0; i < 8; ++i) {  // each announces the largest frame allowed, then sends 10 bytes
+    stalled.push_back(raw_client(server.port()));
+    const uint32_t size = net::kMaxFrameBytes;
+    const char header[14] = {static_cast<char>(size >> 24), static_cast<char>(size >> 16),
+                             static_cast<char>(size >> 8), static_cast<char>(size), 1, 0, 0, 0, 3,
+                             'k', 'e', 'y', 0, 0};
+    ::send(stalled.back().fd(), header, sizeof(header), MSG_NOSIGNAL);
+  }
+  net::Socket too_big = raw_client(server.port());  // over the cap: refused at once
+  const char huge[4] = {'\x7f', '\x7f', '\x7f', '\x7f'};
+  ::send(too_big.fd(), huge, 4, MSG_NOSIGNAL);
+
+  auto store = client(server.port());  // a rank meanwhile
+  store->set("still", to_bytes("served"));
+  EXPECT_EQ(to_string(store->get("still")), "served");
+  // 8 x 16 MiB would be 128 MiB zero-filled up front; receiving as bytes come costs a chunk each.
+  EXPECT_LT(resident_bytes() - before, 8 << 20);
+
+  // The stalled clients are dropped once their frames time out: their connections close.
+  for (net::Socket& socket : stalled) {
+    char byte = 0;
+    pollfd entry{socket.fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&entry, 1, 5000), 1) << "a stalled client was never disconnected";
+    EXPECT_EQ(::recv(socket.fd(), &byte, 1, 0), 0);
+  }
+  EXPECT_EQ(to_string(store->get("still")), "served");
+}
+
+TEST(Store, ConnectionsBeyondTheLimitAreClosedAndTheJobGoesOn) {
+  StoreServer server({.max_connections = 2});
+  auto first = client(server.port());
+  auto second = client(server.port());
+  net::Socket third = raw_client(server.port());
+  char byte = 0;
+  pollfd entry{third.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&entry, 1, 5000), 1);
+  EXPECT_EQ(::recv(third.fd(), &byte, 1, 0), 0);  // closed on arrival
+  first->set("a", to_bytes("1"));
+  EXPECT_EQ(to_string(second->get("a")), "1");
+}
+
+TEST(Store, ForeverTimeoutsDoNotExpireAtOnce) {
+  // Review D7: now + milliseconds::max() overflowed into the past.
+  const auto deadline = net::deadline_after(std::chrono::milliseconds::max());
+  EXPECT_EQ(deadline, net::Clock::time_point::max());
+  EXPECT_GT(net::deadline_after(1h), net::Clock::now() + 59min);
+  StoreServer server;
+  auto store = client(server.port(), std::chrono::milliseconds::max());
+  store->set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(store->get("k")), "v");
 }
 
 TEST(Store, ShutdownFailsAPendingGetInsteadOfHanging) {
