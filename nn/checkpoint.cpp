@@ -1,5 +1,6 @@
 #include "nn/checkpoint.h"
 
+#include <filesystem>
 #include <random>
 
 namespace tandem::nn {
@@ -40,6 +41,42 @@ std::string sidecar_path(const std::string& path) {
   return path + ".state";
 }
 
+std::string previous_path(const std::string& path) {
+  return path + ".prev";
+}
+
+namespace {
+
+// Makes `to` another name of `from`'s file, replacing `to` atomically (link to a temporary name,
+// then rename); nothing when `from` does not exist.
+void keep_as(const std::string& from, const std::string& to) {
+  std::error_code error;
+  if (!std::filesystem::exists(from, error)) return;
+  const std::string temporary = to + ".linking";
+  std::filesystem::remove(temporary, error);
+  std::filesystem::create_hard_link(from, temporary, error);
+  if (error) {  // a file system without hard links: a copy does the same, more slowly
+    std::filesystem::copy_file(from, temporary, std::filesystem::copy_options::overwrite_existing,
+                               error);
+  }
+  TANDEM_CHECK(!error, "[checkpoint] could not keep ", from, " as ", to, ": ", error.message());
+  std::filesystem::rename(temporary, to, error);
+  TANDEM_CHECK(!error, "[checkpoint] could not keep ", from, " as ", to, ": ", error.message());
+}
+
+// The id both files of a pair carry, or "" when either is missing or unreadable.
+std::string pair_id(const std::string& path) {
+  try {
+    const std::string a = load_safetensors(path).metadata.at(kIdKey);
+    const std::string b = load_safetensors(sidecar_path(path)).metadata.at(kIdKey);
+    return a == b ? a : "";
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
 void save_checkpoint(const std::string& path, const Module& model, const Sgd& optimizer,
                      const TrainingState& state) {
   const NamedTensors parameters = model.named_parameters();
@@ -57,12 +94,45 @@ void save_checkpoint(const std::string& path, const Module& model, const Sgd& op
   sidecar["step"] = std::to_string(state.step);
   sidecar["rng_state"] = state.rng_state;
   sidecar["lr"] = std::to_string(optimizer.lr());
-  // Note [Checkpoint atomicity]: sidecar first, weights last.
+  // Note [Checkpoint atomicity]: the complete pair there now becomes the previous one (the
+  // sidecar first, so a crash in between never pairs a new previous sidecar with old weights
+  // that match: their ids differ), then the new sidecar, then the new weights.
+  if (!pair_id(path).empty()) {
+    keep_as(sidecar_path(path), sidecar_path(previous_path(path)));
+    keep_as(path, previous_path(path));
+  }
   save_safetensors(sidecar_path(path), momentum, sidecar);
   save_safetensors(path, model.state_dict(), {{"format", "pt"}, {kIdKey, id}});
 }
 
+namespace {
+
+TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer);
+
+}  // namespace
+
 TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer) {
+  try {
+    return load_pair(path, model, optimizer);
+  } catch (const Error& e) {
+    // Note [Checkpoint atomicity]: an interrupted save leaves the previous pair complete. A
+    // model that does not fit the checkpoint fails the same way on both: the first error stands.
+    const std::string previous = previous_path(path);
+    if (pair_id(previous).empty()) throw;
+    TrainingState state;
+    try {
+      state = load_pair(previous, model, optimizer);
+    } catch (const Error&) {
+      throw e;
+    }
+    state.fell_back_because = e.message();
+    return state;
+  }
+}
+
+namespace {
+
+TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer) {
   const NamedTensors parameters = model.named_parameters();
   check_optimizer_matches(model, optimizer, parameters);
   const SafetensorsFile weights = load_safetensors(path);
@@ -105,5 +175,7 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optim
   optimizer.mutable_momentum_buffers() = momentum;
   return state;
 }
+
+}  // namespace
 
 }  // namespace tandem::nn

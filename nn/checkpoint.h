@@ -7,8 +7,11 @@
 /// Both carry the same random checkpoint id; loading refuses a pair from different saves.
 ///
 /// Note [Checkpoint atomicity]: each file is written to a temporary and renamed, so neither is
-/// ever half-written. The two renames are not one atomic step: a crash between them leaves a new
-/// sidecar beside the old weights, which the id check reports instead of resuming wrongly.
+/// ever half-written. The two renames are not one atomic step, so before them the complete pair
+/// already there is kept as `path.prev` and `path.prev.state` (hard links, no copy): a crash
+/// between the two renames leaves a new sidecar beside the old weights, which the id check
+/// refuses, and load_checkpoint() then falls back to the previous pair, one save older, and
+/// says so. At every moment one of the two pairs is complete.
 
 #include <string>
 
@@ -22,6 +25,8 @@ struct TrainingState {
   int64_t step = 0;       ///< optimizer steps taken (LR schedules are functions of it)
   std::string rng_state{};  ///< Generator::state() of the run's generator
   Metadata extra{};         ///< anything else the caller wants back (architecture, flags)
+  /// Set by load_checkpoint() when `path` was unusable and the previous pair was loaded: why.
+  std::string fell_back_because{};
 };
 
 void save_checkpoint(const std::string& path, const Module& model, const Sgd& optimizer,
@@ -33,5 +38,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Sgd& op
 TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer);
 
 std::string sidecar_path(const std::string& path);
+/// Where save_checkpoint() keeps the previous complete pair: `path.prev` (+ `.state`).
+std::string previous_path(const std::string& path);
 
 }  // namespace tandem::nn

@@ -220,6 +220,11 @@ void Trainer::resume() {
   TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ",
                options_.resume, " holds a ", arch->second, ", not a ", options_.arch,
                " (pass --arch ", arch->second, ")");
+  if (!state.fell_back_because.empty() && is_leader()) {
+    std::fprintf(stderr, "train_cifar: %s was unusable (%s); resuming from %s, one save earlier\n",
+                 options_.resume.c_str(), state.fell_back_because.c_str(),
+                 nn::previous_path(options_.resume).c_str());
+  }
   start_epoch_ = static_cast<int>(state.epoch);
   step_ = state.step;
 }
