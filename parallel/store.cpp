@@ -72,7 +72,8 @@ std::string TcpStore::round_trip(const std::string& request,
 void TcpStore::set(const std::string& key, const Bytes& value) {
   Writer request;
   request.u8(static_cast<uint8_t>(Command::Set)).bytes(key).bytes(to_string(value));
-  Reader reply(round_trip(request.str(), std::chrono::milliseconds(0)));
+  const std::string text = round_trip(request.str(), std::chrono::milliseconds(0));
+  Reader reply(text);
   TANDEM_CHECK(reply.u8() == static_cast<uint8_t>(Status::Ok), "[store] set('", key, "') failed");
 }
 

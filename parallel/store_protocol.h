@@ -57,7 +57,10 @@ class Writer {
 /// read out of bounds).
 class Reader {
  public:
+  /// Reads `in` in place: it must outlive the Reader (a temporary would not; AddressSanitizer
+  /// caught `Reader reply(round_trip(...))` reading a destroyed string).
   explicit Reader(std::string_view in) : in_(in) {}
+  explicit Reader(std::string&&) = delete;
 
   uint8_t u8() { return static_cast<uint8_t>(take(1)[0]); }
   int64_t i64() {

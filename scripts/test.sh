@@ -3,16 +3,26 @@
 # installs whatever build dependency is missing (non-interactive apt-get, only
 # when missing), configures, builds, runs. Exits non-zero on any failure.
 #
-#   scripts/test.sh              # everything CI runs
-#   scripts/test.sh -L unit      # extra arguments go to ctest (-R Autograd, -L gpu, ...)
+#   scripts/test.sh                      # every test, as CI runs them first
+#   scripts/test.sh -L unit              # extra arguments go to ctest (-R Autograd, -L gpu, ...)
+#   scripts/test.sh --sanitize address   # AddressSanitizer + UndefinedBehaviorSanitizer (and
+#                                        # LeakSanitizer) over every test but gpu and bench,
+#                                        # in build-asan (CUDA off); CI runs it second
 #
-# Environment: BUILD_DIR (default ./build), BUILD_TYPE (default Release),
-# JOBS (default: all cores).
+# Environment: BUILD_DIR (default ./build, ./build-asan with --sanitize), BUILD_TYPE (default
+# Release; RelWithDebInfo with --sanitize), JOBS (default: all cores).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build_dir="${BUILD_DIR:-$root/build}"
-build_type="${BUILD_TYPE:-Release}"
+sanitize=""
+if [ "${1:-}" = "--sanitize" ]; then
+  sanitize="${2:-}"
+  [ "$sanitize" = "address" ] || { echo "error: --sanitize takes 'address' (got '${sanitize}')" >&2; exit 2; }
+  shift 2
+fi
+build_dir="${BUILD_DIR:-$root/build${sanitize:+-asan}}"
+build_type="${BUILD_TYPE:-${sanitize:+RelWithDebInfo}}"
+build_type="${build_type:-Release}"
 jobs="${JOBS:-$(nproc)}"
 
 "$root/scripts/install_deps.sh"
@@ -23,8 +33,19 @@ if [ -n "${CIFAR10_ARCHIVE:-}" ] || [ -f "$root/../shared/data/cifar-10-binary.t
   "$root/scripts/get_cifar10.sh" "$root/data"
 fi
 
-echo "== configure ($build_type) in $build_dir"
-cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE="$build_type"
+echo "== configure ($build_type${sanitize:+, sanitizers: address + undefined}) in $build_dir"
+configure=(-DCMAKE_BUILD_TYPE="$build_type")
+if [ -n "$sanitize" ]; then
+  # CPU code only (nvcc does not take these flags, and no GPU runs here),
+  # no benchmarks; UBSan findings fail the test instead of being printed and forgotten.
+  flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+  configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"
+              "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+  export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+  export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+  set -- -LE "gpu|bench" --timeout 600 "$@"
+fi
+cmake -S "$root" -B "$build_dir" "${configure[@]}"
 
 echo "== build (-j$jobs)"
 start=$(date +%s)

@@ -124,7 +124,7 @@ TEST(ChannelsLast, CheckpointHoldsNchwValuesAndLoadsIntoEitherFormat) {
   auto target = make_resnet("resnet20", other);
   target->to(kNhwc);
   load_state_dict(*target, file);
-  const Tensor& conv = target->state_dict()[0].second;  // conv1.weight
+  const Tensor conv = target->state_dict()[0].second;  // conv1.weight
   EXPECT_EQ(conv.memory_format(), kNhwc);
   EXPECT_EQ(conv.to_vector<float>(), state[0].second.to_vector<float>());
 }
