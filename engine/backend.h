@@ -79,7 +79,8 @@ class Backend {
   // backend's); src may be strided, dst is contiguous; same dtype and numel.
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& dst, double value) = 0;
-  /// Converts between dtypes element by element (float→int truncates toward zero).
+  /// Converts between dtypes element by element (float→int truncates toward zero; bfloat16 and
+  /// float16 go through float, rounding to nearest even: Note [Half conversions]).
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
 
   // --- elementwise. binary(): a and b are contiguous and broadcast to out's shape; out may

@@ -1,16 +1,19 @@
 #pragma once
 /// Element types. float32 is the compute type; int64 holds labels and indices;
-/// uint8 holds raw images and opaque kernel workspaces. bf16/fp16 slot in here
-/// when mixed precision arrives (the enum and the tables below are the only
-/// places that list types).
+/// uint8 holds raw images and opaque kernel workspaces; bfloat16 and float16 are
+/// storage only (engine/half.h): casts, copies, fills and collectives take them,
+/// compute ops refuse them, so a gradient bucket can travel in half the bytes.
+/// The enum and the tables in dtype.cpp list every type; backends switch on it.
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "engine/half.h"
+
 namespace tandem {
 
-enum class DType { Float32, Int64, UInt8 };
+enum class DType { Float32, Int64, UInt8, BFloat16, Float16 };
 
 size_t dtype_size(DType dtype);
 const char* dtype_name(DType dtype);
@@ -29,6 +32,14 @@ struct DTypeOf<int64_t> {
 template <>
 struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::UInt8;
+};
+template <>
+struct DTypeOf<BFloat16> {
+  static constexpr DType value = DType::BFloat16;
+};
+template <>
+struct DTypeOf<Float16> {
+  static constexpr DType value = DType::Float16;
 };
 
 }  // namespace tandem

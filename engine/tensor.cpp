@@ -94,6 +94,8 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<Float16> Tensor::to_vector<Float16>() const;
 
 double Tensor::item() const {
   TANDEM_CHECK(numel() == 1, "[item] needs a one-element tensor, got shape ", shape_str(shape()));
@@ -101,6 +103,8 @@ double Tensor::item() const {
     case DType::Float32: return to_vector<float>()[0];
     case DType::Int64: return static_cast<double>(to_vector<int64_t>()[0]);
     case DType::UInt8: return to_vector<uint8_t>()[0];
+    case DType::BFloat16: return static_cast<float>(to_vector<BFloat16>()[0]);
+    case DType::Float16: return static_cast<float>(to_vector<Float16>()[0]);
   }
   return 0.0;
 }

@@ -24,6 +24,8 @@ const char* format_dtype(DType dtype) {
     case DType::Float32: return "F32";
     case DType::Int64: return "I64";
     case DType::UInt8: return "U8";
+    case DType::BFloat16: return "BF16";
+    case DType::Float16: return "F16";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ DType parse_dtype(const std::string& name, const std::string& path, const std::s
   if (name == "F32") return DType::Float32;
   if (name == "I64") return DType::Int64;
   if (name == "U8") return DType::UInt8;
+  if (name == "BF16") return DType::BFloat16;
+  if (name == "F16") return DType::Float16;
   TANDEM_FAIL("[safetensors] ", path, ": tensor '", key, "' has unsupported dtype '", name, "'");
 }
 

@@ -39,6 +39,8 @@ void copy_strided(const T* src, const Shape& shape, const Shape& strides, T* dst
   });
 }
 
+// A half type narrows `value` through float (its constructor takes a float): a double that rounds
+// onto a 16-bit tie in float may then round the other way, far below what fills are used for.
 template <typename T>
 void fill_typed(Tensor& dst, double value) {
   T* data = static_cast<T*>(dst.data_ptr());
@@ -47,6 +49,8 @@ void fill_typed(Tensor& dst, double value) {
                [&](int64_t begin, int64_t end) { std::fill(data + begin, data + end, v); });
 }
 
+// A half type converts through float both ways (its explicit constructor from float, its
+// conversion to float), so half <-> int64/uint8 is int -> float -> half and half -> float -> int.
 template <typename From, typename To>
 void cast_typed(const Tensor& src, Tensor& dst) {
   const From* in = static_cast<const From*>(src.data_ptr());
@@ -62,6 +66,8 @@ void cast_from(const Tensor& src, Tensor& dst) {
     case DType::Float32: return cast_typed<From, float>(src, dst);
     case DType::Int64: return cast_typed<From, int64_t>(src, dst);
     case DType::UInt8: return cast_typed<From, uint8_t>(src, dst);
+    case DType::BFloat16: return cast_typed<From, BFloat16>(src, dst);
+    case DType::Float16: return cast_typed<From, Float16>(src, dst);
   }
 }
 
@@ -81,6 +87,9 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
     case 1:
       return copy_strided(static_cast<const uint8_t*>(src.data_ptr()), src.shape(), src.strides(),
                           static_cast<uint8_t*>(dst.data_ptr()));
+    case 2:
+      return copy_strided(static_cast<const uint16_t*>(src.data_ptr()), src.shape(), src.strides(),
+                          static_cast<uint16_t*>(dst.data_ptr()));
     case 4:
       return copy_strided(static_cast<const uint32_t*>(src.data_ptr()), src.shape(), src.strides(),
                           static_cast<uint32_t*>(dst.data_ptr()));
@@ -96,6 +105,8 @@ void CpuBackend::fill(Tensor& dst, double value) {
     case DType::Float32: return fill_typed<float>(dst, value);
     case DType::Int64: return fill_typed<int64_t>(dst, value);
     case DType::UInt8: return fill_typed<uint8_t>(dst, value);
+    case DType::BFloat16: return fill_typed<BFloat16>(dst, value);
+    case DType::Float16: return fill_typed<Float16>(dst, value);
   }
 }
 
@@ -104,6 +115,8 @@ void CpuBackend::cast(const Tensor& src, Tensor& dst) {
     case DType::Float32: return cast_from<float>(src, dst);
     case DType::Int64: return cast_from<int64_t>(src, dst);
     case DType::UInt8: return cast_from<uint8_t>(src, dst);
+    case DType::BFloat16: return cast_from<BFloat16>(src, dst);
+    case DType::Float16: return cast_from<Float16>(src, dst);
   }
 }
 

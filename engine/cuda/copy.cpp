@@ -23,8 +23,32 @@ kernels::ElementType element_type(DType dtype) {
     case DType::Float32: return kernels::ElementType::Float32;
     case DType::Int64: return kernels::ElementType::Int64;
     case DType::UInt8: return kernels::ElementType::UInt8;
+    case DType::BFloat16: return kernels::ElementType::BFloat16;
+    case DType::Float16: return kernels::ElementType::Float16;
   }
   TANDEM_FAIL("[cuda] unknown dtype");
+}
+
+// `value` as dtype's bit pattern in the low bytes; converted as the CPU backend's fill converts it,
+// so both fill the same bits.
+uint64_t fill_bits(DType dtype, double value) {
+  uint64_t bits = 0;
+  switch (dtype) {
+    case DType::Float32: {
+      const auto v = static_cast<float>(value);
+      std::memcpy(&bits, &v, sizeof(v));
+      break;
+    }
+    case DType::Int64: {
+      const auto v = static_cast<int64_t>(value);
+      std::memcpy(&bits, &v, sizeof(v));
+      break;
+    }
+    case DType::UInt8: bits = static_cast<uint8_t>(value); break;
+    case DType::BFloat16: bits = BFloat16(static_cast<float>(value)).bits; break;
+    case DType::Float16: bits = Float16(static_cast<float>(value)).bits; break;
+  }
+  return bits;
 }
 
 // The view's dims without the size-1 ones, neighbours that are contiguous with each other merged.
@@ -122,20 +146,7 @@ void CudaBackend::copy(const Tensor& src, Tensor& dst) {
 void CudaBackend::fill(Tensor& dst, double value) {
   if (dst.numel() == 0) return;
   OnDevice on(dst, "fill");
-  uint64_t bits = 0;
-  switch (dst.dtype()) {
-    case DType::Float32: {
-      const auto v = static_cast<float>(value);
-      std::memcpy(&bits, &v, sizeof(v));
-      break;
-    }
-    case DType::Int64: {
-      const auto v = static_cast<int64_t>(value);
-      std::memcpy(&bits, &v, sizeof(v));
-      break;
-    }
-    case DType::UInt8: bits = static_cast<uint8_t>(value); break;
-  }
+  const uint64_t bits = fill_bits(dst.dtype(), value);
   kernels::fill(dst.data_ptr(), dst.numel(), static_cast<int>(dtype_size(dst.dtype())), bits,
                 on.stream);
 }

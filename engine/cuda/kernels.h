@@ -19,13 +19,16 @@ struct StridedLayout {
   int64_t stride[kMaxDims] = {};
 };
 
-enum class ElementType { Float32, Int64, UInt8 };
+/// BFloat16 and Float16 are engine/half.h's types: casts widen them to float or round to them
+/// (Note [Half conversions]), bit for bit as the CPU backend does.
+enum class ElementType { Float32, Int64, UInt8, BFloat16, Float16 };
 
 // --- memory.cu
 
-/// out: (n) elements of `element_size` bytes (1, 4 or 8), each set to the bit pattern `bits`.
+/// out: (n) elements of `element_size` bytes (1, 2, 4 or 8), each set to the bit pattern `bits`.
 void fill(void* out, int64_t n, int element_size, uint64_t bits, cudaStream_t stream);
-/// out: (n) of out_type ← in: (n) of in_type, element by element (float→int truncates toward 0).
+/// out: (n) of out_type ← in: (n) of in_type, element by element (float→int truncates toward 0;
+/// a half type goes through float, to and from every other type).
 void cast(const void* in, ElementType in_type, void* out, ElementType out_type, int64_t n,
           cudaStream_t stream);
 /// out: contiguous, numel(src) elements of `element_size` bytes ← the strided view `src` of in.

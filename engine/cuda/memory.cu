@@ -4,6 +4,7 @@
 
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/launch.cuh"
+#include "engine/half.h"
 
 namespace tandem::cuda::kernels {
 namespace {
@@ -16,7 +17,8 @@ __global__ void fill_kernel(T* out, T value, int64_t n) {
   }
 }
 
-// in: (n) → out: (n)
+// in: (n) → out: (n). A half type converts through float both ways (its explicit constructor
+// from float, its conversion to float), so half <-> int is int -> float -> half and back.
 template <typename From, typename To>
 __global__ void cast_kernel(const From* in, To* out, int64_t n) {
   TANDEM_GRID_STRIDE_LOOP(i, n) {
@@ -59,19 +61,20 @@ void launch_fill(void* out, int64_t n, uint64_t bits, cudaStream_t stream) {
   fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), value, n);
 }
 
+template <typename From, typename To>
+void launch_cast_to(const From* in, void* out, int64_t n, cudaStream_t stream) {
+  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, static_cast<To*>(out), n);
+}
+
 template <typename From>
 void launch_cast(const void* in, void* out, ElementType out_type, int64_t n, cudaStream_t stream) {
   const auto* source = static_cast<const From*>(in);
   switch (out_type) {
-    case ElementType::Float32:
-      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<float*>(out), n);
-      break;
-    case ElementType::Int64:
-      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<int64_t*>(out), n);
-      break;
-    case ElementType::UInt8:
-      cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(source, static_cast<uint8_t*>(out), n);
-      break;
+    case ElementType::Float32: return launch_cast_to<From, float>(source, out, n, stream);
+    case ElementType::Int64: return launch_cast_to<From, int64_t>(source, out, n, stream);
+    case ElementType::UInt8: return launch_cast_to<From, uint8_t>(source, out, n, stream);
+    case ElementType::BFloat16: return launch_cast_to<From, BFloat16>(source, out, n, stream);
+    case ElementType::Float16: return launch_cast_to<From, Float16>(source, out, n, stream);
   }
 }
 
@@ -88,6 +91,7 @@ void fill(void* out, int64_t n, int element_size, uint64_t bits, cudaStream_t st
   if (n == 0) return;
   switch (element_size) {
     case 1: launch_fill<uint8_t>(out, n, bits, stream); break;
+    case 2: launch_fill<uint16_t>(out, n, bits, stream); break;
     case 4: launch_fill<uint32_t>(out, n, bits, stream); break;
     case 8: launch_fill<uint64_t>(out, n, bits, stream); break;
     default: TANDEM_FAIL("[fill] unsupported element size ", element_size);
@@ -102,6 +106,8 @@ void cast(const void* in, ElementType in_type, void* out, ElementType out_type, 
     case ElementType::Float32: launch_cast<float>(in, out, out_type, n, stream); break;
     case ElementType::Int64: launch_cast<int64_t>(in, out, out_type, n, stream); break;
     case ElementType::UInt8: launch_cast<uint8_t>(in, out, out_type, n, stream); break;
+    case ElementType::BFloat16: launch_cast<BFloat16>(in, out, out_type, n, stream); break;
+    case ElementType::Float16: launch_cast<Float16>(in, out, out_type, n, stream); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -113,6 +119,7 @@ void copy_strided(const void* in, const StridedLayout& src, void* out, int eleme
   if (n == 0) return;
   switch (element_size) {
     case 1: launch_copy_strided<uint8_t>(in, src, out, n, stream); break;
+    case 2: launch_copy_strided<uint16_t>(in, src, out, n, stream); break;
     case 4: launch_copy_strided<uint32_t>(in, src, out, n, stream); break;
     case 8: launch_copy_strided<uint64_t>(in, src, out, n, stream); break;
     default: TANDEM_FAIL("[copy] unsupported element size ", element_size);

@@ -8,8 +8,13 @@ void check_defined(const char* op, const char* name, const Tensor& t) {
 
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype) {
   check_defined(op, name, t);
+  // The 16-bit types hold data only (engine/dtype.h): say how to get something an op takes.
+  const bool storage_only = t.dtype() == DType::BFloat16 || t.dtype() == DType::Float16;
   TANDEM_CHECK(t.dtype() == dtype, "[", op, "] ", name, " is ", dtype_name(t.dtype()),
-               ", expected ", dtype_name(dtype));
+               ", expected ", dtype_name(dtype),
+               storage_only ? " (bfloat16 and float16 are storage types: .to(DType::Float32) "
+                              "to compute on them)"
+                            : "");
 }
 
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {

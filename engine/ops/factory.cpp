@@ -58,6 +58,10 @@ template Tensor from_vector<int64_t>(const std::vector<int64_t>&, const Shape&,
                                      const TensorOptions&);
 template Tensor from_vector<uint8_t>(const std::vector<uint8_t>&, const Shape&,
                                      const TensorOptions&);
+template Tensor from_vector<BFloat16>(const std::vector<BFloat16>&, const Shape&,
+                                      const TensorOptions&);
+template Tensor from_vector<Float16>(const std::vector<Float16>&, const Shape&,
+                                     const TensorOptions&);
 
 Tensor randn(const Shape& shape, Generator& generator, const TensorOptions& options, float mean,
              float stddev) {

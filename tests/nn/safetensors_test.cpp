@@ -79,6 +79,36 @@ TEST_F(Safetensors, LayoutFollowsTheSpec) {
   EXPECT_EQ(w[1], -2.0f);
 }
 
+TEST_F(Safetensors, HalfTensorsRoundTripAsBF16AndF16) {
+  const Tensor weights = from_vector<float>({0.1f, -2.75f, 65504.0f}, {3});
+  save_safetensors(path("half.safetensors"), {{"b", weights.to(DType::BFloat16)},
+                                              {"h", weights.view({1, 3}).to(DType::Float16)}});
+  const std::string bytes = read_bytes(path("half.safetensors"));
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  const std::string header = bytes.substr(8, header_size);
+  EXPECT_NE(header.find(R"("b":{"data_offsets":[0,6],"dtype":"BF16","shape":[3]})"),
+            std::string::npos)
+      << header;
+  EXPECT_NE(header.find(R"("h":{"data_offsets":[6,12],"dtype":"F16","shape":[1,3]})"),
+            std::string::npos)
+      << header;
+
+  const SafetensorsFile file = load_safetensors(path("half.safetensors"));
+  ASSERT_EQ(file.tensors.size(), 2u);
+  const Tensor& b = file.tensors[0].second;
+  const Tensor& h = file.tensors[1].second;
+  ASSERT_EQ(b.dtype(), DType::BFloat16);
+  ASSERT_EQ(h.dtype(), DType::Float16);
+  EXPECT_EQ(h.shape(), (Shape{1, 3}));
+  // 0.1, -2.75, 65504 as bfloat16 (65504 rounds to 65536) and as float16 (torch 1.13's bits).
+  std::vector<uint16_t> b_bits, h_bits;
+  for (BFloat16 v : b.to_vector<BFloat16>()) b_bits.push_back(v.bits);
+  for (Float16 v : h.to_vector<Float16>()) h_bits.push_back(v.bits);
+  EXPECT_EQ(b_bits, (std::vector<uint16_t>{0x3dcd, 0xc030, 0x4780}));
+  EXPECT_EQ(h_bits, (std::vector<uint16_t>{0x2e66, 0xc180, 0x7bff}));
+}
+
 TEST_F(Safetensors, ReadsAFileWrittenFromTheSpec) {
   const float values[3] = {1, 2, 3};
   write_bytes(
