@@ -23,10 +23,12 @@ DataLoader::~DataLoader() {
   for (std::thread& worker : workers_) worker.join();
 }
 
+int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last) {
+  return drop_last ? samples / batch_size : (samples + batch_size - 1) / batch_size;
+}
+
 int64_t DataLoader::batches_per_epoch() const {
-  const int64_t n = sampler_->size();
-  return config_.drop_last ? n / config_.batch_size
-                           : (n + config_.batch_size - 1) / config_.batch_size;
+  return batch_count(sampler_->size(), config_.batch_size, config_.drop_last);
 }
 
 void DataLoader::start_epoch(int64_t epoch) {

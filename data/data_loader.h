@@ -38,6 +38,9 @@ struct DataLoaderConfig {
   MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
+/// Batches of `batch_size` that `samples` indices make: the last one short, or dropped.
+int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
+
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<const CifarDataset> dataset, std::shared_ptr<const Sampler> sampler,

@@ -52,6 +52,7 @@ DistributedSampler::DistributedSampler(int64_t n, const DistributedSamplerConfig
   TANDEM_CHECK(n >= 1, "[DistributedSampler] empty data set");
   // PyTorch: drop_last drops the tail that does not fill every rank; otherwise pad up.
   per_rank_ = config.drop_last ? n / replicas : (n + replicas - 1) / replicas;
+  if (!config.drop_last && !config.pad) per_rank_ = (n - config.rank + replicas - 1) / replicas;
   TANDEM_CHECK(per_rank_ >= 1, "[DistributedSampler] ", n, " samples cannot give each of ",
                replicas, " ranks one with drop_last");
 }
@@ -64,7 +65,7 @@ std::vector<int64_t> DistributedSampler::indices(int64_t epoch) const {
     order.resize(static_cast<size_t>(n_));
     std::iota(order.begin(), order.end(), 0);
   }
-  const int64_t total = per_rank_ * config_.num_replicas;
+  const int64_t total = config_.drop_last || config_.pad ? per_rank_ * config_.num_replicas : n_;
   for (size_t i = 0; static_cast<int64_t>(order.size()) < total; ++i)
     order.push_back(order[i]);               // pad
   order.resize(static_cast<size_t>(total));  // drop

@@ -44,11 +44,15 @@ struct DistributedSamplerConfig {
   bool shuffle = true;
   uint64_t seed = 0;
   bool drop_last = false;
+  /// Without drop_last: pad the shares to equal sizes (PyTorch). false leaves them uneven, the
+  /// first n mod R ranks with one index more, every index visited once: for parallel::Join.
+  bool pad = true;
 };
 
 /// torch.utils.data.DistributedSampler: every rank gets the same number of indices. Without
 /// drop_last the permuted list is padded by repeating its start so the union covers the data set;
-/// with drop_last its tail is dropped instead. Rank r takes positions r, r + R, r + 2R, …
+/// with drop_last its tail is dropped instead; with neither (pad = false) nothing is added or
+/// dropped and shares differ by at most one. Rank r takes positions r, r + R, r + 2R, …
 class DistributedSampler final : public Sampler {
  public:
   DistributedSampler(int64_t n, const DistributedSamplerConfig& config);

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "parallel/join.h"
+
 namespace tandem::parallel {
 namespace {
 
@@ -116,10 +118,22 @@ void DistributedDataParallel::sync_buffers() {
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
-  if (options_.broadcast_buffers && group_->size() > 1) sync_buffers();
+  const bool reduces = autograd::grad_mode_enabled() && sync_;
+  // Note [Join protocol]: under a Join, buffers come from the lowest rank still training.
+  const int buffer_source = join_ != nullptr ? join_->notify_training_step(reduces) : 0;
+  if (options_.broadcast_buffers && group_->size() > 1) {
+    broadcast_coalesced(*group_, buffers_, buffer_source);
+  }
   Tensor output = module_->forward(input);
-  if (autograd::grad_mode_enabled() && sync_) reducer_->prepare_for_backward({output});
+  if (reduces) reducer_->prepare_for_backward({output});
   return output;
+}
+
+void DistributedDataParallel::shadow_step(int buffer_source, bool sync) {
+  if (options_.broadcast_buffers && group_->size() > 1) {
+    broadcast_coalesced(*group_, buffers_, buffer_source);
+  }
+  if (sync) reducer_->shadow_backward();
 }
 
 std::string DistributedDataParallel::describe() const {

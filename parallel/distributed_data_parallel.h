@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "parallel/comm_hook.h"
 #include "parallel/process_group.h"
 #include "parallel/reducer.h"
 
@@ -38,6 +39,16 @@ class DistributedDataParallel final : public nn::Module {
   /// Copies rank 0's buffers to every rank (a collective): what each training forward does with
   /// broadcast_buffers; call it before evaluating module() directly.
   void sync_buffers();
+
+  /// Gradient buckets are reduced by `hook` (Note [Communication hooks]), e.g.
+  /// make_comm_hook(GradCompression::BFloat16). Once, before the first backward, on every rank.
+  void register_comm_hook(std::shared_ptr<CommHook> hook) {
+    reducer_->register_comm_hook(std::move(hook));
+  }
+
+  /// For Join (Note [Join protocol]): a joined rank's part in one training step of the others:
+  /// the buffer broadcast from `buffer_source` and, when `sync`, the gradient reductions.
+  void shadow_step(int buffer_source, bool sync);
 
   /// While alive, backward passes only accumulate local gradients (gradient accumulation); the
   /// first backward after it ends averages everything accumulated. Like PyTorch's no_sync(),
@@ -67,6 +78,8 @@ class DistributedDataParallel final : public nn::Module {
   std::unique_ptr<Reducer> reducer_;
   std::vector<Tensor> buffers_;  ///< the module's buffers, listed once: sync_buffers() sends them
   bool sync_ = true;
+  friend class Join;
+  class Join* join_ = nullptr;  ///< the Join this model is under, if any (Note [Join protocol])
 };
 
 /// Throws, on every rank, when some rank's parameters differ from rank 0's in count, shape or

@@ -11,6 +11,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <type_traits>
 
 #include "engine/error.h"
 
@@ -66,10 +67,30 @@ std::shared_ptr<gloo::transport::Device> create_device(const ProcessGroupOptions
   }
 }
 
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+// Note [Half all-reduce]: Gloo has no bfloat16 type, and its float16 sum is its own. A 16-bit
+// sum widens both operands to float, adds, and rounds back: one rounding per add, as NCCL's
+// native bfloat16/float16 sums do. out may alias a or b (every element is read before written).
+template <typename Half>
+void half_sum(void* out, const void* a, const void* b, size_t n) {
+  auto* result = static_cast<Half*>(out);
+  const auto* x = static_cast<const Half*>(a);
+  const auto* y = static_cast<const Half*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    result[i] = Half(static_cast<float>(x[i]) + static_cast<float>(y[i]));
+  }
+}
+
 // Gloo's element-wise sum for one dtype.
 template <typename T>
 gloo::AllreduceOptions::Func sum_function() {
-  return [](void* out, const void* a, const void* b, size_t n) { gloo::sum<T>(out, a, b, n); };
+  if constexpr (kIsHalf<T>) {
+    return &half_sum<T>;
+  } else {
+    return [](void* out, const void* a, const void* b, size_t n) { gloo::sum<T>(out, a, b, n); };
+  }
 }
 
 template <typename T>
@@ -111,9 +132,24 @@ void allgather_into(const std::shared_ptr<gloo::Context>& context, std::vector<T
   }
 }
 
+// Avg's last step: × factor in float (a 16-bit type then rounds once, back to itself).
+template <typename T>
 void scale(const Tensor& tensor, float factor) {
-  float* data = tensor.data<float>();
-  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] *= factor;
+  T* data = tensor.data<T>();
+  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = T(static_cast<float>(data[i]) * factor);
+}
+
+// Calls body(T{}) with the element type T of `dtype`, one of those check_tensors() lets through.
+template <typename Body>
+void with_element_type(DType dtype, Body&& body) {
+  switch (dtype) {
+    case DType::Float32: return body(float{});
+    case DType::Int64: return body(int64_t{});
+    case DType::BFloat16: return body(BFloat16{});
+    case DType::Float16: return body(Float16{});
+    case DType::UInt8: break;
+  }
+  TANDEM_FAIL("[gloo] no collective for ", dtype_name(dtype), " tensors");
 }
 
 }  // namespace
@@ -166,10 +202,7 @@ void GlooProcessGroup::check_tensors(const std::string& op, const std::vector<Te
     TANDEM_CHECK(t.is_dense(), "[gloo] ", op, ": tensor ", i,
                  " is not dense (collectives work in place on contiguous or channels-last "
                  "tensors)");
-    const bool supported =
-        t.dtype() == DType::Float32 || (allow_int64 && t.dtype() == DType::Int64);
-    TANDEM_CHECK(supported, "[gloo] ", op, ": tensor ", i, " is ", dtype_name(t.dtype()),
-                 allow_int64 ? "; supported: float32, int64" : "; supported: float32");
+    check_collective_dtype("gloo", op, i, t.dtype(), allow_int64);
   }
 }
 
@@ -178,12 +211,14 @@ std::shared_ptr<Work> GlooProcessGroup::allreduce(std::vector<Tensor> tensors, R
   return enqueue("allreduce", [this, tensors = std::move(tensors), op](uint32_t tag) {
     for (const Tensor& t : tensors) {
       if (t.numel() == 0) continue;
-      if (t.dtype() == DType::Int64) {
-        allreduce_one<int64_t>(context_, t, tag++, options().timeout);
-      } else {
-        allreduce_one<float>(context_, t, tag++, options().timeout);
-        if (op == ReduceOp::Avg) scale(t, 1.0f / static_cast<float>(size()));
-      }
+      with_element_type(t.dtype(), [&](auto element) {
+        using T = decltype(element);
+        allreduce_one<T>(context_, t, tag++, options().timeout);
+        // check_tensors() refused int64 for Avg.
+        if constexpr (!std::is_same_v<T, int64_t>) {
+          if (op == ReduceOp::Avg) scale<T>(t, 1.0f / static_cast<float>(size()));
+        }
+      });
     }
     return static_cast<uint32_t>(tensors.size());
   });
@@ -196,11 +231,9 @@ std::shared_ptr<Work> GlooProcessGroup::broadcast(std::vector<Tensor> tensors, i
   return enqueue("broadcast", [this, tensors = std::move(tensors), root](uint32_t tag) {
     for (const Tensor& t : tensors) {
       if (t.numel() == 0) continue;
-      if (t.dtype() == DType::Int64) {
-        broadcast_one<int64_t>(context_, t, root, tag++, options().timeout);
-      } else {
-        broadcast_one<float>(context_, t, root, tag++, options().timeout);
-      }
+      with_element_type(t.dtype(), [&](auto element) {
+        broadcast_one<decltype(element)>(context_, t, root, tag++, options().timeout);
+      });
     }
     return static_cast<uint32_t>(tensors.size());
   });
@@ -218,11 +251,9 @@ std::shared_ptr<Work> GlooProcessGroup::allgather(std::vector<Tensor>& outputs,
   }
   return enqueue("allgather", [this, outputs, input](uint32_t tag) mutable {
     if (input.numel() == 0) return 0u;
-    if (input.dtype() == DType::Int64) {
-      allgather_into<int64_t>(context_, outputs, input, tag, options().timeout);
-    } else {
-      allgather_into<float>(context_, outputs, input, tag, options().timeout);
-    }
+    with_element_type(input.dtype(), [&](auto element) {
+      allgather_into<decltype(element)>(context_, outputs, input, tag, options().timeout);
+    });
     return 1u;
   });
 }

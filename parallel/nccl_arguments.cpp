@@ -16,10 +16,7 @@ void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensor
     TANDEM_CHECK(t.is_dense(), "[nccl] ", op, ": tensor ", i,
                  " is not dense (collectives work in place on contiguous or channels-last "
                  "tensors)");
-    const bool supported =
-        t.dtype() == DType::Float32 || (allow_int64 && t.dtype() == DType::Int64);
-    TANDEM_CHECK(supported, "[nccl] ", op, ": tensor ", i, " is ", dtype_name(t.dtype()),
-                 allow_int64 ? "; supported: float32, int64" : "; supported: float32");
+    check_collective_dtype("nccl", op, i, t.dtype(), allow_int64);
   }
 }
 

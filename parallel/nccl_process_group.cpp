@@ -33,6 +33,9 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::Float32: return ncclFloat32;
     case DType::Int64: return ncclInt64;
     case DType::UInt8: return ncclUint8;
+    // NCCL sums these natively: each add widens to float and rounds back once.
+    case DType::BFloat16: return ncclBfloat16;
+    case DType::Float16: return ncclFloat16;
   }
   TANDEM_FAIL("[nccl] unknown dtype");
 }

@@ -62,8 +62,9 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
   Device tensor_device() const override;
 
-  /// Tensors: contiguous CUDA tensors on tensor_device(), float32 (int64 too, except for Avg).
-  /// Avg is NCCL's own (ncclAvg). Arguments are checked on the caller's thread.
+  /// Tensors: contiguous CUDA tensors on tensor_device(), float32, bfloat16 or float16 (int64
+  /// too, except for Avg). Avg is NCCL's own (ncclAvg); NCCL sums the 16-bit types natively.
+  /// Arguments are checked on the caller's thread.
   std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) override;
   std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
@@ -87,8 +88,9 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> sto
 void check_nccl_device(int rank, int device);
 
 /// The argument checks of the NCCL collectives, on the caller's thread (no GPU needed):
-/// defined, on `device`, contiguous, float32 or (when allow_int64) int64. Throws "[nccl] <op>:
-/// tensor <i> is on cpu:0; the NCCL process group takes CUDA tensors on cuda:0 ...".
+/// defined, on `device`, contiguous, float32, bfloat16, float16 or (when allow_int64) int64.
+/// Throws "[nccl] <op>: tensor <i> is on cpu:0; the NCCL process group takes CUDA tensors on
+/// cuda:0 ...".
 void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensors, Device device,
                         bool allow_int64);
 

@@ -76,6 +76,60 @@ void Work::mark_completed(std::exception_ptr error) {
   done_.notify_all();
 }
 
+void check_collective_dtype(const char* backend, const std::string& op, size_t index, DType dtype,
+                            bool allow_int64) {
+  const bool supported = dtype == DType::Float32 || dtype == DType::BFloat16 ||
+                         dtype == DType::Float16 || (allow_int64 && dtype == DType::Int64);
+  TANDEM_CHECK(supported, "[", backend, "] ", op, ": tensor ", index, " is ", dtype_name(dtype),
+               allow_int64 ? "; supported: float32, bfloat16, float16, int64"
+                           : "; supported: float32, bfloat16, float16");
+}
+
+// --- then()
+
+namespace {
+
+class ContinuedWork final : public Work {
+ public:
+  ContinuedWork(std::shared_ptr<Work> work, std::function<void()> continuation)
+      : Work(work->description(), work->default_timeout()),
+        work_(std::move(work)),
+        continuation_(std::move(continuation)) {}
+
+  void wait(std::chrono::milliseconds timeout) override {
+    work_->wait(timeout);
+    continue_once();
+  }
+  void synchronize(std::chrono::milliseconds timeout) override {
+    work_->synchronize(timeout);
+    continue_once();
+  }
+  bool completed() const override { return work_->completed(); }
+  bool failed() const override { return work_->failed(); }
+  Clock::time_point started_at() const override { return work_->started_at(); }
+  Clock::time_point ended_at() const override { return work_->ended_at(); }
+
+ private:
+  void continue_once() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (continued_) return;
+    continued_ = true;  // before running: a continuation that threw is not run twice
+    continuation_();
+  }
+
+  const std::shared_ptr<Work> work_;
+  const std::function<void()> continuation_;
+  std::mutex mutex_;
+  bool continued_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> then(std::shared_ptr<Work> work, std::function<void()> continuation) {
+  TANDEM_CHECK(work != nullptr && continuation, "[then] needs a Work and a continuation");
+  return std::make_shared<ContinuedWork>(std::move(work), std::move(continuation));
+}
+
 // --- ProcessGroup
 
 ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,14 +75,14 @@ class Work {
   /// Done, successfully or not; never blocks.
   virtual bool completed() const;
   /// Done with an error (wait() would throw it).
-  bool failed() const;
+  virtual bool failed() const;
 
   /// When the collective started running and when it ended; a default-constructed time_point
   /// until then. For DDP's overlap instrumentation. Gloo: when its thread ran it. NCCL: when
   /// the group's watchdog saw the device reach and pass it (host times, late by up to the
   /// watchdog's poll interval, about 1 ms).
-  Clock::time_point started_at() const;
-  Clock::time_point ended_at() const;
+  virtual Clock::time_point started_at() const;
+  virtual Clock::time_point ended_at() const;
 
   const std::string& description() const { return description_; }
   std::chrono::milliseconds default_timeout() const { return default_timeout_; }
@@ -102,6 +103,19 @@ class Work {
   Clock::time_point started_at_{};
   Clock::time_point ended_at_{};
 };
+
+/// Throws "[<backend>] <op>: tensor <index> is uint8; supported: float32, bfloat16, float16[,
+/// int64]" unless collectives take `dtype` (int64 only where `allow_int64`: sums, copies).
+void check_collective_dtype(const char* backend, const std::string& op, size_t index, DType dtype,
+                            bool allow_int64);
+
+/// A Work that finishes what `work` started: its first wait() or synchronize() waits for `work`
+/// and then runs `continuation` on the calling thread (once; not when `work` failed). Like
+/// PyTorch's Future.then(), for communication hooks that post-process a collective's result
+/// (Note [Gradient compression]). On NCCL the continuation queues its kernels on the calling
+/// thread's current stream, behind the wait; synchronize() does not wait for those kernels.
+/// completed(), started_at() and ended_at() are `work`'s.
+std::shared_ptr<Work> then(std::shared_ptr<Work> work, std::function<void()> continuation);
 
 struct ProcessGroupOptions {
   /// Bounds every collective and the rendezvous: a dead or silent peer turns into an error after
@@ -132,10 +146,11 @@ class ProcessGroup {
   virtual Device tensor_device() const = 0;
 
   /// Reduces each tensor across ranks, in place: every tensor is its own all-reduce (a list is a
-  /// batch, not one reduction over the list). Tensors: contiguous float32 (or int64 with Sum).
+  /// batch, not one reduction over the list). Tensors: contiguous float32, bfloat16 or float16
+  /// (or int64 with Sum); a 16-bit sum adds in float and rounds once per addition.
   virtual std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) = 0;
   /// Copies each tensor of rank `root` into the same tensor on every other rank, in place.
-  /// Tensors: contiguous float32 or int64.
+  /// Tensors: contiguous float32, bfloat16, float16 or int64.
   virtual std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) = 0;
   /// outputs[r] receives rank r's `input`; outputs must hold size() contiguous tensors of the
   /// input's shape and dtype and stay alive until the Work completes.

@@ -89,6 +89,8 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                " and bucket_cap_mb ", options_.bucket_cap_mb);
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
+  hook_ = make_comm_hook(GradCompression::None);
+  divisor_ = group_->size();
   forward_stream_ = grad_stream_ = current_stream_of(device_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
@@ -141,10 +143,17 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   }
 }
 
-// Note [Bucket ordering]: rank 0's arrival order, so that all ranks agree.
+// Note [Bucket ordering]: rank 0's arrival order, so that all ranks agree. When rank 0 has no
+// complete one (it shadowed the last step, Note [Joined ranks]) it sends its current order.
 void Reducer::rebuild_buckets() {
   const auto count = static_cast<int64_t>(parameters_.size());
   std::vector<int64_t> order_values(arrival_order_.begin(), arrival_order_.end());
+  if (order_values.size() != parameters_.size()) {
+    order_values.clear();
+    for (const Bucket& bucket : buckets_) {
+      order_values.insert(order_values.end(), bucket.parameters.begin(), bucket.parameters.end());
+    }
+  }
   Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64, .device = device_});
   group_->broadcast({order}, 0)->synchronize();  // the host reads it next
   std::vector<size_t> order_from_rank0;
@@ -180,7 +189,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
                " stopped before its gradients were all-reduced (an exception in backward, caught "
                "and skipped?), so this rank's gradient buckets are a step behind the other "
                "ranks'; restart the job (every rank must skip a failed step together)");
-  if (!rebuilt_ && arrival_order_.size() == parameters_.size()) rebuild_buckets();
+  if (rebuild_due()) rebuild_buckets();
   arrival_order_.clear();
   std::fill(ready_.begin(), ready_.end(), false);
   for (Bucket& bucket : buckets_) {
@@ -194,6 +203,10 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   finalize_queued_ = false;
   unused_.clear();
   if (options_.find_unused_parameters) find_unused_parameters(outputs);
+}
+
+bool Reducer::rebuild_due() const {
+  return !rebuilt_ && synced_steps_ > 0;
 }
 
 void Reducer::find_unused_parameters(const std::vector<Tensor>& outputs) {
@@ -236,7 +249,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   // An unused parameter's .grad, when it has one, holds what it accumulated under no_sync()
   // (Note [Unused parameters]): it goes into the average like any gradient.
   if (grad.defined()) {
-    const float scale = 1.0f / static_cast<float>(group_->size());  // Note [Averaging]
+    const float scale = 1.0f / static_cast<float>(divisor_);  // Note [Averaging]
     Tensor view_memory = ops::kernel_view(view);
     backend_for(view.device())
         .unary(UnaryOp::MulScalar, ops::kernel_view(grad.contiguous(view.memory_format())), scale,
@@ -255,7 +268,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
 
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
-    launch(buckets_[next_to_launch_++]);
+    launch(next_to_launch_++);
     if (next_to_launch_ == buckets_.size()) launch_used_counts();
   }
 }
@@ -272,10 +285,24 @@ void Reducer::launch_used_counts() {
 // Note [Reducer on CUDA]: the bucket was written on the forward thread's stream (unused
 // parameters) and the gradient worker's; the group orders its all-reduce after the launching
 // thread's current stream, which therefore waits for both first (no-ops when they are one).
-void Reducer::launch(Bucket& bucket) {
+void Reducer::launch(size_t index) {
   current_stream_wait_for(forward_stream_);
   current_stream_wait_for(grad_stream_);
-  bucket.work = group_->allreduce({bucket.flat}, ReduceOp::Sum);
+  Bucket& bucket = buckets_[index];
+  bucket.work = hook_->reduce(
+      *group_, GradBucket{.index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()});
+  TANDEM_CHECK(bucket.work != nullptr, "[DDP] communication hook '", hook_->name(),
+               "' returned no Work for bucket ", index);
+}
+
+void Reducer::wait_for_buckets() {
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    try {
+      buckets_[k].work->wait();  // NCCL: this thread's stream waits; the host goes on
+    } catch (const Error& e) {
+      TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.message());
+    }
+  }
 }
 
 std::string Reducer::names_of_pending() const {
@@ -297,18 +324,55 @@ void Reducer::finalize() {
                ". If some parameters take no part in a step's loss, construct "
                "DDP with find_unused_parameters = true");
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
-  for (size_t k = 0; k < buckets_.size(); ++k) {
-    try {
-      buckets_[k].work->wait();  // NCCL: this thread's stream waits; the host goes on
-    } catch (const Error& e) {
-      TANDEM_FAIL("[DDP] all-reduce of gradient bucket ", k, " failed: ", e.message());
-    }
-  }
+  wait_for_buckets();
   current_stream_wait_for(grad_stream_);  // .grad tensors were last written by the worker
   write_back();
   record_step(backward_end);
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
   require_finalize_ = false;
+  ++synced_steps_;
+}
+
+void Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
+  std::lock_guard lock(mutex_);
+  TANDEM_CHECK(hook != nullptr, "[DDP] register_comm_hook: no hook");
+  TANDEM_CHECK(!custom_hook_, "[DDP] register_comm_hook can be called only once (a '",
+               hook_->name(), "' hook is registered)");
+  TANDEM_CHECK(synced_steps_ == 0 && !expect_hooks_,
+               "[DDP] register_comm_hook must be called before the first backward pass");
+  hook_ = std::move(hook);
+  custom_hook_ = true;
+}
+
+void Reducer::set_divisor(int divisor) {
+  std::lock_guard lock(mutex_);
+  TANDEM_CHECK(divisor >= 1 && divisor <= group_->size(), "[DDP] the gradient divisor must be in "
+               "[1, ", group_->size(), "], got ", divisor);
+  divisor_ = divisor;
+}
+
+// Note [Joined ranks]: the collectives of one backward pass, in the order finalize()'s
+// would come on a rank that trains, with zero gradients; this rank's .grad is left alone.
+void Reducer::shadow_backward() {
+  std::lock_guard lock(mutex_);
+  TANDEM_CHECK(!require_finalize_ && !expect_hooks_,
+               "[DDP] a rank joined in the middle of a step: call Join::finish() only after "
+               "its last backward pass has ended");
+  if (rebuild_due()) rebuild_buckets();
+  forward_stream_ = grad_stream_ = current_stream_of(device_);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    buckets_[k].flat.zero_();
+    buckets_[k].ready_at = Clock::now();
+    launch(k);
+  }
+  if (options_.find_unused_parameters) {
+    used_counts_ = zeros({static_cast<int64_t>(parameters_.size())}, {.device = device_});
+    used_work_ = group_->allreduce({used_counts_}, ReduceOp::Sum);
+  }
+  wait_for_buckets();
+  if (used_work_) used_work_->synchronize();
+  used_work_.reset();
+  ++synced_steps_;
 }
 
 void Reducer::write_back() {
@@ -346,6 +410,7 @@ void Reducer::record_step(Clock::time_point backward_end) {
     BucketTiming timing;
     timing.parameters = bucket.parameters.size();
     timing.bytes = bucket.flat.nbytes();
+    timing.payload_bytes = hook_->payload_bytes(bucket.flat.numel());
     timing.ready_ms = ms_between(backward_end, bucket.ready_at);
     record.buckets.push_back(timing);
     record.works.push_back(bucket.work);
@@ -366,6 +431,7 @@ ReducerStepStats Reducer::stats_of(const StepRecord& record) {
     timing.started_ms = ms_between(record.backward_end, work->started_at());
     timing.ended_ms = ms_between(record.backward_end, work->ended_at());
     stats.comm_ms += timing.ended_ms - timing.started_ms;
+    stats.payload_bytes += timing.payload_bytes;
     hidden_ms += std::max(0.0, std::min(timing.ended_ms, 0.0) - timing.started_ms);
     stats.buckets.push_back(timing);
   }

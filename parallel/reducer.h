@@ -32,6 +32,18 @@
 /// (launched with the last bucket, read in finalize()): a parameter some rank used gets the
 /// average, one no rank used keeps its .grad.
 ///
+/// Note [Communication hooks]: each bucket is reduced by the Reducer's CommHook (comm_hook.h):
+/// the plain all-reduce unless register_comm_hook() chose another, such as bf16 compression.
+/// The hook sees the bucket already scaled (Note [Averaging]), so it only has to sum.
+///
+/// Note [Joined ranks]: under parallel::Join a rank that has run out of data calls
+/// shadow_backward() once for every backward pass the other ranks still run: it launches the
+/// same bucket reductions (through the same hook) with zeros, and the same used-parameter
+/// counts, so the others' collectives are answered and nothing hangs. set_divisor() lets the
+/// average cover only the ranks that still train. Buckets are rebuilt (Note [Bucket ordering])
+/// at the first forward after one synchronised step, counted alike by ranks that train and
+/// ranks that shadow, so all of them rebuild in the same step.
+///
 /// Note [Unfinished reduction]: a backward pass that marked gradients ready but never reached
 /// finalize() (it threw on this rank and the caller went on) leaves this rank's buckets a step
 /// behind the others'; every later all-reduce would pair different steps and still succeed. So the
@@ -63,6 +75,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "parallel/comm_hook.h"
 #include "parallel/process_group.h"
 #include "parallel/stream_order.h"
 
@@ -85,7 +98,8 @@ struct ReducerOptions {
 /// (negative: before it ended).
 struct BucketTiming {
   size_t parameters = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;          ///< the bucket's float32 gradients
+  size_t payload_bytes = 0;  ///< what its hook handed to collectives (compression: fewer)
   double ready_ms = 0;    ///< its last gradient arrived
   double started_ms = 0;  ///< its all-reduce started running
   double ended_ms = 0;    ///< its all-reduce finished
@@ -96,6 +110,7 @@ struct ReducerStepStats {
   double comm_ms = 0;          ///< time all-reduces ran, summed over buckets
   double hidden_fraction = 0;  ///< share of comm_ms that ran before backward ended
   double wait_ms = 0;          ///< how long finalize() waited after backward ended
+  size_t payload_bytes = 0;    ///< gradient bytes handed to collectives, summed over buckets
 };
 
 /// Buckets (lists of indices into `bytes`) for parameters taken in `order`: a bucket closes when
@@ -125,6 +140,16 @@ class Reducer {
   void mark_ready(size_t index);
   /// Waits for every bucket and writes the averaged gradients back (end of backward).
   void finalize();
+
+  /// Reduces every later bucket with `hook` instead of the plain all-reduce (Note
+  /// [Communication hooks]). Once per Reducer, before the first backward, the same on every
+  /// rank.
+  void register_comm_hook(std::shared_ptr<CommHook> hook);
+  /// Gradients are averaged over `divisor` ranks from the next backward on (default: the world
+  /// size). Join sets the number of ranks still training (Note [Joined ranks]).
+  void set_divisor(int divisor);
+  /// A joined rank's part in one backward pass of the others (Note [Joined ranks]).
+  void shadow_backward();
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
@@ -157,7 +182,9 @@ class Reducer {
   void mark_ready_locked(size_t index, bool has_gradient);
   void launch_ready_buckets();
   void write_back();
-  void launch(Bucket& bucket);
+  void launch(size_t index);
+  void wait_for_buckets();
+  bool rebuild_due() const;
 
   /// What last_step() needs of a finished step; turned into ReducerStepStats on demand, when
   /// every all-reduce has ended (on NCCL only once the device has run them).
@@ -176,6 +203,8 @@ class Reducer {
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
   Device device_ = Device::cpu();  ///< the parameters' (and the buckets') device
+  std::shared_ptr<CommHook> hook_;  ///< reduces each bucket (Note [Communication hooks])
+  bool custom_hook_ = false;        ///< register_comm_hook() was called
   std::vector<int> hook_ids_;
 
   mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
@@ -197,6 +226,8 @@ class Reducer {
   size_t next_to_launch_ = 0;          ///< Note [Launch order]
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
   bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_
+  int64_t synced_steps_ = 0;           ///< finalized or shadowed steps (Note [Joined ranks])
+  int divisor_ = 1;                    ///< ranks the gradients are averaged over
   StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
   StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
   mutable std::optional<StepRecord> step_record_;  ///< the last step, until last_step() reads it

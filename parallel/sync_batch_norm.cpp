@@ -43,4 +43,13 @@ int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> gro
   return count;
 }
 
+bool has_sync_batchnorm(const nn::Module& module) {
+  const auto* bn = dynamic_cast<const nn::BatchNorm2d*>(&module);
+  if (bn != nullptr && bn->is_synchronised()) return true;
+  for (const auto& [name, child] : module.children()) {
+    if (has_sync_batchnorm(*child)) return true;
+  }
+  return false;
+}
+
 }  // namespace tandem::parallel

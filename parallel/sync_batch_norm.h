@@ -15,4 +15,7 @@ namespace tandem::parallel {
 /// Every rank of the group must convert the same model and run it under DDP.
 int convert_sync_batchnorm(nn::Module& module, std::shared_ptr<ProcessGroup> group);
 
+/// Whether some BatchNorm2d in `module`'s tree is synchronised (convert_sync_batchnorm).
+bool has_sync_batchnorm(const nn::Module& module);
+
 }  // namespace tandem::parallel

@@ -73,6 +73,11 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
          "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)")
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
+  app.add_option("--grad-compression", o.compressions,
+                 "ddp: gradient compression (none, fp16, bf16), a row for each listed")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->capture_default_str();
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   app.add_option("--data-dir", o.data_dir,
                  "CIFAR-10 binary folder for --real (scripts/get_cifar10.sh)")
@@ -118,6 +123,7 @@ void add_projection_flags(CLI::App& app, BenchOptions& o) {
 std::string BenchConfig::label() const {
   std::string text = mode + " x" + std::to_string(devices) + " b" + std::to_string(batch);
   if (!overlap.empty()) text += " overlap " + overlap;
+  if (!compression.empty() && compression != "none") text += " " + compression;
   return text;
 }
 
@@ -132,8 +138,10 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 }
 
 void validate(const BenchOptions& o) {
-  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty(),
-               "[bench_cifar] --modes, --devices and --batch-sizes each need at least one value");
+  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() &&
+                   !o.compressions.empty(),
+               "[bench_cifar] --modes, --devices, --batch-sizes and --grad-compression each need "
+               "at least one value");
   TANDEM_CHECK(
       !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
       o.data_dir,
@@ -155,7 +163,10 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
         if (mode == "dp") configs.push_back({.mode = mode, .devices = devices, .batch = batch});
         if (mode != "ddp") continue;
         for (const std::string& overlap : overlaps) {
-          configs.push_back({.mode = mode, .devices = devices, .batch = batch, .overlap = overlap});
+          for (const std::string& compression : o.compressions) {
+            configs.push_back({.mode = mode, .devices = devices, .batch = batch,
+                               .overlap = overlap, .compression = compression});
+          }
         }
       }
     }
@@ -203,6 +214,8 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
                                 number(o.first_bucket_mb),
                                 "--overlap",
                                 c.overlap.empty() ? "on" : c.overlap,
+                                "--grad-compression",
+                                c.compression.empty() ? "none" : c.compression,
                                 "--seed",
                                 std::to_string(o.seed),
                                 "--memory-format",
@@ -217,7 +230,10 @@ BenchConfig worker_config(const BenchOptions& o) {
   BenchConfig config{.mode = o.modes[0],
                      .devices = o.modes[0] == "single" ? 1 : o.devices[0],
                      .batch = o.batch_sizes[0]};
-  if (config.mode == "ddp") config.overlap = o.overlap == "off" ? "off" : "on";
+  if (config.mode == "ddp") {
+    config.overlap = o.overlap == "off" ? "off" : "on";
+    config.compression = o.compressions.empty() ? "none" : o.compressions[0];
+  }
   return config;
 }
 

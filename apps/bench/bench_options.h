@@ -20,6 +20,7 @@ struct BenchOptions {
   double bucket_cap_mb = 25;
   double first_bucket_mb = 1;  ///< clamped to bucket_cap_mb
   std::string overlap = "on";  ///< on, off or both
+  std::vector<std::string> compressions{"none"};  ///< ddp: gradient compression, a row for each
   bool real = false;
   std::string data_dir = "./data/cifar-10-batches-bin";
   uint64_t seed = 0;
@@ -44,8 +45,9 @@ struct BenchConfig {
   int devices = 1;        ///< dp: devices; ddp: processes; single: 1
   int64_t batch = 128;    ///< global
   std::string overlap{};  ///< ddp: "on" or "off"; otherwise empty
+  std::string compression{};  ///< ddp: "none", "fp16" or "bf16"; otherwise empty
 
-  /// e.g. "ddp x2 b128 overlap on"
+  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16"
   std::string label() const;
   friend bool operator==(const BenchConfig&, const BenchConfig&) = default;
 };

@@ -35,6 +35,7 @@ ordered_json to_json(const Measurement& m) {
           {"comm_ms", m.comm_ms},
           {"hidden_fraction", m.hidden_fraction},
           {"wait_ms", m.wait_ms},
+          {"grad_bytes_per_step", m.grad_bytes_per_step},
           {"buckets", buckets},
           {"peak_rss_mb", m.peak_rss_mb},
           {"parameter_bytes", m.parameter_bytes},
@@ -62,6 +63,7 @@ Measurement measurement_from_json(const json& j) {
                             {"comm_ms", &m.comm_ms},
                             {"hidden_fraction", &m.hidden_fraction},
                             {"wait_ms", &m.wait_ms},
+                            {"grad_bytes_per_step", &m.grad_bytes_per_step},
                             {"peak_rss_mb", &m.peak_rss_mb},
                             {"parameter_bytes", &m.parameter_bytes},
                             {"final_loss", &m.final_loss}}) {

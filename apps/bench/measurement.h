@@ -46,6 +46,9 @@ struct Measurement {
   double comm_ms = 0;          ///< all-reduce time per step, summed over buckets
   double hidden_fraction = 0;  ///< share of comm_ms that ran while backward was going
   double wait_ms = 0;          ///< how long the end of backward waited for the all-reduces
+  /// Gradient bytes a rank hands to all-reduces per step (halved by fp16/bf16 compression;
+  /// a ring all-reduce sends about twice this per rank).
+  double grad_bytes_per_step = 0;
   std::vector<BucketStat> buckets;
   double peak_rss_mb = 0;  ///< peak resident set (MiB); ddp: the largest rank's
   double parameter_bytes = 0;

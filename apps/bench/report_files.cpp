@@ -57,6 +57,11 @@ const std::vector<Column>& columns() {
                   [](const BenchConfig& c, const O&) {
                     return c.overlap.empty() ? ordered_json(nullptr) : ordered_json(c.overlap);
                   }),
+      from_config("grad_compression",
+                  [](const BenchConfig& c, const O&) {
+                    return c.compression.empty() ? ordered_json(nullptr)
+                                                 : ordered_json(c.compression);
+                  }),
       from_config("bucket_cap_mb",
                   [](const BenchConfig& c, const O& o) {
                     return c.mode == "ddp" ? ordered_json(o.bucket_cap_mb) : ordered_json(nullptr);
@@ -77,6 +82,7 @@ const std::vector<Column>& columns() {
       measured("comm_ms", &M::comm_ms, "ddp"),
       measured("hidden_fraction", &M::hidden_fraction, "ddp"),
       measured("wait_ms", &M::wait_ms, "ddp"),
+      measured("grad_bytes_per_step", &M::grad_bytes_per_step, "ddp"),
       from_measured(
           "buckets", [](const M& m) { return m.buckets.size(); }, "ddp"),
       measured("scatter_ms", &M::scatter_ms, "dp"),
@@ -129,6 +135,7 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"bucket_cap_mb", o.bucket_cap_mb},
           {"first_bucket_mb", o.first_bucket_mb},
           {"overlap", o.overlap},
+          {"grad_compression", o.compressions},
           {"data", o.real ? o.data_dir : "synthetic"},
           {"seed", o.seed}};
 }

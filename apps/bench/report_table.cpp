@@ -85,6 +85,7 @@ std::vector<std::string> measured_cells(const BenchRow& row) {
           row.efficiency ? format("%.0f %%", 100 * *row.efficiency) : "-",
           ms(ddp, m.comm_ms),
           ddp ? format("%.0f %%", 100 * m.hidden_fraction) : "-",
+          ddp ? format("%.2f", m.grad_bytes_per_step / kMiB) : "-",
           ms(dp, m.scatter_ms),
           ms(dp, m.replicate_ms),
           ms(dp, m.gather_ms),
@@ -122,7 +123,7 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
                info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
   TextTable table({"config", "device", "images/s", "ms/step", "speed-up", "eff.", "comm ms",
-                   "hidden", "scatter ms", "replicate ms", "gather ms", "reduce ms",
+                   "hidden", "grad MiB/step", "scatter ms", "replicate ms", "gather ms", "reduce ms",
                    "peak RSS MiB"});
   for (const BenchRow& row : rows) {
     if (row.measured) {

@@ -13,6 +13,7 @@
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
+#include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 
@@ -83,7 +84,7 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
 struct Totals {
   double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
   parallel::DataParallelTimings dp;
-  double comm_ms = 0, hidden_ms = 0, wait_ms = 0;
+  double comm_ms = 0, hidden_ms = 0, wait_ms = 0, grad_bytes = 0;
   std::vector<BucketStat> buckets;
   int bucket_steps = 0;  ///< steps whose bucket layout matched the last one's
 
@@ -99,6 +100,7 @@ struct Totals {
     comm_ms += step.comm_ms;
     hidden_ms += step.hidden_fraction * step.comm_ms;
     wait_ms += step.wait_ms;
+    grad_bytes += static_cast<double>(step.payload_bytes);
     // The layout changes once (the rebuild at step 2, Note [Bucket ordering]); a warm-up of 0
     // can time a step from before it, which the per-bucket means leave out.
     if (buckets.size() != step.buckets.size()) {
@@ -129,6 +131,7 @@ struct Totals {
     m.reduce_ms = dp.reduce_ms / n;
     m.comm_ms = comm_ms / n;
     m.wait_ms = wait_ms / n;
+    m.grad_bytes_per_step = grad_bytes / n;
     m.hidden_fraction = comm_ms > 0 ? hidden_ms / comm_ms : 0;
     const double bucket_n = std::max(1, bucket_steps);
     for (BucketStat b : buckets) {
@@ -165,7 +168,10 @@ Setup build_model(const BenchOptions& o, const BenchConfig& config,
     ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
     ddp.reducer.first_bucket_mb = std::min(o.first_bucket_mb, o.bucket_cap_mb);
     ddp.reducer.overlap = config.overlap != "off";
-    s.model = std::make_shared<parallel::DistributedDataParallel>(s.network, std::move(group), ddp);
+    auto model = std::make_shared<parallel::DistributedDataParallel>(s.network, std::move(group), ddp);
+    model->register_comm_hook(parallel::make_comm_hook(
+        parallel::parse_grad_compression(config.compression.empty() ? "none" : config.compression)));
+    s.model = model;
   } else {
     s.model = s.network;
   }

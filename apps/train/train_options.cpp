@@ -79,6 +79,13 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_flag("--sync-bn", o.sync_bn, "ddp: batch-norm statistics over every rank's images "
                "(SyncBatchNorm), so N ranks normalise as one process of the global batch");
+  app.add_option("--grad-compression", o.grad_compression,
+                 "ddp: gradients cross ranks as fp16 or bf16 (half the bytes; a communication "
+                 "hook, see docs/parallel.md) or uncompressed (none)")
+      ->check(CLI::IsMember({"none", "fp16", "bf16"}))->capture_default_str();
+  app.add_flag("--drop-last", o.drop_last, "drop each epoch's short last batch; in ddp also the "
+               "images that do not divide over the ranks (otherwise ranks with fewer batches "
+               "join, Note [Join protocol])");
   app.add_flag("--no-overlap", o.no_overlap, "ddp: all-reduce only after backward (to measure the overlap)");
   app.add_option("--threads", o.threads, "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 1024))->capture_default_str();
@@ -105,8 +112,10 @@ void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(o.mode == Mode::DataParallel || o.devices.empty() ||
                    o.devices.find(',') == std::string::npos,
                "[train_cifar] --devices lists several devices, which only --mode dp uses");
-  TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap && !o.sync_bn),
-               "[train_cifar] --backend, --no-overlap and --sync-bn are for --mode ddp");
+  TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap && !o.sync_bn &&
+                                                o.grad_compression == "none"),
+               "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for "
+               "--mode ddp");
   if (o.mode == Mode::Distributed) {
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
                  " does not split evenly over ", world_size, " ranks");

@@ -38,10 +38,12 @@ struct TrainOptions {
   std::string resume;        ///< checkpoint to continue from
   bool eval_only = false;    ///< evaluate (the --resume checkpoint) and stop
   double bucket_cap_mb = 25;
-  bool no_overlap = false;
-  bool sync_bn = false;
+  bool no_overlap = false;   ///< ddp: all-reduce only after backward
+  bool sync_bn = false;      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
   int accumulate = 1;        ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
-  double timeout_s = 300;    ///< ddp: a collective or the rendezvous failing after this long      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)   ///< ddp: all-reduce only after backward
+  double timeout_s = 300;    ///< ddp: a collective or the rendezvous failing after this long
+  std::string grad_compression = "none";  ///< ddp: none, fp16 or bf16 (parallel::make_comm_hook)
+  bool drop_last = false;    ///< drop a short last batch (ddp: and the images that do not divide)
   int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   std::string log_json;      ///< JSON-lines metrics, one record per epoch and a summary

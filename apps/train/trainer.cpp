@@ -12,7 +12,9 @@
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "parallel/data_parallel.h"
+#include "parallel/comm_hook.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/join.h"
 #include "parallel/sync_batch_norm.h"
 
 namespace tandem::apps {
@@ -108,7 +110,12 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
     ddp.reducer.bucket_cap_mb = options_.bucket_cap_mb;
     ddp.reducer.overlap = !options_.no_overlap;
     if (options_.sync_bn) parallel::convert_sync_batchnorm(*network_, group_);
-    model_ = std::make_shared<parallel::DistributedDataParallel>(network_, group_, ddp);
+    ddp_ = std::make_shared<parallel::DistributedDataParallel>(network_, group_, ddp);
+    const auto compression = parallel::parse_grad_compression(options_.grad_compression);
+    if (compression != parallel::GradCompression::None) {
+      ddp_->register_comm_hook(parallel::make_comm_hook(compression));
+    }
+    model_ = ddp_;
   } else {
     model_ = network_;
   }
@@ -162,18 +169,27 @@ void Trainer::build_data() {
 
   std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
   if (options_.mode == Mode::Distributed) {
-    train_sampler = std::make_shared<data::DistributedSampler>(
-        train_set_->size(), data::DistributedSamplerConfig{.num_replicas = world_, .rank = rank_,
-                                                          .shuffle = true, .seed = options_.seed});
+    // Uneven shares train under a Join (Note [Join protocol]); SyncBatchNorm cannot join, so
+    // with it the shares are padded as PyTorch's DistributedSampler does.
+    uneven_shares_ = !options_.drop_last && !options_.sync_bn && train_set_->size() % world_ != 0;
+    data::DistributedSamplerConfig sharing{.num_replicas = world_, .rank = rank_, .shuffle = true,
+                                           .seed = options_.seed, .drop_last = options_.drop_last,
+                                           .pad = !uneven_shares_};
+    train_sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
+    sharing.rank = 0;  // rank 0's share is the largest
+    batches_per_epoch_ =
+        data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
+                          local_batch, options_.drop_last);
   } else {
     train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+    batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
   }
   test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
   train_loader_ = std::make_unique<data::DataLoader>(
       train_set_, train_sampler,
       data::DataLoaderConfig{.batch_size = local_batch, .workers = options_.workers,
-                             .seed = options_.seed, .device = device_,
-                             .memory_format = memory_format_});
+                             .drop_last = options_.drop_last, .seed = options_.seed,
+                             .device = device_, .memory_format = memory_format_});
   test_loader_ = std::make_unique<data::DataLoader>(
       test_set_, test_sampler,
       data::DataLoaderConfig{.batch_size = kEvalBatch, .workers = options_.workers,
@@ -192,11 +208,10 @@ void Trainer::build_model() {
                     .weight_decay = options_.weight_decay, .nesterov = options_.nesterov});
 }
 
-// Optimizer steps in one epoch: the loader's batches in groups of --accumulate, the last group
-// possibly shorter (Note [Accumulation]).
+// Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly
+// shorter (Note [Accumulation]); with uneven shares, those of the rank with the most batches.
 int64_t Trainer::steps_per_epoch() const {
-  const int64_t batches = train_loader_->batches_per_epoch();
-  return (batches + options_.accumulate - 1) / options_.accumulate;
+  return (batches_per_epoch_ + options_.accumulate - 1) / options_.accumulate;
 }
 
 void Trainer::build_schedule() {
@@ -269,6 +284,13 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   int64_t seen = 0, step_in_epoch = 0;
   PendingSteps pending;
   const int64_t first_optimizer_step = step_;
+  // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
+  std::optional<parallel::Join> join;
+  if (uneven_shares_) {
+    join.emplace(*ddp_, parallel::JoinOptions{.stop_requested = [] {
+      return stop_requested().load();
+    }});
+  }
   // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
   const auto read_pending = [&] {
     const int64_t first_step = step_in_epoch - static_cast<int64_t>(pending.size());
@@ -290,7 +312,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
                        .loss = loss_sum / static_cast<double>(seen),
                        .accuracy = correct / static_cast<double>(seen)});
     }
-    return all_ranks_continue();
+    return join ? true : all_ranks_continue();  // under a Join, every step agrees
   };
   if (!all_ranks_continue()) return std::nullopt;
   // Note [Accumulation]: --accumulate micro-batches per optimizer step, each loss scaled by
@@ -298,7 +320,6 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   // one batch of them would give (batch norm aside: it still normalises each micro-batch). DDP
   // all-reduces only the group's last backward; the others run under no_sync(). Groups never
   // cross an epoch, so checkpoints (written between epochs) fall between optimizer steps.
-  auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(model_.get());
   const int64_t batches = train_loader_->batches_per_epoch();
   int64_t batch_index = 0;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
@@ -312,8 +333,9 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
     }
     {
       std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (ddp != nullptr && !steps_now) no_sync.emplace(*ddp);
+      if (ddp_ != nullptr && !steps_now) no_sync.emplace(*ddp_);
       const Tensor logits = model_->forward(batch->images);
+      if (join && join->stop_agreed()) return std::nullopt;
       const Tensor loss = cross_entropy(logits, batch->labels);
       (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
       pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
@@ -326,6 +348,16 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
     ++step_in_epoch;
     if (pending.size() == kHostSyncEvery && !read_pending()) return std::nullopt;
   }
+  if (join) {
+    // Note [Join final model]: momentum too, or the replicas would part from the next step on.
+    std::vector<Tensor> momentum;
+    for (const Tensor& buffer : optimizer_->momentum_buffers()) {
+      if (buffer.defined()) momentum.push_back(buffer);
+    }
+    if (!join->finish(momentum)) return std::nullopt;
+    join.reset();
+  }
+  step_ = first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer
   if (!read_pending()) return std::nullopt;
   if (is_leader()) progress.finish();
   const double seconds = seconds_since(start);
@@ -339,8 +371,8 @@ PassMetrics Trainer::evaluate() {
   // Every rank evaluates its share of the test set with rank 0's batch-norm statistics; the
   // shares differ in size, so the plain network runs (no per-forward collectives).
   nn::Module* evaluated = model_.get();
-  if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(model_.get())) {
-    ddp->sync_buffers();
+  if (ddp_ != nullptr) {
+    ddp_->sync_buffers();
     evaluated = network_.get();
   }
   evaluated->eval();
@@ -368,7 +400,9 @@ void Trainer::print_header() {
     if (options_.devices.empty()) where = std::to_string(dp_devices_.size()) + " devices";
   } else if (options_.mode == Mode::Distributed) {
     where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str() +
-            (options_.sync_bn ? ", SyncBatchNorm" : "");
+            (options_.sync_bn ? ", SyncBatchNorm" : "") +
+            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients" : "") +
+            (uneven_shares_ ? ", uneven shares joined" : "");
   } else {
     where = device_.str();
   }

@@ -13,6 +13,7 @@
 #include "data/data_loader.h"
 #include "nn/lr_schedule.h"
 #include "nn/sgd.h"
+#include "parallel/distributed_data_parallel.h"
 #include "parallel/process_group.h"
 
 namespace tandem::apps {
@@ -74,6 +75,11 @@ class Trainer {
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
   std::shared_ptr<nn::Module> network_;   ///< the ResNet itself: checkpoints hold its weights
   std::shared_ptr<nn::Module> model_;     ///< what forward() runs: network_ or its wrapper
+  std::shared_ptr<parallel::DistributedDataParallel> ddp_;  ///< model_ in ddp mode, else null
+  /// ddp without --drop-last on data that does not divide over the ranks: the ranks with fewer
+  /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm forbids it.
+  bool uneven_shares_ = false;
+  int64_t batches_per_epoch_ = 0;         ///< of the rank with the most (they set the schedule)
   std::unique_ptr<nn::Sgd> optimizer_;
   std::shared_ptr<const nn::LrSchedule> schedule_;
   int start_epoch_ = 0;

@@ -39,6 +39,16 @@ TEST(BenchOptions, OverlapBothGivesDdpTwoRowsPerCount) {
                                       "ddp x2 b32 overlap off", "single x1 b32"}));
 }
 
+TEST(BenchOptions, EachGradientCompressionIsADdpRow) {
+  const BenchOptions o =
+      parse({"--modes", "single,ddp", "--devices", "2", "--grad-compression", "none,bf16,fp16"});
+  EXPECT_EQ(labels(expand_matrix(o)),
+            (std::vector<std::string>{"single x1 b128", "ddp x2 b128 overlap on",
+                                      "ddp x2 b128 overlap on bf16", "ddp x2 b128 overlap on fp16"}));
+  const auto args = worker_arguments(o, expand_matrix(o)[2], "r.json");
+  EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).compression, "bf16");
+}
+
 TEST(BenchOptions, RepeatedValuesDoNotRepeatRows) {
   EXPECT_EQ(expand_matrix(parse({"--modes", "dp,dp", "--devices", "2,2"})).size(), 1u);
 }
@@ -47,6 +57,7 @@ TEST(BenchOptions, BadValuesAreOneLineErrors) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{"--bogus"},
                                                {"--modes", "fsdp"},
                                                {"--overlap", "maybe"},
+                                               {"--grad-compression", "int8"},
                                                {"--devices", "0"},
                                                {"--link", "infiniband"},
                                                {"--steps", "0"}}) {
@@ -73,7 +84,8 @@ TEST(BenchOptions, ConfigurationsThatCannotRunSayWhy) {
 TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   const BenchOptions parent = parse({"--arch", "resnet32", "--bucket-cap-mb", "0.25", "--steps",
                                      "3", "--real", "--data-dir", "/data"});
-  const BenchConfig config{.mode = "ddp", .devices = 4, .batch = 64, .overlap = "off"};
+  const BenchConfig config{
+      .mode = "ddp", .devices = 4, .batch = 64, .overlap = "off", .compression = "none"};
   const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
   EXPECT_EQ(worker.worker_json, "/tmp/result.json");
   EXPECT_EQ(worker_config(worker), config);

@@ -101,6 +101,28 @@ TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--sync-bn"});
 }
 
+// 257 images over 2 ranks of 16: shares of 129 and 128 images, 9 and 8 batches. Rank 1 joins
+// for the last step (Note [Join protocol]); the schedule counts rank 0's 9 steps on every rank.
+TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
+  TempDir dir;
+  const ProgramRun run = train_cifar(
+      {"--synthetic", "--subset", "257", "--batch-size", "32", "--workers", "1", "--no-progress",
+       "--log-json", dir.file("log.jsonl"), "--lr", "0.05", "--epochs", "3", "--mode", "ddp",
+       "--nproc", "2", "--threads", "1", "--save", dir.file("run.ckpt")});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("uneven shares joined"), std::string::npos) << run.output;
+  const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
+  ASSERT_EQ(epochs.size(), 3u) << run.output;
+  EXPECT_EQ(epochs[0]["step"].get<int64_t>(), 9) << run.output;
+  EXPECT_EQ(epochs[2]["step"].get<int64_t>(), 27) << run.output;
+  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3)
+      << run.output;
+}
+
+TEST(TrainCifarMultiprocess, DistributedWithBf16GradientsLossFalls) {
+  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--grad-compression", "bf16"});
+}
+
 TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   TempDir dir;
   const ProgramRun whole = train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2"}));

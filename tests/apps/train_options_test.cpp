@@ -40,8 +40,10 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "--save", "a.ckpt", "--resume", "b.ckpt", "--bucket-cap-mb", "5",
                                 "--no-overlap", "--threads", "1", "--log-json", "m.jsonl", "--no-progress",
                                 "--sync-bn", "--timeout", "12.5", "--memory-format", "nchw",
-                                "--accumulate", "4"});
+                                "--accumulate", "4", "--grad-compression", "bf16", "--drop-last"});
   EXPECT_EQ(o.mode, Mode::Distributed);
+  EXPECT_EQ(o.grad_compression, "bf16");
+  EXPECT_TRUE(o.drop_last);
   EXPECT_EQ(o.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
   EXPECT_EQ(o.backend, "gloo");
@@ -102,7 +104,7 @@ TEST(TrainOptions, CombinationsAreChecked) {
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("are for --mode ddp"), std::string::npos);
   o = {};
   o.sync_bn = true;
-  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--sync-bn are for --mode ddp"),
+  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--grad-compression are for --mode ddp"),
             std::string::npos);
   o = {};
   o.mode = Mode::Distributed;

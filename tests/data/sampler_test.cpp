@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "data/sampler.h"
@@ -100,6 +101,26 @@ TEST(DistributedSampler, RanksAgreeOnTheEpochsShuffle) {
   for (int64_t i : r0.indices(1)) epoch1.insert(i);
   for (int64_t i : r1.indices(1)) epoch1.insert(i);
   EXPECT_EQ(epoch1.size(), 20u);
+}
+
+// For Join: without padding the shares of 11 over 3 ranks are 4, 4 and 3 indices, together
+// every index exactly once.
+TEST(DistributedSampler, UnpaddedSharesCoverTheDataOnce) {
+  std::vector<int64_t> all;
+  std::vector<int64_t> sizes;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    const DistributedSampler sampler(
+        11, {.num_replicas = 3, .rank = rank, .seed = 2, .pad = false});
+    const std::vector<int64_t> mine = sampler.indices(4);
+    EXPECT_EQ(static_cast<int64_t>(mine.size()), sampler.size());
+    sizes.push_back(sampler.size());
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 3}));
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> expected(11);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(all, expected);
 }
 
 TEST(DistributedSampler, BadArguments) {

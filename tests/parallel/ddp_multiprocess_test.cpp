@@ -15,6 +15,7 @@
 #include "nn/sgd.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/sync_batch_norm.h"
+#include "tests/support/ddp_fixtures.h"
 #include "tests/support/error_message.h"
 #include "tests/support/image_batch.h"
 #include "tests/support/spawn_ranks.h"
@@ -31,13 +32,11 @@ void expect_close(const Tensor& actual, const Tensor& expected, const std::strin
   testing::expect_close_to_reference(actual, expected, what);
 }
 
-std::shared_ptr<ProcessGroup> join_group(std::chrono::milliseconds timeout = 30s) {
-  return init_process_group("gloo", from_environment(), {.timeout = timeout});
-}
+using testing::conv_bn_net;
+using testing::small_net;
 
-testing::SpawnOptions ranks_options() {
-  return {.timeout = 180s, .env = {{"TANDEM_NUM_THREADS", "1"}}};
-}
+using testing::ddp_ranks_options;
+using testing::gloo_group;
 
 using Batch = testing::ImageBatch;
 
@@ -52,7 +51,7 @@ Batch global_batch(int64_t n) {
 void expect_resnet20_matches_one_process(int64_t global_rows,
                                          MemoryFormat format = MemoryFormat::Contiguous,
                                          bool bucket_views = false) {
-  auto group = join_group();
+  auto group = gloo_group();
   const int64_t rows = global_rows / group->size();
   const Batch batch = global_batch(global_rows);
 
@@ -93,24 +92,24 @@ void expect_resnet20_matches_one_process(int64_t global_rows,
 }
 
 TEST(DdpMultiprocess, ResNet20OverTwoRanksMatchesOneProcess) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   expect_resnet20_matches_one_process(8);
 }
 
 TEST(DdpMultiprocess, ChannelsLastOverTwoRanksMatchesOneNchwProcess) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast);
   expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast, /*bucket_views=*/true);
 }
 
 TEST(DdpMultiprocess, ResNet20OverFourRanksMatchesOneProcess) {
-  TANDEM_RUN_AS_RANKS(4, ranks_options());
+  TANDEM_RUN_AS_RANKS(4, ddp_ranks_options());
   expect_resnet20_matches_one_process(8);
 }
 
 TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group();
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group();
   Generator init(1);
   DdpOptions options;
   options.reducer.first_bucket_mb = 0.05;
@@ -129,23 +128,14 @@ TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
   for (const BucketTiming& bucket : stats.buckets) EXPECT_GE(bucket.ended_ms, bucket.started_ms);
 }
 
-std::shared_ptr<nn::Sequential> small_net(uint64_t seed) {
-  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(nn::LinearConfig{6, 5}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Linear>(nn::LinearConfig{5, 3})});
-  Generator generator(seed);
-  net->reset_parameters(generator);
-  return net;
-}
-
 Tensor micro_batch(int rank, int index) {
   Generator generator(100 + 10 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(index));
   return randn({4, 6}, generator);
 }
 
 TEST(DdpMultiprocess, NoSyncAccumulatesThenAveragesEverything) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group();
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group();
   DistributedDataParallel model(small_net(3), group);
   {
     auto no_sync = model.no_sync();
@@ -191,8 +181,8 @@ class TwoHeads final : public nn::Module {
 };
 
 TEST(DdpMultiprocess, ParametersUnusedOnSomeRanksDoNotHang) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(20s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(20s);
   auto net = std::make_shared<TwoHeads>();
   net->use_extra = group->rank() == 0;
   DdpOptions options;
@@ -236,7 +226,7 @@ DdpOptions one_parameter_per_bucket(bool find_unused, bool bucket_views = false)
 // over two (review D1, probes nosync_a and nosync_b).
 void expect_no_sync_with_unused_parameters_averages(
     const std::function<bool(int, int)>& uses_extra) {
-  auto group = join_group(20s);
+  auto group = gloo_group(20s);
   auto net = std::make_shared<TwoHeads>();
   DistributedDataParallel model(net, group, one_parameter_per_bucket(true));
   for (int step = 0; step < 2; ++step) {
@@ -260,13 +250,13 @@ void expect_no_sync_with_unused_parameters_averages(
 }
 
 TEST(DdpMultiprocess, NoSyncGradientsOfParametersUnusedInTheSyncedStepAreAveraged) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   // nosync_a: both ranks use the extra head under no_sync only.
   expect_no_sync_with_unused_parameters_averages([](int, int step) { return step == 0; });
 }
 
 TEST(DdpMultiprocess, NoSyncGradientsMeetAnotherRanksSyncedGradients) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   // nosync_b: rank 0 uses the extra head only under no_sync, rank 1 only in the synced step.
   expect_no_sync_with_unused_parameters_averages(
       [](int rank, int step) { return rank == 0 ? step == 0 : step == 1; });
@@ -275,8 +265,8 @@ TEST(DdpMultiprocess, NoSyncGradientsMeetAnotherRanksSyncedGradients) {
 TEST(DdpMultiprocess, AForwardWithoutBackwardLaunchesNothing) {
   // Review D2 (probe fwd_no_bwd): unused parameters marked ready in forward launched their
   // buckets' all-reduces on one rank only; the next step then hung until the timeout.
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(10s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(10s);
   auto net = std::make_shared<TwoHeads>();
   net->use_extra = group->rank() == 1;
   DistributedDataParallel model(net, group, one_parameter_per_bucket(true));
@@ -298,8 +288,8 @@ TEST(DdpMultiprocess, AForwardAfterAnUnfinishedBackwardIsRefused) {
   // Review D3 (probe bwd_throw): rank 1's backward throws after some buckets launched, and the
   // caller skips the batch. Its next forward must refuse instead of pairing its buckets with
   // the other rank's next step; rank 0, left waiting for rank 1's buckets, gets an error too.
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(5s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(5s);
   auto net = small_net(3);
   DistributedDataParallel model(net, group, one_parameter_per_bucket(false));
   if (group->rank() == 1) {
@@ -343,8 +333,8 @@ class Tied final : public nn::Module {
 TEST(DdpMultiprocess, TiedWeightsAreAveragedOnceWithBucketViews) {
   // Review D4 (probe tied_view): the tied tensor had two bucket slots, and with
   // gradient_as_bucket_view its gradient was scaled by 1/world twice.
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(20s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(20s);
   DistributedDataParallel model(std::make_shared<Tied>(), group,
                                 one_parameter_per_bucket(false, /*bucket_views=*/true));
   ASSERT_EQ(model.reducer().bucket_assignment().size(), 2u);  // weight and bias, once each
@@ -361,8 +351,8 @@ TEST(DdpMultiprocess, TiedWeightsAreAveragedOnceWithBucketViews) {
 
 TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {
   // Review D5: the model check now compares requires_grad, the list DDP actually reduces.
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(20s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(20s);
   auto net = small_net(3);
   if (group->rank() == 1) net->parameters().front().set_requires_grad(false);
   const std::string message = error_message([&] { DistributedDataParallel model(net, group); });
@@ -372,30 +362,11 @@ TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {
       << message;
 }
 
-// conv -> bn -> relu, twice, then pooling and a classifier: two batch norms whose statistics
-// matter, small enough that float32 rounding stays far below the tolerance. (A train-mode
-// ResNet-20 at 8 images is too ill-conditioned for that: its early gradients move by ~0.4 % when
-// the input moves by 1e-6, so two correct implementations already differ by more.)
-std::shared_ptr<nn::Module> conv_bn_net(uint64_t seed) {
-  using nn::Conv2dConfig;
-  auto net = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(Conv2dConfig{3, 8, 3, 1, 1, false}),
-      std::make_shared<nn::BatchNorm2d>(nn::BatchNorm2dConfig{.channels = 8}),
-      std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::Conv2d>(Conv2dConfig{8, 8, 3, 2, 1, false}),
-      std::make_shared<nn::BatchNorm2d>(nn::BatchNorm2dConfig{.channels = 8}),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::AdaptiveAvgPool2d>(1, 1),
-      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(nn::LinearConfig{8, 10})});
-  Generator generator(seed);
-  net->reset_parameters(generator);
-  return net;
-}
-
 // SyncBatchNorm (Note [Synchronised batch norm]): DDP over 2 ranks of 8 images, batch norm in
 // training mode, equals one process of 16 images: outputs, gradients, running statistics.
 // Without it each rank normalises with its own images, and the outputs differ (checked too).
 void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
-  auto group = join_group();
+  auto group = gloo_group();
   const int64_t global_rows = 16, rows = global_rows / group->size();
   const auto batch = testing::random_image_batch(global_rows, 21);
   auto reference = conv_bn_net(7);
@@ -434,15 +405,15 @@ void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
 }
 
 TEST(DdpMultiprocess, SyncBatchNormOverTwoRanksMatchesOneProcess) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::ChannelsLast, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, false);
 }
 
 TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {
-  TANDEM_RUN_AS_RANKS(2, ranks_options());
-  auto group = join_group(20s);
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(20s);
   const int64_t width = group->rank() == 0 ? 4 : 5;
   auto net = std::make_shared<nn::Linear>(nn::LinearConfig{8, width});
   const std::string message = error_message([&] { DistributedDataParallel model(net, group); });
@@ -454,7 +425,7 @@ TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {
 
 TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
   if (!testing::launched_as_rank()) {
-    testing::SpawnOptions options = ranks_options();
+    testing::SpawnOptions options = ddp_ranks_options();
     options.stop_on_failure = false;  // let rank 0 find out by itself
     const testing::SpawnResult result =
         testing::spawn_ranks(2, testing::current_test_filter(), options);
@@ -463,7 +434,7 @@ TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
     EXPECT_EQ(result.exit_codes.at(0), 0) << result.output;  // it saw the error it expected
     return;
   }
-  auto group = join_group(5s);
+  auto group = gloo_group(5s);
   DistributedDataParallel model(small_net(1), group);
   if (group->rank() == 1) std::raise(SIGKILL);
   const std::string message =

@@ -1,7 +1,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 #include "engine/tandem.h"
@@ -67,10 +70,19 @@ TEST_F(GlooSingleRank, BadArgumentsThrowAtTheCall) {
   EXPECT_TRUE(contains(error_message([&] {
                          group_.allreduce({t, bytes}, ReduceOp::Sum);
                        }),
-                       "[gloo] allreduce: tensor 1 is uint8"));
+                       "[gloo] allreduce: tensor 1 is uint8; supported: float32, bfloat16, "
+                       "float16, int64"));
+  std::vector<Tensor> byte_outputs = {zeros({4}, {.dtype = DType::UInt8})};
+  EXPECT_TRUE(contains(error_message([&] { group_.broadcast({bytes}, 0); }),
+                       "[gloo] broadcast: tensor 0 is uint8"));
+  EXPECT_TRUE(contains(error_message([&] { group_.allgather(byte_outputs, bytes); }),
+                       "[gloo] allgather: tensor 0 is uint8"));
   const Tensor labels = zeros({4}, {.dtype = DType::Int64});
-  EXPECT_TRUE(contains(error_message([&] { group_.allreduce({labels}, ReduceOp::Avg); }),
-                       "supported: float32"));
+  const std::string int64_avg = error_message([&] { group_.allreduce({labels}, ReduceOp::Avg); });
+  EXPECT_TRUE(contains(
+      int64_avg, "[gloo] allreduce: tensor 0 is int64; supported: float32, bfloat16, float16"))
+      << int64_avg;
+  EXPECT_FALSE(contains(int64_avg, "float16, int64")) << int64_avg;
   EXPECT_TRUE(contains(error_message([&] { group_.broadcast({t}, 1); }),
                        "[gloo] broadcast: root 1 is out of range for 1 ranks"));
   std::vector<Tensor> two = {zeros({2, 3}), zeros({2, 3})};
@@ -121,6 +133,122 @@ TEST(Gloo, WorkWaitTimesOutNamingTheCollective) {
   EXPECT_TRUE(work.failed());
   EXPECT_LE(work.started_at(), work.ended_at());
   EXPECT_TRUE(contains(error_message([&] { work.wait(); }), "boom"));
+}
+
+// --- several ranks, each on a thread of this process (the groups meet on one in-process store)
+
+// Runs body(group) on every rank of a `size`-rank group, one thread per rank; rethrows the first
+// rank's error once all have finished (a rank that failed early leaves the others to time out).
+void run_ranks_in_threads(int size, const std::function<void(GlooProcessGroup&)>& body) {
+  StoreServer server;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(size));
+  std::vector<std::thread> ranks;
+  for (int rank = 0; rank < size; ++rank) {
+    ranks.emplace_back([&, rank] {
+      try {
+        auto store =
+            std::make_shared<TcpStore>(TcpStoreOptions{.port = server.port(), .timeout = 20s});
+        GlooProcessGroup group(store, rank, size, {.timeout = 20s});
+        body(group);
+      } catch (...) {
+        errors[static_cast<size_t>(rank)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& rank : ranks) rank.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
+}
+
+std::vector<uint16_t> bits_of(const Tensor& half) {
+  std::vector<uint16_t> bits(static_cast<size_t>(half.numel()));
+  if (!bits.empty()) std::memcpy(bits.data(), half.data_ptr(), half.nbytes());
+  return bits;
+}
+
+// Rank r's float32 values, with 8 fraction bits spread over magnitudes 0.25..100: neither type
+// holds them exactly, so the inputs are rounded, and no sum or half of one is a subnormal.
+Tensor varied(int rank, int64_t n) {
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const double wave = std::sin(0.37 * static_cast<double>(i) + rank);
+    values[static_cast<size_t>(i)] =
+        static_cast<float>((wave >= 0 ? 1 : -1) * (0.25 + 100 * wave * wave));
+  }
+  return from_vector(values, {n});
+}
+
+// Rank r's multiples of 1/4 in [-5, 5]: every partial sum of up to 3 ranks is exact in both types,
+// so the result cannot depend on the order in which Gloo adds.
+Tensor quarters(int rank, int64_t n) {
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    values[static_cast<size_t>(i)] = static_cast<float>((i * 7 + rank * 3) % 41 - 20) * 0.25f;
+  }
+  return from_vector(values, {n});
+}
+
+// Allreduces `input` (float32) as `half` and as float32 in the same group: the 16-bit result must
+// be the float32 one rounded, bit for bit. n = 1001 splits unevenly over the ranks' chunks.
+void expect_half_allreduce_is_float_rounded(GlooProcessGroup& group, const Tensor& input,
+                                            DType half, ReduceOp op) {
+  const Tensor rounded = input.to(half);  // the 16-bit values this rank contributes
+  Tensor reduced = rounded.clone();
+  Tensor reference = rounded.to(DType::Float32);
+  group.allreduce({reduced}, op)->wait();
+  group.allreduce({reference}, op)->wait();
+  ASSERT_EQ(reduced.dtype(), half);
+  EXPECT_EQ(bits_of(reduced), bits_of(reference.to(half)))
+      << dtype_name(half) << (op == ReduceOp::Avg ? " avg" : " sum") << " on rank " << group.rank();
+}
+
+TEST(GlooThreads, HalfAllreduceOfTwoRanksIsTheFloatResultRounded) {
+  run_ranks_in_threads(2, [](GlooProcessGroup& group) {
+    for (DType half : {DType::BFloat16, DType::Float16}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        expect_half_allreduce_is_float_rounded(group, varied(group.rank(), 1001), half, op);
+      }
+    }
+  });
+}
+
+TEST(GlooThreads, HalfAllreduceOfThreeRanksIsTheFloatResultRounded) {
+  run_ranks_in_threads(3, [](GlooProcessGroup& group) {
+    for (DType half : {DType::BFloat16, DType::Float16}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        expect_half_allreduce_is_float_rounded(group, quarters(group.rank(), 1001), half, op);
+      }
+    }
+    // Several tensors of both types and an empty one in one call, each reduced on its own.
+    Tensor b = full({5}, 1.5 + group.rank(), {.dtype = DType::BFloat16});
+    Tensor h = full({3}, 0.25, {.dtype = DType::Float16});
+    Tensor none = zeros({0}, {.dtype = DType::Float16});
+    group.allreduce({b, none, h}, ReduceOp::Sum)->wait();
+    EXPECT_EQ(b.to(DType::Float32).to_vector<float>(), std::vector<float>(5, 7.5f));
+    EXPECT_EQ(h.to(DType::Float32).to_vector<float>(), std::vector<float>(3, 0.75f));
+  });
+}
+
+TEST(GlooThreads, HalfBroadcastAndAllgatherKeepEveryBit) {
+  run_ranks_in_threads(3, [](GlooProcessGroup& group) {
+    const int rank = group.rank();
+    for (DType half : {DType::BFloat16, DType::Float16}) {
+      const int root = 2;
+      Tensor mine = varied(rank, 37).to(half);
+      group.broadcast({mine}, root)->wait();
+      EXPECT_EQ(bits_of(mine), bits_of(varied(root, 37).to(half))) << dtype_name(half);
+
+      const Tensor input = varied(rank, 10).view({2, 5}).to(half);
+      std::vector<Tensor> outputs;
+      for (int r = 0; r < group.size(); ++r) outputs.push_back(zeros({2, 5}, {.dtype = half}));
+      group.allgather(outputs, input)->wait();
+      for (int r = 0; r < group.size(); ++r) {
+        EXPECT_EQ(bits_of(outputs[r]), bits_of(varied(r, 10).to(half)))
+            << dtype_name(half) << " from rank " << r;
+      }
+    }
+  });
 }
 
 // --- several processes (TANDEM_RUN_AS_RANKS runs the body in every rank)

@@ -72,8 +72,19 @@ TEST(Nccl, TensorChecksNameTheBackendTheOpAndTheDevice) {
   const std::string int64_avg = error_message([&] {
     check_nccl_tensors("allreduce", {zeros({2}, {.dtype = DType::Int64})}, Device::cpu(), false);
   });
-  EXPECT_TRUE(contains(int64_avg, "[nccl] allreduce: tensor 0 is int64; supported: float32"))
+  EXPECT_TRUE(contains(
+      int64_avg, "[nccl] allreduce: tensor 0 is int64; supported: float32, bfloat16, float16"))
       << int64_avg;
+  const std::string bytes = error_message([&] {
+    check_nccl_tensors("allreduce", {zeros({2}, {.dtype = DType::UInt8})}, Device::cpu(), true);
+  });
+  EXPECT_TRUE(contains(bytes,
+                       "[nccl] allreduce: tensor 0 is uint8; supported: float32, bfloat16, "
+                       "float16, int64"))
+      << bytes;
+  const Tensor bf16 = zeros({2}, {.dtype = DType::BFloat16});
+  const Tensor fp16 = zeros({2}, {.dtype = DType::Float16});
+  EXPECT_NO_THROW(check_nccl_tensors("allreduce", {bf16, fp16}, Device::cpu(), false));
   const Tensor t = zeros({2, 3});
   const Tensor strided(
       std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
@@ -129,6 +140,13 @@ TEST(NcclProcessGroupGpu, CollectivesOnASoloGroup) {
   Tensor counts = from_vector<int64_t>({7, 8}, {2}, {.dtype = DType::Int64, .device = kGpu});
   group->allreduce({counts}, ReduceOp::Sum)->synchronize();
   EXPECT_EQ(counts.to_vector<int64_t>(), (std::vector<int64_t>{7, 8}));
+
+  // The 16-bit types that gradient compression sends (NCCL's own ncclBfloat16, ncclFloat16).
+  Tensor bf16 = a.to(DType::BFloat16);
+  Tensor fp16 = b.to(DType::Float16);
+  group->allreduce({bf16, fp16}, ReduceOp::Avg)->wait();
+  EXPECT_EQ(bf16.to(DType::Float32).to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(fp16.to(DType::Float32).to_vector<float>(), (std::vector<float>{-4, 5}));
 
   group->broadcast({a, counts}, 0)->wait();
   EXPECT_EQ(a.to_vector<float>(), (std::vector<float>{1, 2, 3}));
@@ -324,6 +342,9 @@ TEST(DdpNcclGpu, TwoRanksAllReduceAndMatchOneProcess) {
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>(4, 3.0f)));
   group->allreduce({x}, ReduceOp::Avg)->wait();
   EXPECT_EQ(x.to_vector<float>(), (std::vector<float>(4, 3.0f)));
+  Tensor halves = full({3}, group->rank() + 0.5, {.dtype = DType::BFloat16, .device = gpu});
+  group->allreduce({halves}, ReduceOp::Sum)->wait();
+  EXPECT_EQ(halves.to(DType::Float32).to_vector<float>(), (std::vector<float>(3, 2.0f)));
   Tensor b = full({2}, group->rank() == 1 ? 5.0 : 0.0, {.device = gpu});
   group->broadcast({b}, 1)->wait();
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>(2, 5.0f)));

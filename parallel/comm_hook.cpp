@@ -1,0 +1,71 @@
+#include "parallel/comm_hook.h"
+
+#include "engine/backend.h"
+#include "engine/error.h"
+
+namespace tandem::parallel {
+namespace {
+
+class AllreduceHook final : public CommHook {
+ public:
+  std::string name() const override { return "allreduce"; }
+  std::shared_ptr<Work> reduce(ProcessGroup& group, const GradBucket& bucket) override {
+    return group.allreduce({bucket.buffer}, ReduceOp::Sum);
+  }
+  size_t payload_bytes(int64_t elements) const override {
+    return static_cast<size_t>(elements) * dtype_size(DType::Float32);
+  }
+};
+
+// Note [Gradient compression]
+class CompressionHook final : public CommHook {
+ public:
+  explicit CompressionHook(DType wire) : wire_(wire) {}
+  std::string name() const override { return std::string(dtype_name(wire_)) + " compression"; }
+
+  std::shared_ptr<Work> reduce(ProcessGroup& group, const GradBucket& bucket) override {
+    // The cast runs on the launching thread's current stream, which the group's all-reduce
+    // waits for (Note [NCCL stream order]); the cast back runs where the Reducer waits.
+    Tensor compressed = bucket.buffer.to(wire_);
+    std::shared_ptr<Work> work = group.allreduce({compressed}, ReduceOp::Sum);
+    Tensor buffer = bucket.buffer;
+    return then(std::move(work), [compressed, buffer]() mutable {
+      backend_for(buffer.device()).cast(compressed, buffer);
+    });
+  }
+  size_t payload_bytes(int64_t elements) const override {
+    return static_cast<size_t>(elements) * dtype_size(wire_);
+  }
+
+ private:
+  DType wire_;
+};
+
+}  // namespace
+
+GradCompression parse_grad_compression(const std::string& name) {
+  if (name == "none") return GradCompression::None;
+  if (name == "fp16" || name == "float16") return GradCompression::Float16;
+  if (name == "bf16" || name == "bfloat16") return GradCompression::BFloat16;
+  TANDEM_FAIL("[DDP] unknown gradient compression '", name, "' (choose none, fp16 or bf16)");
+}
+
+const char* grad_compression_name(GradCompression compression) {
+  switch (compression) {
+    case GradCompression::None: return "none";
+    case GradCompression::Float16: return "fp16";
+    case GradCompression::BFloat16: return "bf16";
+  }
+  return "?";
+}
+
+std::shared_ptr<CommHook> make_comm_hook(GradCompression compression) {
+  switch (compression) {
+    case GradCompression::None: return std::make_shared<AllreduceHook>();
+    case GradCompression::Float16: return std::make_shared<CompressionHook>(DType::Float16);
+    case GradCompression::BFloat16: return std::make_shared<CompressionHook>(DType::BFloat16);
+  }
+  TANDEM_FAIL("[DDP] unknown gradient compression");
+}
+
+}  // namespace tandem::parallel
