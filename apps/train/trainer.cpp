@@ -169,9 +169,12 @@ void Trainer::build_data() {
 
   std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
   if (options_.mode == Mode::Distributed) {
-    // Uneven shares train under a Join (Note [Join protocol]); SyncBatchNorm cannot join, so
-    // with it the shares are padded as PyTorch's DistributedSampler does.
-    uneven_shares_ = !options_.drop_last && !options_.sync_bn && train_set_->size() % world_ != 0;
+    // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
+    // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
+    // unreduced while the others still run under no_sync(): with either the shares are padded,
+    // as PyTorch's DistributedSampler does.
+    uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
+                     train_set_->size() % world_ != 0;
     data::DistributedSamplerConfig sharing{.num_replicas = world_, .rank = rank_, .shuffle = true,
                                            .seed = options_.seed, .drop_last = options_.drop_last,
                                            .pad = !uneven_shares_};

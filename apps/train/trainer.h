@@ -77,7 +77,8 @@ class Trainer {
   std::shared_ptr<nn::Module> model_;     ///< what forward() runs: network_ or its wrapper
   std::shared_ptr<parallel::DistributedDataParallel> ddp_;  ///< model_ in ddp mode, else null
   /// ddp without --drop-last on data that does not divide over the ranks: the ranks with fewer
-  /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm forbids it.
+  /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm or --accumulate
+  /// forbid it.
   bool uneven_shares_ = false;
   int64_t batches_per_epoch_ = 0;         ///< of the rank with the most (they set the schedule)
   std::unique_ptr<nn::Sgd> optimizer_;
