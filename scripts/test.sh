@@ -8,19 +8,34 @@
 #   scripts/test.sh --sanitize address   # AddressSanitizer + UndefinedBehaviorSanitizer (and
 #                                        # LeakSanitizer) over every test but gpu and bench,
 #                                        # in build-asan (CUDA off); CI runs it second
+#   scripts/test.sh --sanitize thread    # ThreadSanitizer over the threaded parts (autograd,
+#                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
+#                                        # groups, store), in build-tsan (CUDA off); CI runs it third
 #
-# Environment: BUILD_DIR (default ./build, ./build-asan with --sanitize), BUILD_TYPE (default
-# Release; RelWithDebInfo with --sanitize), JOBS (default: all cores).
+# Note [TSan and OpenMP]: Debian's libgomp is not built with ThreadSanitizer, so its barriers are
+# invisible to TSan and every OpenMP team would be reported as racing. The TSan run therefore sets
+# TANDEM_NUM_THREADS=1: parallel_for then runs on the calling thread and oneDNN's OpenMP teams have
+# one thread, while every thread Tandem starts itself (autograd workers, loader workers,
+# DataParallel replicas, process-group and store threads) still runs, and is what is checked.
+#
+# Environment: BUILD_DIR (default ./build, ./build-asan or ./build-tsan with --sanitize),
+# BUILD_TYPE (default Release; RelWithDebInfo with --sanitize), JOBS (default: all cores).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize=""
 if [ "${1:-}" = "--sanitize" ]; then
   sanitize="${2:-}"
-  [ "$sanitize" = "address" ] || { echo "error: --sanitize takes 'address' (got '${sanitize}')" >&2; exit 2; }
+  case "$sanitize" in
+    address|thread) ;;
+    *) echo "error: --sanitize takes 'address' or 'thread' (got '${sanitize}')" >&2; exit 2 ;;
+  esac
   shift 2
 fi
-build_dir="${BUILD_DIR:-$root/build${sanitize:+-asan}}"
+suffix=""
+[ "$sanitize" = "address" ] && suffix="-asan"
+[ "$sanitize" = "thread" ] && suffix="-tsan"
+build_dir="${BUILD_DIR:-$root/build$suffix}"
 build_type="${BUILD_TYPE:-${sanitize:+RelWithDebInfo}}"
 build_type="${build_type:-Release}"
 jobs="${JOBS:-$(nproc)}"
@@ -33,9 +48,10 @@ if [ -n "${CIFAR10_ARCHIVE:-}" ] || [ -f "$root/../shared/data/cifar-10-binary.t
   "$root/scripts/get_cifar10.sh" "$root/data"
 fi
 
-echo "== configure ($build_type${sanitize:+, sanitizers: address + undefined}) in $build_dir"
+echo "== configure ($build_type${sanitize:+, sanitizer: $sanitize}) in $build_dir"
 configure=(-DCMAKE_BUILD_TYPE="$build_type")
-if [ -n "$sanitize" ]; then
+targets=()
+if [ "$sanitize" = "address" ]; then
   # CPU code only (nvcc does not take these flags, and no GPU runs here),
   # no benchmarks; UBSan findings fail the test instead of being printed and forgotten.
   flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
@@ -44,12 +60,22 @@ if [ -n "$sanitize" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   set -- -LE "gpu|bench" --timeout 600 "$@"
+elif [ "$sanitize" = "thread" ]; then
+  flags="-fsanitize=thread -fno-omit-frame-pointer"
+  configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"
+              "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
+  export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp}"
+  export TANDEM_NUM_THREADS=1  # Note [TSan and OpenMP]
+  targets=(--target engine_tests data_tests parallel_tests)
+  suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
+  suites+="|Store|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
+  set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi
 cmake -S "$root" -B "$build_dir" "${configure[@]}"
 
 echo "== build (-j$jobs)"
 start=$(date +%s)
-cmake --build "$build_dir" -j "$jobs"
+cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
 echo "   build took $(( $(date +%s) - start )) s"
 
 echo "== test"

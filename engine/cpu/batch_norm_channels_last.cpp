@@ -24,7 +24,13 @@
 namespace tandem::cpu::channels_last {
 namespace {
 
+// Under ThreadSanitizer the clones' resolvers would run, instrumented, while the dynamic loader
+// relocates the program, before TSan's runtime exists, and crash it: one baseline version then.
+#if defined(__SANITIZE_THREAD__)
+#define TANDEM_VECTOR_CLONES
+#else
 #define TANDEM_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 constexpr int64_t kBlocks = 64;  // fixed, so that sums do not depend on the thread count
 

@@ -237,7 +237,13 @@ TEST(Store, StalledAndHostileClientsCostLittleAndOthersAreServed) {
   store->set("still", to_bytes("served"));
   EXPECT_EQ(to_string(store->get("still")), "served");
   // 8 x 16 MiB would be 128 MiB zero-filled up front; receiving as bytes come costs a chunk each.
-  EXPECT_LT(resident_bytes() - before, 8 << 20);
+  // ThreadSanitizer's shadow memory (several bytes per byte touched) counts as resident too.
+#if defined(__SANITIZE_THREAD__)
+  constexpr int64_t kAllowed = 32 << 20;
+#else
+  constexpr int64_t kAllowed = 8 << 20;
+#endif
+  EXPECT_LT(resident_bytes() - before, kAllowed);
 
   // The stalled clients are dropped once their frames time out: their connections close.
   for (net::Socket& socket : stalled) {
