@@ -80,6 +80,7 @@ class Reader {
     for (int64_t i = 0; i < n; ++i) values.push_back(bytes());
     return values;
   }
+  bool at_end() const { return in_.empty(); }
 
  private:
   std::string_view take(size_t n) {
@@ -90,5 +91,19 @@ class Reader {
   }
   std::string_view in_;
 };
+
+/// One request, decoded. Fields a command does not use stay empty.
+struct Request {
+  Command command = Command::Set;
+  std::vector<std::string> keys;  ///< one for Set, Get and Add; any number for Wait and Check
+  std::string value;              ///< Set
+  int64_t delta = 0;              ///< Add
+  int64_t timeout_ms = 0;         ///< Get and Wait, as sent (the server clamps it)
+};
+
+/// Decodes a request frame. A malformed one (unknown command, truncated or oversized field,
+/// bytes left over) throws "[store] malformed message ..."; never reads out of bounds. The
+/// server's whole input parsing, fuzzed by tests/fuzz/store_request_fuzz.cpp.
+Request parse_request(std::string_view frame);
 
 }  // namespace tandem::parallel::protocol

@@ -17,7 +17,6 @@ namespace tandem::parallel {
 namespace {
 
 using protocol::Command;
-using protocol::Reader;
 using protocol::Status;
 using protocol::Writer;
 
@@ -117,41 +116,28 @@ void StoreServer::serve(Connection& connection) {
   connection.finished.store(true);
 }
 
-std::string StoreServer::handle(const std::string& request) {
-  Reader in(request);
-  const auto command = static_cast<Command>(in.u8());
-  switch (command) {
+std::string StoreServer::handle(const std::string& frame) {
+  protocol::Request request = protocol::parse_request(frame);
+  switch (request.command) {
     case Command::Set: {
-      std::string key = in.bytes();
-      std::string value = in.bytes();
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        data_[std::move(key)] = std::move(value);
+        data_[std::move(request.keys[0])] = std::move(request.value);
       }
       changed_.notify_all();
       return status_only(Status::Ok);
     }
-    case Command::Get: {
-      std::string key = in.bytes();
-      return handle_get(key, clamp_timeout(in.i64()));
-    }
-    case Command::Add: {
-      std::string key = in.bytes();
-      return handle_add(key, in.i64());
-    }
-    case Command::Wait: {
-      std::vector<std::string> keys = in.strings();
-      return handle_wait(keys, clamp_timeout(in.i64()));
-    }
+    case Command::Get: return handle_get(request.keys[0], clamp_timeout(request.timeout_ms));
+    case Command::Add: return handle_add(request.keys[0], request.delta);
+    case Command::Wait: return handle_wait(request.keys, clamp_timeout(request.timeout_ms));
     case Command::Check: {
-      const std::vector<std::string> keys = in.strings();
       std::lock_guard<std::mutex> lock(mutex_);
       bool present = true;
-      for (const auto& key : keys) present = present && data_.count(key) > 0;
+      for (const auto& key : request.keys) present = present && data_.count(key) > 0;
       return Writer().u8(static_cast<uint8_t>(Status::Ok)).u8(present ? 1 : 0).str();
     }
   }
-  TANDEM_FAIL("[store] unknown command ", static_cast<int>(command));
+  TANDEM_FAIL("[store] unknown command ", static_cast<int>(request.command));
 }
 
 std::string StoreServer::handle_get(const std::string& key, std::chrono::milliseconds timeout) {

@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev
   python3-torch        # PyTorch (CPU) reference: loads Tandem checkpoints in tests/interop
   python3-matplotlib   # scripts/plot_bench.py draws bench_cifar's results
+  clang libclang-rt-14-dev  # libFuzzer and its sanitizers (scripts/fuzz.sh)
 )
 
 missing=()

@@ -1,0 +1,112 @@
+// The fuzz targets' bodies (see targets.h).
+#include "tests/fuzz/targets.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "data/cifar10.h"
+#include "engine/error.h"
+#include "nn/checkpoint.h"
+#include "nn/linear.h"
+#include "nn/safetensors.h"
+#include "parallel/launch_env.h"
+#include "parallel/socket.h"
+#include "parallel/store_protocol.h"
+#include "tests/fuzz/fuzz_input.h"
+
+namespace tandem::fuzz {
+
+// nn::load_safetensors on arbitrary bytes. Every input must end in a loaded file
+// or a tandem::Error, never a crash, a sanitizer report, a hang or an allocation the file's size
+// does not justify.
+int safetensors(const uint8_t* input, size_t size) {
+  const std::string path = write_scratch_file("input.safetensors", input, size);
+  try {
+    nn::load_safetensors(path);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// nn::load_checkpoint, weights and sidecar (the training state) both from the
+// input. Layout: a 4-byte little-endian length n, then n bytes of weights file, then the sidecar.
+// The model is a Linear(2, 2) with an SGD optimizer, as in the seeds (tests/fuzz/make_seeds.py).
+int checkpoint(const uint8_t* input, size_t size) {
+  uint32_t weights_size = 0;
+  if (size >= 4) std::memcpy(&weights_size, input, 4);
+  const size_t rest = size >= 4 ? size - 4 : 0;
+  const size_t split = std::min<size_t>(weights_size, rest);
+  const uint8_t* body = input + (size >= 4 ? 4 : size);
+  const std::string path = write_scratch_file("ckpt", body, split);
+  write_scratch_file("ckpt.state", body + split, rest - split);
+  static auto model = std::make_shared<nn::Linear>(nn::LinearConfig{2, 2});
+  static nn::Sgd optimizer(model->parameters(), {.lr = 0.1f, .momentum = 0.9f});
+  try {
+    nn::load_checkpoint(path, *model, optimizer);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// the CIFAR-10 binary reader on an arbitrary file (any record count).
+int cifar10(const uint8_t* input, size_t size) {
+  const std::string path = write_scratch_file("data_batch_1.bin", input, size);
+  try {
+    data::read_cifar10_files({path}, 0, /*official_sizes=*/false);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// what the store server does with the bytes a client sends, short of acting on
+// them: the stream is cut into frames by net::receive_frame (over a socket pair, the writer
+// closed after the input) and each frame is decoded by protocol::parse_request.
+int store_request(const uint8_t* input, size_t size) {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) return 0;
+  parallel::net::Socket reader(fds[0]);
+  // The default socket buffer holds far more than libFuzzer's inputs (-max_len 4096 by default).
+  const ssize_t written = ::send(fds[1], input, size, MSG_NOSIGNAL);
+  ::close(fds[1]);
+  if (written != static_cast<ssize_t>(size)) return 0;
+  try {
+    while (auto frame = parallel::net::receive_frame("[store]", reader, std::nullopt,
+                                                     std::chrono::milliseconds(100))) {
+      try {
+        parallel::protocol::parse_request(*frame);
+      } catch (const Error&) {
+      }
+    }
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// the launch environment (torchrun, mpirun and srun variables) from arbitrary
+// "NAME=VALUE" lines.
+int launch_env(const uint8_t* input, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(input), size);
+  std::map<std::string, std::string> variables;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(start, end - start);
+    const size_t equals = line.find('=');
+    if (equals != std::string::npos) variables[line.substr(0, equals)] = line.substr(equals + 1);
+    start = end + 1;
+  }
+  try {
+    parallel::from_variables(variables);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+}  // namespace tandem::fuzz
