@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,6 +14,34 @@
 
 namespace tandem::nn {
 namespace {
+
+// Note [Payload checksum]: the format has no checksum, so a flipped bit in the data would load
+// silently as a different weight. Tandem writes the CRC-32 (IEEE, as zlib's) of the whole data
+// section into the metadata under this key and verifies it on load when present; files from
+// other writers, which lack it, load as before. The key never reaches the caller's metadata.
+constexpr const char* kChecksumKey = "tandem.data_crc32";
+
+uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ bytes[i]) & 0xFFu] ^ (crc >> 8);
+  return ~crc;
+}
+
+std::string hex32(uint32_t value) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", value);
+  return text;
+}
 
 using nlohmann::json;
 
@@ -50,6 +80,19 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
   }
 }
 
+// The bytes a tensor of `shape` takes, or `limit` + 1 when that exceeds `limit` (the file's data):
+// shapes come from the file, so their product must not overflow (fuzzing: a shape of
+// [2^62, 4] multiplied to 0 and matched an empty range, then asked for 2^64 bytes).
+uint64_t byte_size(const Shape& shape, DType dtype, uint64_t limit) {
+  uint64_t bytes = dtype_size(dtype);
+  for (int64_t dim : shape) {
+    TANDEM_CHECK(dim >= 0, "[safetensors] negative dimension in shape ", shape_str(shape));
+    if (dim != 0 && bytes > limit / static_cast<uint64_t>(dim)) return limit + 1;
+    bytes *= static_cast<uint64_t>(dim);
+  }
+  return bytes;
+}
+
 std::string build_header(const NamedTensors& tensors, const Metadata& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
@@ -73,7 +116,16 @@ std::string build_header(const NamedTensors& tensors, const Metadata& metadata) 
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata) {
-  const std::string header = build_header(tensors, metadata);
+  // Host copies first: the header carries their checksum (Note [Payload checksum]).
+  std::vector<Tensor> host;
+  uint32_t crc = 0;
+  for (const auto& [name, tensor] : tensors) {
+    host.push_back(tensor.detach().to(Device::cpu()).contiguous());
+    crc = crc32_update(crc, host.back().data_ptr(), host.back().nbytes());
+  }
+  Metadata with_checksum = metadata;
+  with_checksum[kChecksumKey] = hex32(crc);
+  const std::string header = build_header(tensors, with_checksum);
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   TANDEM_CHECK(fd >= 0, "[safetensors] cannot create ", temporary, ": ", std::strerror(errno));
@@ -81,10 +133,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     const uint64_t header_size = header.size();
     write_all(fd, &header_size, sizeof(header_size), temporary);
     write_all(fd, header.data(), header.size(), temporary);
-    for (const auto& [name, tensor] : tensors) {
-      const Tensor host = tensor.detach().to(Device::cpu()).contiguous();
-      write_all(fd, host.data_ptr(), host.nbytes(), temporary);
-    }
+    for (const Tensor& t : host) write_all(fd, t.data_ptr(), t.nbytes(), temporary);
     TANDEM_CHECK(::fsync(fd) == 0, "[safetensors] cannot flush ", temporary, ": ",
                  std::strerror(errno));
   } catch (...) {
@@ -144,7 +193,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
       TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
                    "[safetensors] ", path, ": tensor '", key,
                    "' lies outside the data (file truncated?)");
-      TANDEM_CHECK(offsets[1] - offsets[0] == shape_numel(shape) * dtype_size(dtype),
+      TANDEM_CHECK(offsets[1] - offsets[0] == byte_size(shape, dtype, data_size),
                    "[safetensors] ", path, ": tensor '", key, "' has ", offsets[1] - offsets[0],
                    " bytes for shape ", shape_str(shape));
       entries.emplace_back(offsets[0], offsets[1], key, empty(shape, {.dtype = dtype}));
@@ -155,6 +204,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
   uint64_t expected_begin = 0;
+  uint32_t crc = 0;
   for (auto& [begin, end, key, tensor] : entries) {
     TANDEM_CHECK(begin == expected_begin, "[safetensors] ", path, ": tensor '", key,
                  "' overlaps another or leaves a gap in the data");
@@ -163,7 +213,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
         in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(end - begin)),
         "[safetensors] ", path, " is truncated inside tensor '", key, "'");
     file.tensors.emplace_back(key, tensor);
+    crc = crc32_update(crc, tensor.data_ptr(), end - begin);
     expected_begin = end;
+  }
+  // Note [Payload checksum]
+  const auto checksum = file.metadata.find(kChecksumKey);
+  if (checksum != file.metadata.end()) {
+    TANDEM_CHECK(expected_begin == data_size && checksum->second == hex32(crc), "[safetensors] ",
+                 path, " is corrupted: its data does not match the checksum written with it");
+    file.metadata.erase(checksum);
   }
   return file;
 }

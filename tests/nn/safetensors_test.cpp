@@ -156,6 +156,19 @@ TEST_F(Safetensors, CorruptFilesAreClearErrors) {
       std::string::npos);
 }
 
+// Note [Payload checksum]: one flipped bit in the data is an error, not a different weight.
+TEST_F(Safetensors, AFlippedBitInTheDataIsCaughtByTheChecksum) {
+  save_safetensors(path("good.safetensors"), {{"w", ones({4, 4})}}, {{"epoch", "3"}});
+  const SafetensorsFile good = load_safetensors(path("good.safetensors"));
+  EXPECT_EQ(good.metadata, (Metadata{{"epoch", "3"}}));  // the checksum stays internal
+  std::string bytes = read_bytes(path("good.safetensors"));
+  bytes[bytes.size() - 3] ^= 0x10;  // inside the last float's exponent
+  write_bytes(path("flipped.safetensors"), bytes);
+  EXPECT_NE(error_message([&] { load_safetensors(path("flipped.safetensors")); })
+                .find("is corrupted: its data does not match the checksum"),
+            std::string::npos);
+}
+
 TEST_F(Safetensors, LoadStateDictChecksEverythingBeforeCopying) {
   Generator generator(3);
   const auto model = make_resnet("resnet20", generator);
