@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 
+#include "engine/ops/concat.h"
 #include "nn/batch_norm2d.h"
 #include "nn/conv2d.h"
 #include "nn/layers.h"
@@ -153,6 +154,32 @@ TEST(DdpMultiprocess, NoSyncAccumulatesThenAveragesEverything) {
   const auto actual = model.module().parameters();
   for (size_t i = 0; i < expected.size(); ++i) {
     expect_close(actual[i].grad(), mul(expected[i].grad(), 0.5f), "parameter " + std::to_string(i));
+  }
+}
+
+// Gradient accumulation as train_cifar does it (Note [Accumulation]): 2 ranks × 3 micro-batches
+// of 4 rows, each mean loss scaled by 1/3, the first two under no_sync(), equal one process
+// taking the mean loss over all 24 rows at once.
+TEST(DdpMultiprocess, AccumulatedMicroBatchesEqualOneBigBatch) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group();
+  const int micro_batches = 3;
+  DistributedDataParallel model(small_net(3), group);
+  for (int index = 0; index < micro_batches; ++index) {
+    std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
+    if (index + 1 < micro_batches) no_sync.emplace(model);
+    mul(mean(model.forward(micro_batch(group->rank(), index))), 1.0f / micro_batches).backward();
+  }
+  auto reference = small_net(3);
+  std::vector<Tensor> rows;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int index = 0; index < micro_batches; ++index) rows.push_back(micro_batch(rank, index));
+  }
+  mean(reference->forward(cat(rows))).backward();
+  const auto expected = reference->parameters();
+  const auto actual = model.module().parameters();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close(actual[i].grad(), expected[i].grad(), "parameter " + std::to_string(i));
   }
 }
 
