@@ -28,6 +28,28 @@ void choose_gloo_address(const DistributedEnv& env, ProcessGroupOptions& options
   }
 }
 
+// Note [World size agreement]: a rank started with another world size (a wrong --nnodes or
+// --nproc-per-node on one machine) would meet the others in Gloo's rendezvous with address lists
+// of another length and fail on an internal assertion (`address.cc:45 sizeof(impl_) ==
+// bytes.size()`), or wait for ranks that never come. So every rank publishes the world size it
+// was given and compares it with rank 0's, and rank 0 with every other rank's, before any backend
+// meets.
+void check_world_size(Store& store, const DistributedEnv& env, std::chrono::milliseconds timeout) {
+  const auto key = [](int rank) { return "tandem/world_size/rank" + std::to_string(rank); };
+  store.set(key(env.rank), to_bytes(std::to_string(env.world_size)));
+  const auto world_size_of = [&](int rank) {
+    const std::string text = to_string(store.get(key(rank), timeout));
+    return std::atoi(text.c_str());
+  };
+  const auto check = [&](int rank, int theirs) {
+    TANDEM_CHECK(theirs == env.world_size, "[process_group] rank ", env.rank, " was started for ",
+                 env.world_size, " ranks but rank ", rank, " for ", theirs,
+                 ": every machine must be given the same --nnodes and --nproc-per-node");
+  };
+  if (env.rank != 0) return check(0, world_size_of(0));
+  for (int rank = 1; rank < env.world_size; ++rank) check(rank, world_size_of(rank));
+}
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
@@ -46,6 +68,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                 .is_server = env.rank == 0 && !env.store_hosted_by_launcher,
                                 .timeout = options.timeout};
   auto store = std::make_shared<TcpStore>(store_options);
+  check_world_size(*store, env, options.timeout);
   if (backend == "nccl") {
     return make_nccl_process_group(std::move(store), env.rank, env.world_size, env.local_rank,
                                    std::move(options));
