@@ -7,11 +7,13 @@
 #           the collective timeout (--timeout 8) plus tandem-run's grace
 #   kill    node 1 dies (its tandem-run and worker SIGKILLed, like a host that fails): node 0
 #           exits non-zero within seconds
+#   stop    node 1's worker is stopped (SIGSTOP): node 0 exits non-zero within --timeout plus
+#           grace; once continued (SIGCONT) node 1 finds its peer gone and exits non-zero too
 #   nnodes  node 1 is started with a wrong --nnodes 3: both sides exit non-zero, no hang
 # Needs root and `ip netns` (skips with exit 77 and the reason otherwise). Names and addresses
 # are unique per run (10.77.x.1/2), and everything is removed on exit.
 #
-#   netns_ddp_test.sh BUILD_DIR CASE     (CASE: train, link, kill, nnodes)
+#   netns_ddp_test.sh BUILD_DIR CASE     (CASE: train, link, kill, stop, nnodes)
 set -uo pipefail
 build="$1" case="$2"
 train="$build/apps/train_cifar" run="$build/apps/tandem-run"
@@ -75,7 +77,7 @@ case "$case" in
       || fail "across hosts: $(epochs_of "$scratch/net.jsonl") / one host: $(epochs_of "$scratch/local.jsonl")"
     echo "2 hosts over ${tag}x/${tag}y = 2 ranks on loopback:"; epochs_of "$scratch/net.jsonl"
     ;;
-  link|kill)
+  link|kill|stop)
     start_node "$a" 0 "${tag}x" "$scratch/a.log" --epochs 100 --timeout 8
     pa=$!
     start_node "$b" 1 "${tag}y" "$scratch/b.log" --epochs 100 --timeout 8
@@ -85,16 +87,19 @@ case "$case" in
       sleep 0.2
     done
     t0=$(date +%s.%N)
-    if [ "$case" = link ]; then
-      ip -n "$a" link set "${tag}x" down
-    else
-      kill -KILL $pb  # node 1's tandem-run; its worker dies with it (PR_SET_PDEATHSIG)
-    fi
-    for p in $pa $pb; do
-      wait_bounded $p 60
-      [ $status -ne 0 ] || fail "a node exited 0 after the fault"
-      [ $status -ne 124 ] || fail "a node was still running 60 s after the fault (hang)"
-    done
+    worker_b="$(pgrep -P $pb -f train_cifar | head -1)"
+    case "$case" in
+      link) ip -n "$a" link set "${tag}x" down ;;
+      kill) kill -KILL $pb ;;  # node 1's tandem-run; its worker dies with it (PR_SET_PDEATHSIG)
+      stop) kill -STOP "$worker_b" ;;
+    esac
+    wait_bounded $pa 60
+    [ $status -ne 0 ] || fail "node 0 exited 0 after the fault"
+    [ $status -ne 124 ] || fail "node 0 was still running 60 s after the fault (hang)"
+    [ "$case" = stop ] && kill -CONT "$worker_b"
+    wait_bounded $pb 60
+    [ $status -ne 0 ] || fail "node 1 exited 0 after the fault"
+    [ $status -ne 124 ] || fail "node 1 was still running 60 s after the fault (hang)"
     elapsed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     echo "$case: both nodes exited non-zero $elapsed s after the fault"
     grep -h -m1 -E "error|stopping" "$scratch/a.log" "$scratch/b.log" | cut -c1-200
