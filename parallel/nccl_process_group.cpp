@@ -150,7 +150,7 @@ void NcclProcessGroup::State::init_communicator(const ncclUniqueId& id) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclUniqueId unique_id = id;
-  const Clock::time_point deadline = Clock::now() + timeout;
+  const Clock::time_point deadline = net::deadline_after(timeout);
   std::lock_guard lock(comm_mutex);
   try {
     finish_call(ncclCommInitRankConfig(&comm, size, unique_id, rank, &config), deadline);
@@ -218,7 +218,7 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
     const ncclResult_t queued = collective(comm, stream->handle());
     const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failure
     TANDEM_CHECK(queued == ncclSuccess, nccl_message(queued, comm));
-    finish_call(ended, Clock::now() + timeout);
+    finish_call(ended, net::deadline_after(timeout));
     if (after) after(stream->handle());
     work->end_event().record(*stream);
     work->set_recorded();
@@ -348,7 +348,7 @@ void NcclProcessGroup::State::shut_down() noexcept {
   if (comm == nullptr) return;
   try {
     const cuda::DeviceGuard guard(device);
-    finish_call(ncclCommFinalize(comm), Clock::now() + timeout);
+    finish_call(ncclCommFinalize(comm), net::deadline_after(timeout));
     ncclCommDestroy(comm);
   } catch (...) {
     ncclCommAbort(comm);
