@@ -183,6 +183,10 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::vector<std::tuple<uint64_t, uint64_t, std::string, Tensor>> entries;
   for (const auto& [key, entry] : header.items()) {
     if (key == "__metadata__") {
+      // Found by fuzzing: a non-string value escaped as nlohmann's type_error, not an Error.
+      TANDEM_CHECK(entry.is_object() && std::all_of(entry.begin(), entry.end(),
+                                                     [](const json& v) { return v.is_string(); }),
+                   "[safetensors] ", path, ": __metadata__ must map names to strings");
       file.metadata = entry.get<Metadata>();
       continue;
     }
