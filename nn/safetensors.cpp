@@ -192,6 +192,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
     }
     try {
       const DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, key);
+      // Integers only: nlohmann converts a float such as 4.6e19 to an integer with undefined
+      // behaviour (found by fuzzing).
+      const auto all_integers = [](const json& list) {
+        return list.is_array() && std::all_of(list.begin(), list.end(), [](const json& v) {
+                 return v.is_number_integer();
+               });
+      };
+      TANDEM_CHECK(all_integers(entry.at("shape")) && all_integers(entry.at("data_offsets")),
+                   "[safetensors] ", path, ": tensor '", key,
+                   "' has a shape or data_offsets that are not lists of integers");
       const Shape shape = entry.at("shape").get<Shape>();
       const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
