@@ -8,7 +8,7 @@
 # Schedule: 15 epochs one-cycle, lr 0.1, Nesterov momentum 0.9, weight decay 1e-4 (the issue's
 # data point reached 87.26 % with it). docs/results.md compares the final accuracies.
 #
-#   scripts/compare_modes.sh [DIR] [EPOCHS]   # default DIR ./runs/modes, EPOCHS 15
+#   scripts/compare_modes.sh [DIR] [EPOCHS] [SEED]   # default DIR ./runs/modes, EPOCHS 15, SEED 0
 #
 # Each mode logs to DIR/<mode>.jsonl and saves DIR/<mode>.ckpt after every epoch; running the
 # script again resumes an unfinished mode and skips finished ones (job chaining).
@@ -17,6 +17,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/runs/modes}"
 epochs="${2:-15}"
+seed="${3:-0}"
 train_cifar="${TRAIN_CIFAR:-$root/build/apps/train_cifar}"
 [ -x "$train_cifar" ] || { echo "error: $train_cifar not built: run scripts/test.sh or cmake --build build" >&2; exit 1; }
 "$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
@@ -32,7 +33,7 @@ run_mode() {
   [ -f "$dir/$mode.ckpt" ] && resume=(--resume "$dir/$mode.ckpt")
   echo "$mode: $(date -u '+%Y-%m-%d %H:%M UTC')"
   "$train_cifar" --arch resnet20 --epochs "$epochs" --schedule onecycle --lr 0.1 --momentum 0.9 \
-    --nesterov --weight-decay 1e-4 --batch-size 128 --seed 0 \
+    --nesterov --weight-decay 1e-4 --batch-size 128 --seed "$seed" \
     --data-dir "$root/data/cifar-10-batches-bin" --save "$dir/$mode.ckpt" \
     --log-json "$dir/$mode.jsonl" --no-progress "${resume[@]}" "$@"
 }
