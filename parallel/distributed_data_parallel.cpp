@@ -117,22 +117,22 @@ void DistributedDataParallel::sync_buffers() {
   broadcast_coalesced(*group_, buffers_, 0);
 }
 
+// What every training forward (and a joined rank's shadow of one) starts with.
+void DistributedDataParallel::broadcast_buffers_from(int root) {
+  if (options_.broadcast_buffers && group_->size() > 1) broadcast_coalesced(*group_, buffers_, root);
+}
+
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   const bool reduces = autograd::grad_mode_enabled() && sync_;
   // Note [Join protocol]: under a Join, buffers come from the lowest rank still training.
-  const int buffer_source = join_ != nullptr ? join_->notify_training_step(reduces) : 0;
-  if (options_.broadcast_buffers && group_->size() > 1) {
-    broadcast_coalesced(*group_, buffers_, buffer_source);
-  }
+  broadcast_buffers_from(join_ != nullptr ? join_->notify_training_step(reduces) : 0);
   Tensor output = module_->forward(input);
   if (reduces) reducer_->prepare_for_backward({output});
   return output;
 }
 
 void DistributedDataParallel::shadow_step(int buffer_source, bool sync) {
-  if (options_.broadcast_buffers && group_->size() > 1) {
-    broadcast_coalesced(*group_, buffers_, buffer_source);
-  }
+  broadcast_buffers_from(buffer_source);
   if (sync) reducer_->shadow_backward();
 }
 

@@ -72,6 +72,9 @@ class DistributedDataParallel final : public nn::Module {
   std::shared_ptr<nn::Module> make_twin() const override;
 
  private:
+  /// With broadcast_buffers, `root`'s buffers to every rank.
+  void broadcast_buffers_from(int root);
+
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> group_;
   DdpOptions options_;

@@ -111,7 +111,7 @@ class ContinuedWork final : public Work {
 
  private:
   void continue_once() {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(continue_mutex_);
     if (continued_) return;
     continued_ = true;  // before running: a continuation that threw is not run twice
     continuation_();
@@ -119,7 +119,7 @@ class ContinuedWork final : public Work {
 
   const std::shared_ptr<Work> work_;
   const std::function<void()> continuation_;
-  std::mutex mutex_;
+  std::mutex continue_mutex_;  // guards continued_
   bool continued_ = false;
 };
 

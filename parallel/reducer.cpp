@@ -352,7 +352,9 @@ void Reducer::set_divisor(int divisor) {
 }
 
 // Note [Joined ranks]: the collectives of one backward pass, in the order finalize()'s
-// would come on a rank that trains, with zero gradients; this rank's .grad is left alone.
+// would come on a rank that trains, with zero gradients. Nothing is written back to .grad
+// (with gradient_as_bucket_view the .grad tensors are the buckets, and end up holding the
+// others' average: harmless, a joined rank takes no optimizer step).
 void Reducer::shadow_backward() {
   std::lock_guard lock(mutex_);
   TANDEM_CHECK(!require_finalize_ && !expect_hooks_,
