@@ -9,11 +9,13 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <type_traits>
 
 #include "engine/error.h"
+#include "parallel/socket.h"
 
 namespace tandem::parallel {
 namespace {
@@ -53,6 +55,15 @@ void ignore_sigpipe() {
 std::shared_ptr<gloo::transport::Device> create_device(const ProcessGroupOptions& options) {
   gloo::transport::tcp::attr attr;
   if (!options.interface.empty()) {
+    // Gloo's own error for a missing interface is an internal assertion; name the ones there are.
+    const std::vector<std::string> names = net::interface_names();
+    if (std::find(names.begin(), names.end(), options.interface) == names.end()) {
+      std::string available;
+      for (const auto& name : names) available += (available.empty() ? "" : ", ") + name;
+      TANDEM_FAIL("[gloo] no network interface '", options.interface,
+                  "' with an IP address on this machine (GLOO_SOCKET_IFNAME or the options); it "
+                  "has: ", available.empty() ? "none" : available);
+    }
     attr.iface = options.interface;
   } else {
     attr.hostname = options.hostname.empty() ? "127.0.0.1" : options.hostname;

@@ -1,31 +1,97 @@
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "engine/error.h"
 #include "parallel/gloo_process_group.h"
 #include "parallel/nccl_process_group.h"
 #include "parallel/process_group.h"
+#include "parallel/socket.h"
 #include "parallel/store.h"
+#include "parallel/torch_store.h"
 
 namespace tandem::parallel {
 namespace {
 
-// Which address Gloo binds when the options do not say: loopback is right (and works in
-// sandboxes without a resolvable hostname) when every rank is on this machine; otherwise the
-// other machines must reach us by this machine's hostname, as PyTorch does by default.
-void choose_gloo_address(const DistributedEnv& env, ProcessGroupOptions& options) {
+// Note [Gloo address]: which address Gloo binds, and advertises to the other ranks, when the
+// options do not say. Explicit settings win: the options, then GLOO_SOCKET_IFNAME. When every
+// rank is on this machine, loopback (it works in sandboxes without a resolvable host name).
+// Otherwise the other machines must reach us: by this machine's host name, as PyTorch does, when
+// it resolves to something other than loopback. Where it resolves to loopback only (containers,
+// cloud images and laptops often map it to 127.0.1.1), or not at all, PyTorch advertises an
+// address nobody else can reach and the rendezvous fails with "connection refused"; Tandem
+// takes the local address of this rank's connection to the store instead, a connection to
+// MASTER_ADDR that works, so the other machines can reach that address too (barring NAT).
+void choose_gloo_address(const DistributedEnv& env, const Store& store,
+                         ProcessGroupOptions& options) {
   if (!options.interface.empty() || !options.hostname.empty()) return;
   if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface && *interface) {
     options.interface = interface;
-  } else if (env.local_world_size == env.world_size) {
-    options.hostname = "127.0.0.1";
-  } else {
-    char name[256] = {};
-    TANDEM_CHECK(::gethostname(name, sizeof(name) - 1) == 0,
-                 "[gloo] gethostname failed; set GLOO_SOCKET_IFNAME to the network interface");
-    options.hostname = name;
+    return;
   }
+  if (env.local_world_size == env.world_size) {
+    options.hostname = "127.0.0.1";
+    return;
+  }
+  char name[256] = {};
+  const bool named = ::gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0';
+  if (named && !net::resolves_to_loopback_only(name)) {
+    options.hostname = name;
+    return;
+  }
+  const std::string address = store.local_address();
+  TANDEM_CHECK(!address.empty(), "[gloo] this machine's host name '", name,
+               "' resolves to loopback only, and the connection to the store has no address "
+               "to use instead; set GLOO_SOCKET_IFNAME to the network interface");
+  options.hostname = address;
+  if (env.local_rank == 0) {  // one line per machine
+    std::fprintf(stderr,
+                 "[gloo] rank %d: host name '%s' resolves to loopback only; using %s, this "
+                 "machine's address towards the store at %s (set GLOO_SOCKET_IFNAME to choose)\n",
+                 env.rank, name, address.c_str(), env.master_addr.c_str());
+  }
+}
+
+// NCCL's bootstrap picks an interface by its own ranking (InfiniBand first, then any but
+// loopback and docker*), which on a machine with several networks may not be one the other
+// machines can reach. For a job across machines without NCCL_SOCKET_IFNAME (or NCCL_COMM_ID,
+// where NCCL matches the subnet itself), Tandem names the interface that carries this rank's
+// connection to the store, as for Gloo (Note [Gloo address]). NCCL reads the variable when the
+// communicator is created, so it is set in the environment just before; "=" asks NCCL for
+// that exact name rather than a prefix. InfiniBand traffic does not go through it.
+void choose_nccl_interface(const DistributedEnv& env, const Store& store) {
+  if (env.local_world_size == env.world_size || std::getenv("NCCL_SOCKET_IFNAME") != nullptr ||
+      std::getenv("NCCL_COMM_ID") != nullptr) {
+    return;
+  }
+  const std::string interface = net::interface_with_address(store.local_address());
+  if (interface.empty()) return;  // leave the choice to NCCL
+  ::setenv("NCCL_SOCKET_IFNAME", ("=" + interface).c_str(), 0);
+  if (env.local_rank == 0) {
+    std::fprintf(stderr, "[nccl] rank %d: NCCL_SOCKET_IFNAME=%s (the interface towards the store "
+                 "at %s; set NCCL_SOCKET_IFNAME to choose)\n", env.rank, ("=" + interface).c_str(),
+                 env.master_addr.c_str());
+  }
+}
+
+// Note [Who hosts the store]: tandem-run hosts it on node 0 (like torchrun's agent store), so a
+// port it checked stays reserved and the store outlives any worker; under mpirun or srun nobody
+// else can, so rank 0 does. Under torchrun's static rendezvous its agent hosts PyTorch's
+// TCPStore: the ranks are clients of it, with each restart's keys under their own prefix, as
+// PyTorch's workers do (Note [TCPStore protocol] in torch_store.h).
+std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::milliseconds timeout) {
+  if (env.store_host == StoreHost::TorchrunAgent) {
+    auto agent_store = std::make_shared<TorchStore>(
+        TorchStoreOptions{.host = env.master_addr, .port = env.master_port, .timeout = timeout});
+    return std::make_shared<PrefixStore>(
+        "/worker/attempt_" + std::to_string(env.restart_count) + "/", std::move(agent_store));
+  }
+  return std::make_shared<TcpStore>(
+      TcpStoreOptions{.host = env.master_addr,
+                      .port = env.master_port,
+                      .is_server = env.rank == 0 && env.store_host == StoreHost::Rank0,
+                      .timeout = timeout});
 }
 
 // Note [World size agreement]: a rank started with another world size (a wrong --nnodes or
@@ -60,20 +126,14 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   // One GPU per process: the local rank picks it, as with torchrun (cuda:LOCAL_RANK). Checked
   // before the store, so a machine without one fails at once.
   if (backend == "nccl") check_nccl_device(env.rank, env.local_rank);
-  // Note [Who hosts the store]: tandem-run hosts it on node 0 (like torchrun's agent store), so
-  // a port it checked stays reserved and the store outlives any worker; under mpirun or srun
-  // nobody else can, so rank 0 does.
-  TcpStoreOptions store_options{.host = env.master_addr,
-                                .port = env.master_port,
-                                .is_server = env.rank == 0 && !env.store_hosted_by_launcher,
-                                .timeout = options.timeout};
-  auto store = std::make_shared<TcpStore>(store_options);
+  auto store = connect_store(env, options.timeout);
   check_world_size(*store, env, options.timeout);
   if (backend == "nccl") {
+    choose_nccl_interface(env, *store);
     return make_nccl_process_group(std::move(store), env.rank, env.world_size, env.local_rank,
                                    std::move(options));
   }
-  choose_gloo_address(env, options);
+  choose_gloo_address(env, *store, options);
   return std::make_shared<GlooProcessGroup>(std::move(store), env.rank, env.world_size,
                                             std::move(options));
 }

@@ -51,7 +51,12 @@ void read_rendezvous(const EnvLookup& lookup, DistributedEnv& env) {
   TANDEM_CHECK(lookup("MASTER_PORT").has_value(), "[env] MASTER_PORT is not set (launched by ",
                env.launcher, "); ", rendezvous_hint(env.launcher));
   env.master_port = read_int(lookup, "MASTER_PORT");
-  env.store_hosted_by_launcher = lookup("TANDEM_STORE_HOSTED").value_or("0") == "1";
+  if (lookup("TANDEM_STORE_HOSTED").value_or("0") == "1") env.store_host = StoreHost::TandemRun;
+  // PyTorch writes Python's str(True); anything else (or nothing) means rank 0 hosts the store.
+  if (lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+    env.store_host = StoreHost::TorchrunAgent;
+    env.restart_count = read_int_or(lookup, "TORCHELASTIC_RESTART_COUNT", 0);
+  }
 }
 
 void validate(const DistributedEnv& env, const std::string& rank_name, const std::string& size_name,

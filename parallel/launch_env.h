@@ -1,11 +1,13 @@
 #pragma once
 /// Where this process sits in a distributed job, read from the launcher's environment variables.
 ///
-/// Three launchers are understood, first match wins:
-///   tandem-run / torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-///   MASTER_PORT mpirun (Open MPI)      OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE srun
-///   (Slurm)           SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
-///                          (or SLURM_TASKS_PER_NODE with SLURM_NODEID)
+/// Three kinds of launcher are understood, first match wins:
+///   tandem-run, torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+///                         MASTER_PORT (torchrun also TORCHELASTIC_USE_AGENT_STORE and
+///                         TORCHELASTIC_RESTART_COUNT)
+///   mpirun (Open MPI)     OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
+///   srun (Slurm)          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+///                         (or SLURM_TASKS_PER_NODE with SLURM_NODEID)
 /// mpirun and srun do not say where rank 0 is, so MASTER_ADDR and MASTER_PORT must be exported
 /// for them too; the error says how.
 
@@ -16,6 +18,13 @@
 
 namespace tandem::parallel {
 
+/// Who runs the rendezvous store the ranks meet at.
+enum class StoreHost {
+  Rank0,          ///< mpirun, srun, variables set by hand: rank 0 hosts Tandem's store
+  TandemRun,      ///< tandem-run hosts Tandem's store on node 0 (TANDEM_STORE_HOSTED=1)
+  TorchrunAgent,  ///< torchrun's agent hosts PyTorch's TCPStore (TORCHELASTIC_USE_AGENT_STORE=True)
+};
+
 struct DistributedEnv {
   int rank = 0;              ///< this process in [0, world_size)
   int world_size = 1;        ///< processes in the job
@@ -23,9 +32,11 @@ struct DistributedEnv {
   int local_world_size = 1;  ///< processes on this machine
   std::string master_addr = "127.0.0.1";  ///< host of the rendezvous store
   int master_port = 29500;                ///< port of the rendezvous store
-  /// Whether the launcher hosts the store (tandem-run sets TANDEM_STORE_HOSTED=1); otherwise
-  /// rank 0 hosts it.
-  bool store_hosted_by_launcher = false;
+  /// Who hosts the rendezvous store (Note [Who hosts the store] in init_process_group.cpp).
+  StoreHost store_host = StoreHost::Rank0;
+  /// Under torchrun's agent store: TORCHELASTIC_RESTART_COUNT, which scopes the keys of each
+  /// attempt ("/worker/attempt_N/", as PyTorch's workers do).
+  int restart_count = 0;
   /// Which launcher's variables were read: "torchrun", "mpirun" or "srun" (for messages).
   std::string launcher = "torchrun";
 };

@@ -1,6 +1,7 @@
 #include "parallel/socket.h"
 
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -201,6 +202,86 @@ int local_port(const Socket& socket) {
   return ntohs(reinterpret_cast<const sockaddr_in&>(address).sin_port);
 }
 
+std::string local_address(const Socket& socket) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof(address);
+  if (getsockname(socket.fd(), reinterpret_cast<sockaddr*>(&address), &length) != 0) return "";
+  char host[NI_MAXHOST] = {};
+  if (getnameinfo(reinterpret_cast<sockaddr*>(&address), length, host, sizeof(host), nullptr, 0,
+                  NI_NUMERICHOST) != 0) {
+    return "";
+  }
+  return host;
+}
+
+std::vector<std::string> interface_names() {
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return {};
+  std::vector<std::string> names;
+  for (ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if ((family == AF_INET || family == AF_INET6) &&
+        std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
+      names.emplace_back(i->ifa_name);
+    }
+  }
+  freeifaddrs(interfaces);
+  return names;
+}
+
+std::string interface_with_address(const std::string& address) {
+  ifaddrs* interfaces = nullptr;
+  if (getifaddrs(&interfaces) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = interfaces; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    const socklen_t length = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    char host[NI_MAXHOST] = {};
+    if (getnameinfo(i->ifa_addr, length, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) == 0 &&
+        address == host) {
+      name = i->ifa_name;
+    }
+  }
+  freeifaddrs(interfaces);
+  return name;
+}
+
+bool resolves_to_loopback_only(const std::string& host) {
+  AddrInfoList addresses;
+  if (!resolve(host, 0, /*passive=*/false, addresses).empty()) return true;
+  for (addrinfo* a = addresses.head; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const uint32_t ip = ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr);
+      if ((ip >> 24) != 127) return false;  // all of 127.0.0.0/8 is loopback
+    } else if (a->ai_family == AF_INET6) {
+      const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr;
+      if (!IN6_IS_ADDR_LOOPBACK(&ip)) return false;
+    }
+  }
+  return true;
+}
+
+void send_all(std::string_view tag, const Socket& socket, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t sent = ::send(socket.fd(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (sent < 0 && errno == EINTR) continue;
+    TANDEM_CHECK(sent > 0, tag, " connection lost while sending: ", errno_text(errno));
+    done += static_cast<size_t>(sent);
+  }
+}
+
+std::string receive_exactly(std::string_view tag, const Socket& socket, size_t n,
+                            std::optional<Clock::time_point> deadline) {
+  std::string bytes(n, '\0');
+  TANDEM_CHECK(read_exactly(tag, socket, bytes.data(), n, deadline) == n, tag,
+               " the peer closed the connection");
+  return bytes;
+}
+
 void send_frame(std::string_view tag, const Socket& socket, std::string_view payload) {
   TANDEM_CHECK(payload.size() <= kMaxFrameBytes, tag, " message of ", payload.size(),
                " bytes is larger than the limit of ", kMaxFrameBytes);
@@ -209,14 +290,7 @@ void send_frame(std::string_view tag, const Socket& socket, std::string_view pay
                           static_cast<char>(size >> 8), static_cast<char>(size)};
   std::string buffer(header, 4);
   buffer.append(payload);
-  size_t done = 0;
-  while (done < buffer.size()) {
-    const ssize_t sent =
-        ::send(socket.fd(), buffer.data() + done, buffer.size() - done, MSG_NOSIGNAL);
-    if (sent < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(sent > 0, tag, " connection lost while sending: ", errno_text(errno));
-    done += static_cast<size_t>(sent);
-  }
+  send_all(tag, socket, buffer);
 }
 
 Clock::time_point deadline_after(std::chrono::milliseconds timeout) {

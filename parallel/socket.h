@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tandem::parallel::net {
 
@@ -64,7 +65,30 @@ Socket listen_on(std::string_view tag, const std::string& host, int port);
 /// The port a bound socket got (useful after binding port 0).
 int local_port(const Socket& socket);
 
-/// Sends one frame; never raises SIGPIPE (a vanished peer is an error, not a dead process).
+/// The numeric IP address of this end of a connected socket ("10.0.0.2", "::1"): the address
+/// of the interface this machine reaches the peer through.
+std::string local_address(const Socket& socket);
+
+/// The names of this machine's network interfaces that have an IP address, each once.
+std::vector<std::string> interface_names();
+
+/// The name of the network interface that holds `address` ("eth0"), or "" when none does.
+std::string interface_with_address(const std::string& address);
+
+/// Whether `host` resolves to loopback addresses only ("localhost", or a host name that
+/// /etc/hosts maps to 127.0.1.1, as containers and cloud images often do). A name that does not
+/// resolve counts too: other machines cannot reach us by it either.
+bool resolves_to_loopback_only(const std::string& host);
+
+/// Sends all of `bytes`; never raises SIGPIPE (a vanished peer is an error, not a dead process).
+void send_all(std::string_view tag, const Socket& socket, std::string_view bytes);
+
+/// Receives exactly n bytes, for protocols without frames. Throws when the peer closes the
+/// connection first or `deadline` (if given) passes.
+std::string receive_exactly(std::string_view tag, const Socket& socket, size_t n,
+                            std::optional<Clock::time_point> deadline = {});
+
+/// Sends one frame (Note [Frames]).
 void send_frame(std::string_view tag, const Socket& socket, std::string_view payload);
 
 /// Receives one frame. Returns nothing when the peer closed the connection between frames.

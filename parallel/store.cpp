@@ -47,6 +47,11 @@ std::string TcpStore::address() const {
   return options_.host + ":" + std::to_string(options_.port);
 }
 
+std::string TcpStore::local_address() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return socket_.valid() ? net::local_address(socket_) : "";
+}
+
 std::string TcpStore::round_trip(const std::string& request,
                                  std::chrono::milliseconds server_wait) {
   std::lock_guard<std::mutex> lock(mutex_);

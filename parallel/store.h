@@ -56,6 +56,10 @@ class Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   /// The timeout of get(key) and wait(keys).
   virtual std::chrono::milliseconds timeout() const = 0;
+  /// The IP address of this end of the connection to the store ("" where there is none): it is
+  /// on an interface that reaches MASTER_ADDR, so other machines can reach this one there too
+  /// (Note [Gloo address] in init_process_group.cpp).
+  virtual std::string local_address() const { return ""; }
 };
 
 struct TcpStoreOptions {
@@ -88,6 +92,7 @@ class TcpStore final : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   std::chrono::milliseconds timeout() const override { return options_.timeout; }
+  std::string local_address() const override;
 
   /// "HOST:PORT", as error messages name the store.
   std::string address() const;
@@ -101,7 +106,7 @@ class TcpStore final : public Store {
 
   TcpStoreOptions options_;
   std::unique_ptr<StoreServer> server_;  // when is_server; declared before socket_, outlives it
-  std::mutex mutex_;                     // one request in flight at a time; guards socket_
+  mutable std::mutex mutex_;             // one request in flight at a time; guards socket_
   net::Socket socket_;
 };
 
@@ -118,6 +123,7 @@ class PrefixStore final : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool check(const std::vector<std::string>& keys) override;
   std::chrono::milliseconds timeout() const override { return store_->timeout(); }
+  std::string local_address() const override { return store_->local_address(); }
 
   const std::shared_ptr<Store>& underlying() const { return store_; }
 

@@ -110,6 +110,16 @@ TEST(Gloo, RendezvousWithoutPeersTimesOutClearly) {
   EXPECT_TRUE(contains(message, "timed out after 300 ms")) << message;
 }
 
+TEST(Gloo, AnInterfaceThatIsNotThereIsNamedWithTheOnesThatAre) {
+  StoreServer server;
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = server.port(), .timeout = 10s});
+  const std::string message = error_message(
+      [&] { GlooProcessGroup group(store, 0, 1, {.timeout = 10s, .interface = "nosuch0"}); });
+  EXPECT_TRUE(contains(message, "[gloo] no network interface 'nosuch0'")) << message;
+  EXPECT_TRUE(contains(message, "lo")) << message;  // every machine has loopback
+  GlooProcessGroup group(store, 0, 1, {.timeout = 10s, .interface = "lo"});
+}
+
 TEST(Gloo, InitProcessGroupNamesUnsupportedBackends) {
   const DistributedEnv env;
   if (!cuda_available()) {
@@ -400,7 +410,7 @@ TEST(GlooMultiprocess, GroupsOnOneStoreDoNotMix) {
 
 TEST(GlooMultiprocess, RankZeroHostsTheStoreWithoutTheLauncher) {
   TANDEM_RUN_AS_RANKS(2, SpawnOptions{.launcher_hosts_store = false});
-  ASSERT_FALSE(from_environment().store_hosted_by_launcher);
+  ASSERT_EQ(from_environment().store_host, StoreHost::Rank0);
   auto group = join_group();
   check_allreduce(*group);
 }

@@ -36,10 +36,26 @@ TEST(LaunchEnv, ReadsTorchrunVariables) {
   EXPECT_EQ(env.master_addr, "node0");
   EXPECT_EQ(env.master_port, 29400);
   EXPECT_EQ(env.launcher, "torchrun");
-  EXPECT_FALSE(env.store_hosted_by_launcher);
+  EXPECT_EQ(env.store_host, StoreHost::Rank0);
   Vars hosted = torchrun();
   hosted["TANDEM_STORE_HOSTED"] = "1";
-  EXPECT_TRUE(from_variables(hosted).store_hosted_by_launcher);
+  EXPECT_EQ(from_variables(hosted).store_host, StoreHost::TandemRun);
+}
+
+// torchrun (static rendezvous) hosts PyTorch's TCPStore in its agent and says so; the restart
+// count scopes each attempt's keys.
+TEST(LaunchEnv, TorchrunAgentStore) {
+  Vars agent = torchrun();
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  agent["TORCHELASTIC_RESTART_COUNT"] = "2";
+  const DistributedEnv env = from_variables(agent);
+  EXPECT_EQ(env.store_host, StoreHost::TorchrunAgent);
+  EXPECT_EQ(env.restart_count, 2);
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "False";  // the c10d rendezvous: rank 0 hosts
+  EXPECT_EQ(from_variables(agent).store_host, StoreHost::Rank0);
+  agent["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  agent["TORCHELASTIC_RESTART_COUNT"] = "two";
+  expect_error(agent, "TORCHELASTIC_RESTART_COUNT='two' is not an integer");
 }
 
 TEST(LaunchEnv, TorchrunLocalVariablesDefaultToOneMachine) {

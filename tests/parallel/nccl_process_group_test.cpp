@@ -244,7 +244,7 @@ TEST(NcclProcessGroupGpu, InitProcessGroupPicksTheLocalRanksGpu) {
   StoreServer server;
   DistributedEnv env;
   env.master_port = server.port();
-  env.store_hosted_by_launcher = true;
+  env.store_host = StoreHost::TandemRun;
   env.local_rank = cuda::device_count();  // one past the last GPU
   const std::string message = error_message([&] { init_process_group("nccl", env); });
   EXPECT_TRUE(contains(message, "[nccl] rank 0 needs cuda:" + std::to_string(env.local_rank) +

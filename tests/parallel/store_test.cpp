@@ -311,6 +311,25 @@ TEST(Store, PrefixStoreScopesKeys) {
   EXPECT_NE(message.find("get('b/missing')"), std::string::npos) << message;
 }
 
+// What init_process_group() picks a Gloo address from (Note [Gloo address]).
+TEST(Store, TheConnectionToTheStoreKnowsItsLocalAddressAndInterface) {
+  StoreServer server;
+  auto store = client(server.port());
+  EXPECT_EQ(store->local_address(), "127.0.0.1");
+  EXPECT_EQ(PrefixStore("job/", store).local_address(), "127.0.0.1");
+  EXPECT_EQ(net::interface_with_address("127.0.0.1"), "lo");
+  EXPECT_EQ(net::interface_with_address("192.0.2.254"), "");  // TEST-NET-1, not ours
+}
+
+TEST(Store, LoopbackHostNamesAreToldApart) {
+  EXPECT_TRUE(net::resolves_to_loopback_only("localhost"));
+  EXPECT_TRUE(net::resolves_to_loopback_only("127.0.1.1"));  // Debian's /etc/hosts for the host
+  EXPECT_TRUE(net::resolves_to_loopback_only("::1"));
+  EXPECT_TRUE(net::resolves_to_loopback_only("no-such-host.invalid"));  // nobody reaches it
+  EXPECT_FALSE(net::resolves_to_loopback_only("10.77.0.1"));
+  EXPECT_FALSE(net::resolves_to_loopback_only("2001:db8::1"));
+}
+
 TEST(Store, ClientCanHostTheServer) {
   TcpStore host(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 5s});
   ASSERT_GT(host.port(), 0);
@@ -340,7 +359,7 @@ TEST(StoreMultiprocess, RanksShareKeysAndCounters) {
 TEST(StoreMultiprocess, RankZeroCanHostTheStore) {
   TANDEM_RUN_AS_RANKS(2, tandem::testing::SpawnOptions{.launcher_hosts_store = false});
   const DistributedEnv env = from_environment();
-  ASSERT_FALSE(env.store_hosted_by_launcher);
+  ASSERT_EQ(env.store_host, StoreHost::Rank0);
   TcpStore store({.host = env.master_addr,
                   .port = env.master_port,
                   .is_server = env.rank == 0,

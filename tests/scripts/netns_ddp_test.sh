@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # DDP across a real network interface: two network namespaces ("hosts") joined by a veth pair,
 # tandem-run --nnodes 2 started once in each, train_cifar --mode ddp over Gloo between them.
-#   train   the job trains, and its per-epoch losses and accuracies equal those of the same job
-#           as 2 ranks on one host (loopback): same seed, same global batch, same numbers
+#   train   with no interface variables the job trains, and its per-epoch losses and accuracies
+#           equal those of the same job as 2 ranks on one host (loopback): same seed, same
+#           global batch, same numbers. Where the host name resolves to loopback (as in many
+#           containers), each node must say it uses its address towards the store instead
+#           (Note [Gloo address])
+#   iface   GLOO_SOCKET_IFNAME set to each node's interface: the job trains (explicit wins)
+#   torchrun  the same job started by PyTorch's torchrun on each host (its agent on node 0 hosts
+#           PyTorch's TCPStore; Tandem's ranks are clients), no interface variables: equal
+#           numbers again (skips without PyTorch)
+#   badiface  GLOO_SOCKET_IFNAME names no interface on node 1: it exits non-zero with one line
+#           naming it, and node 0 within its timeout
 #   link    the link is taken down mid-run: both sides exit non-zero with a one-line error within
 #           the collective timeout (--timeout 8) plus tandem-run's grace
 #   kill    node 1 dies (its tandem-run and worker SIGKILLed, like a host that fails): node 0
@@ -13,7 +22,7 @@
 # Needs root and `ip netns` (skips with exit 77 and the reason otherwise). Names and addresses
 # are unique per run (10.77.x.1/2), and everything is removed on exit.
 #
-#   netns_ddp_test.sh BUILD_DIR CASE     (CASE: train, link, kill, stop, nnodes)
+#   netns_ddp_test.sh BUILD_DIR CASE (CASE: train, iface, torchrun, badiface, link, kill, stop, nnodes)
 set -uo pipefail
 build="$1" case="$2"
 train="$build/apps/train_cifar" run="$build/apps/tandem-run"
@@ -44,9 +53,11 @@ job=(--synthetic --subset 512 --batch-size 64 --workers 1 --no-progress --mode d
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
 
 nnodes=2
-start_node() {  # namespace, node rank, interface, log, extra train_cifar flags...
+start_node() {  # namespace, node rank, GLOO_SOCKET_IFNAME ("": unset), log, train_cifar flags...
   local ns="$1" node="$2" iface="$3" log="$4"; shift 4
-  ip netns exec "$ns" env GLOO_SOCKET_IFNAME="$iface" "$run" --nnodes "$nnodes" --node-rank "$node" \
+  local interface=(-u GLOO_SOCKET_IFNAME)
+  [ -n "$iface" ] && interface=(GLOO_SOCKET_IFNAME="$iface")
+  ip netns exec "$ns" env "${interface[@]}" "$run" --nnodes "$nnodes" --node-rank "$node" \
     --nproc-per-node 1 --master-addr "$master" --master-port 29611 --kill-grace 3 -- \
     "$train" "${job[@]}" "$@" >"$log" 2>&1 &
 }
@@ -65,9 +76,9 @@ epochs_of() { grep '"type":"epoch"' "$1" | sed 's/"images_per_second":[^,]*,//; 
 
 case "$case" in
   train)
-    start_node "$a" 0 "${tag}x" "$scratch/a.log" --epochs 2 --log-json "$scratch/net.jsonl"
+    start_node "$a" 0 "" "$scratch/a.log" --epochs 2 --log-json "$scratch/net.jsonl"
     pa=$!
-    start_node "$b" 1 "${tag}y" "$scratch/b.log" --epochs 2
+    start_node "$b" 1 "" "$scratch/b.log" --epochs 2
     pb=$!
     wait $pa || fail "node 0 exited $?"
     wait $pb || fail "node 1 exited $?"
@@ -75,7 +86,62 @@ case "$case" in
       || fail "the loopback run failed"
     [ "$(epochs_of "$scratch/net.jsonl")" = "$(epochs_of "$scratch/local.jsonl")" ] \
       || fail "across hosts: $(epochs_of "$scratch/net.jsonl") / one host: $(epochs_of "$scratch/local.jsonl")"
-    echo "2 hosts over ${tag}x/${tag}y = 2 ranks on loopback:"; epochs_of "$scratch/net.jsonl"
+    if getent ahosts "$(hostname)" | awk '{print $1}' | grep -qv '^127\.\|^::1$'; then
+      echo "host name $(hostname) resolves to a non-loopback address: Gloo binds it, as PyTorch does"
+    else
+      grep -q "resolves to loopback only; using 10.77.$subnet.1," "$scratch/a.log" \
+        || fail "node 0 did not say it uses 10.77.$subnet.1"
+      grep -q "resolves to loopback only; using 10.77.$subnet.2," "$scratch/b.log" \
+        || fail "node 1 did not say it uses 10.77.$subnet.2"
+      grep -h "resolves to loopback only" "$scratch/a.log" "$scratch/b.log" | cut -c1-200
+    fi
+    echo "2 hosts over ${tag}x/${tag}y, no interface variables = 2 ranks on loopback:"
+    epochs_of "$scratch/net.jsonl"
+    ;;
+  iface)
+    start_node "$a" 0 "${tag}x" "$scratch/a.log" --epochs 1
+    pa=$!
+    start_node "$b" 1 "${tag}y" "$scratch/b.log" --epochs 1
+    pb=$!
+    wait $pa || fail "node 0 exited $?"
+    wait $pb || fail "node 1 exited $?"
+    ! grep -q "resolves to loopback only" "$scratch/a.log" "$scratch/b.log" \
+      || fail "GLOO_SOCKET_IFNAME was set, yet a node chose its own address"
+    echo "iface: trained over GLOO_SOCKET_IFNAME=${tag}x/${tag}y"
+    ;;
+  torchrun)
+    /usr/bin/python3 -c 'import torch.distributed.run' 2>/dev/null || skip "no PyTorch (python3-torch) for torchrun"
+    for node in 0 1; do
+      ns="$a"; [ $node -eq 1 ] && ns="$b"
+      # --redirects/--tee 1: torchrun 1.13 cannot parse its default "0" under Python 3.11.
+      ip netns exec "$ns" env -u GLOO_SOCKET_IFNAME /usr/bin/python3 -m torch.distributed.run \
+        --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr "$master" --master_port 29611 \
+        --redirects 1 --tee 1 --log_dir "$scratch/torchrun$node" --no_python \
+        "$train" "${job[@]}" --epochs 2 --log-json "$scratch/net$node.jsonl" >"$scratch/torchrun$node.log" 2>&1 &
+      eval "p$node=\$!"
+    done
+    wait_bounded $p0 240; [ $status -eq 0 ] || fail "node 0 (torchrun) exited $status"
+    wait_bounded $p1 240; [ $status -eq 0 ] || fail "node 1 (torchrun) exited $status"
+    "$train" "${job[@]}" --epochs 2 --nproc 2 --log-json "$scratch/local.jsonl" >"$scratch/local.log" 2>&1 \
+      || fail "the loopback run failed"
+    [ "$(epochs_of "$scratch/net0.jsonl")" = "$(epochs_of "$scratch/local.jsonl")" ] \
+      || fail "torchrun across hosts: $(epochs_of "$scratch/net0.jsonl") / one host: $(epochs_of "$scratch/local.jsonl")"
+    echo "torchrun on 2 hosts, no interface variables = 2 ranks on loopback:"
+    epochs_of "$scratch/net0.jsonl"
+    ;;
+  badiface)
+    start_node "$a" 0 "" "$scratch/a.log" --epochs 1 --timeout 8
+    pa=$!
+    start_node "$b" 1 "nosuch0" "$scratch/b.log" --epochs 1 --timeout 8
+    pb=$!
+    for p in $pb $pa; do
+      wait_bounded $p 60
+      [ $status -ne 0 ] || fail "a node exited 0 with GLOO_SOCKET_IFNAME=nosuch0 on node 1"
+      [ $status -ne 124 ] || fail "a node was still running after 60 s (hang)"
+    done
+    [ "$(grep -c "nosuch0" "$scratch/b.log")" -ge 1 ] || fail "node 1's error does not name nosuch0"
+    echo "badiface: both nodes exited non-zero; node 1 said:"
+    grep -h -m1 "nosuch0" "$scratch/b.log" | cut -c1-240
     ;;
   link|kill|stop)
     start_node "$a" 0 "${tag}x" "$scratch/a.log" --epochs 100 --timeout 8
