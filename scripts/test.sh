@@ -68,7 +68,7 @@ elif [ "$sanitize" = "thread" ]; then
   export TANDEM_NUM_THREADS=1  # Note [TSan and OpenMP]
   targets=(--target engine_tests data_tests parallel_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
-  suites+="|Store|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
+  suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi
 cmake -S "$root" -B "$build_dir" "${configure[@]}"

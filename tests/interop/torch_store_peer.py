@@ -1,7 +1,7 @@
 """PyTorch's side of tests/parallel/torch_store_test.cpp: hosts a TCPStore (in this PyTorch's
 protocol version), prints its port, then trades keys with Tandem's TorchStore client:
 
-  sets  from_python = b"\\x00\\xffbytes", counter += 5, python_done = b"1" (after from_tandem)
+  sets  counter += 5, then from_python = b"\\x00\\xffbytes", then python_done = b"1" (after from_tandem)
   reads from_tandem (waits for it) and prints it as hex, with the counter after Tandem's add
   exits once tandem_done is set, or after 60 s
 
@@ -19,8 +19,8 @@ except ImportError:
 timeout = datetime.timedelta(seconds=60)
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timeout)
 print(store.port, flush=True)
+store.add("counter", 5)  # before from_python: the test reads the counter once that is there
 store.set("from_python", b"\x00\xffbytes")
-store.add("counter", 5)
 value = store.get("from_tandem")
 print("from_tandem", value.hex(), "counter", int(store.get("counter")), flush=True)
 store.set("python_done", b"1")

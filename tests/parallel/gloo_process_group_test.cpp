@@ -18,12 +18,9 @@ namespace tandem::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using tandem::testing::contains;
 using tandem::testing::error_message;
 using tandem::testing::SpawnOptions;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // rank r holds r * 1000 + i at index i: sums and averages over the ranks are exact in float.
 Tensor ramp(int rank, int64_t n) {

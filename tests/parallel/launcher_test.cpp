@@ -19,11 +19,8 @@ namespace tandem::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using tandem::testing::contains;
 using tandem::testing::error_message;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // Runs launch() with the workers' output going to a file, and reads it back.
 class LauncherTest : public ::testing::Test {

@@ -29,11 +29,8 @@ namespace tandem::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::contains;
 using testing::error_message;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // --- anywhere
 

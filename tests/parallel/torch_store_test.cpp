@@ -19,11 +19,8 @@ namespace tandem::parallel {
 namespace {
 
 using namespace std::chrono_literals;
+using tandem::testing::contains;
 using tandem::testing::error_message;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // tests/interop/torch_store_peer.py under Debian's python3 (the one with python3-torch).
 class PyTorchPeer {

@@ -8,6 +8,11 @@
 
 namespace tandem::testing {
 
+/// Whether `part` occurs in `text` (for checking what an error message says).
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 template <typename Fn>
 std::string error_message(const Fn& fn) {
   try {
