@@ -50,23 +50,21 @@ void DataLoader::start_epoch(int64_t epoch) {
   work_ready_.notify_all();
 }
 
-DataLoader::Slot DataLoader::build(int64_t epoch, int64_t batch_number,
-                                   const std::vector<int64_t>& indices) const {
-  // Note [Loader determinism]
-  Generator generator(config_.seed * 0x9E3779B97F4A7C15ull +
-                      static_cast<uint64_t>(epoch) * 1000003ull +
-                      static_cast<uint64_t>(batch_number));
+DataLoader::Slot DataLoader::build(int64_t epoch, const std::vector<int64_t>& indices) const {
+  // Note [Loader determinism], Note [Augmentation per image]
+  const uint64_t augmentation_seed =
+      config_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 1000003ull;
   Slot slot;
   try {
     if (!uploads_) {
-      slot.batch = make_batch(*dataset_, indices, config_.transform, generator);
+      slot.batch = make_batch(*dataset_, indices, config_.transform, augmentation_seed);
       slot.batch->images = slot.batch->images.contiguous(config_.memory_format);
       return slot;
     }
     const auto count = static_cast<int64_t>(indices.size());
     Batch staged{uploads_->empty_host({count, 3, 32, 32}, DType::Float32),
                  uploads_->empty_host({count}, DType::Int64)};
-    fill_batch(*dataset_, indices, config_.transform, generator, staged);
+    fill_batch(*dataset_, indices, config_.transform, augmentation_seed, staged);
     slot.upload = uploads_->upload({staged.images, staged.labels});
   } catch (...) {
     slot.error = std::current_exception();
@@ -86,7 +84,7 @@ void DataLoader::worker_loop() {
     const int64_t number = next_to_build_++;
     const std::vector<int64_t> indices = batch_indices_[static_cast<size_t>(number)];
     lock.unlock();
-    Slot slot = build(epoch, number, indices);
+    Slot slot = build(epoch, indices);
     lock.lock();
     if (epoch == epoch_ && number >= next_to_deliver_) {
       ready_[number] = std::move(slot);
@@ -103,7 +101,7 @@ std::optional<Batch> DataLoader::next() {
   Slot slot;
   if (workers_.empty()) {
     lock.unlock();
-    slot = build(epoch_, number, batch_indices_[static_cast<size_t>(number)]);
+    slot = build(epoch_, batch_indices_[static_cast<size_t>(number)]);
     lock.lock();
   } else {
     batch_ready_.wait(lock, [&] { return ready_.count(number) > 0; });

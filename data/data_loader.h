@@ -1,9 +1,10 @@
 #pragma once
 /// DataLoader: worker threads assemble and augment batches ahead of the consumer.
 ///
-/// Note [Loader determinism]: batch k of epoch e is built with Generator(seed, e, k) from the
-/// sampler's indices for epoch e, whichever worker builds it, so a run is reproducible for any
-/// number of workers, and batches arrive strictly in order.
+/// Note [Loader determinism]: batch k of epoch e holds the sampler's indices k·B … k·B + B − 1
+/// for epoch e, and each image is augmented by a generator of (seed, e, the image) alone (Note
+/// [Augmentation per image] in transforms.h), whichever worker builds it, so a run is
+/// reproducible for any number of workers, and batches arrive strictly in order.
 ///
 /// For a device other than cpu:0 the workers also start the batch's upload (Note [Uploads] in
 /// engine/upload.h): on CUDA they build it in pinned memory and queue its copy on the loader's
@@ -65,8 +66,8 @@ class DataLoader {
   };
 
   void worker_loop();
-  /// Builds batch `batch_number` of `epoch` and starts its upload; never throws (see Slot).
-  Slot build(int64_t epoch, int64_t batch_number, const std::vector<int64_t>& indices) const;
+  /// Builds the batch of `indices` in `epoch` and starts its upload; never throws (see Slot).
+  Slot build(int64_t epoch, const std::vector<int64_t>& indices) const;
 
   std::shared_ptr<const CifarDataset> dataset_;
   std::shared_ptr<const Sampler> sampler_;

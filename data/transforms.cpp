@@ -33,16 +33,24 @@ void transform_image(const uint8_t* src, float* dst, const TransformOptions& opt
   crop_flip_normalize(src, dst, padding, top, left, flip, options.normalize);
 }
 
+Generator image_generator(uint64_t augmentation_seed, int64_t index) {
+  // SplitMix64's finaliser spreads neighbouring indices over unrelated Mersenne Twister seeds.
+  uint64_t key = augmentation_seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(index) + 1);
+  key = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ull;
+  key = (key ^ (key >> 27)) * 0x94D049BB133111EBull;
+  return Generator(key ^ (key >> 31));
+}
+
 Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, Generator& generator) {
+                 const TransformOptions& options, uint64_t augmentation_seed) {
   const auto count = static_cast<int64_t>(indices.size());
   Batch batch{empty({count, 3, 32, 32}), empty({count}, {.dtype = DType::Int64})};
-  fill_batch(dataset, indices, options, generator, batch);
+  fill_batch(dataset, indices, options, augmentation_seed, batch);
   return batch;
 }
 
 void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                const TransformOptions& options, Generator& generator, Batch& batch) {
+                const TransformOptions& options, uint64_t augmentation_seed, Batch& batch) {
   const auto count = static_cast<int64_t>(indices.size());
   TANDEM_CHECK(batch.images.device().is_cpu() && batch.images.is_contiguous() &&
                    batch.images.dtype() == DType::Float32 &&
@@ -59,6 +67,7 @@ void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices
     const int64_t index = indices[static_cast<size_t>(i)];
     TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
                  " outside a data set of ", dataset.size());
+    Generator generator = image_generator(augmentation_seed, index);  // Note [Augmentation per image]
     transform_image(images + index * kCifarImageBytes, out + i * kCifarImageBytes, options,
                     generator);
     out_labels[i] = labels[index];

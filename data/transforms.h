@@ -36,17 +36,25 @@ void crop_flip_normalize(const uint8_t* src, float* dst, int64_t padding, int64_
 void transform_image(const uint8_t* src, float* dst, const TransformOptions& options,
                      Generator& generator);
 
+/// The generator that augments image `index` of the data set under `augmentation_seed` (one per
+/// epoch: DataLoader derives it from its seed and the epoch). Note [Augmentation per image]: an
+/// image's crop and flip depend on the seed, the epoch and the image alone, not on the batch,
+/// the rank or the worker that builds it, so one process, DataParallel and DDP with any number of
+/// ranks train on the same augmented global batches, and no two ranks share their draws.
+Generator image_generator(uint64_t augmentation_seed, int64_t index);
+
 /// Batch of images[indices] as (B, 3, 32, 32) float32, with labels (B) int64.
 struct Batch {
   Tensor images;
   Tensor labels;
 };
-/// Builds the batch in new host tensors.
+/// Builds the batch in new host tensors; image i is augmented by
+/// image_generator(augmentation_seed, indices[i]).
 Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, Generator& generator);
+                 const TransformOptions& options, uint64_t augmentation_seed);
 /// Builds the batch into `out`: contiguous host tensors of the batch's shapes, allocated by the
 /// caller (pinned staging memory for a CUDA upload, say: engine/upload.h).
 void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                const TransformOptions& options, Generator& generator, Batch& out);
+                const TransformOptions& options, uint64_t augmentation_seed, Batch& out);
 
 }  // namespace tandem::data

@@ -70,11 +70,10 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
   TANDEM_CHECK(dataset.size() >= images, "[bench_cifar] ", o.data_dir, " holds ", dataset.size(),
                " training images, fewer than the ", images, " needed");
   std::vector<data::Batch> pool;
-  Generator generator(o.seed);
   for (int64_t k = 0; k < batches; ++k) {
     std::vector<int64_t> indices(local);
     for (int64_t i = 0; i < local; ++i) indices[i] = k * config.batch + rank * local + i;
-    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), generator);
+    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), o.seed);
     pool.push_back({batch.images.to(device).contiguous(format), batch.labels.to(device)});
   }
   return pool;

@@ -103,6 +103,27 @@ TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormLossFalls) {
 
 // 257 images over 2 ranks of 16: shares of 129 and 128 images, 9 and 8 batches. Rank 1 joins
 // for the last step (Note [Join protocol]); the schedule counts rank 0's 9 steps on every rank.
+// DDP with SyncBatchNorm against one process, end to end: the same global batches augmented alike
+// (Note [Augmentation per image]), batch statistics over the global batch, averaged gradients.
+// Only the order of floating-point sums differs, so the training losses stay close.
+TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormTracksOneProcess) {
+  TempDir dir;
+  const auto run_mode = [&](const std::string& name, std::vector<std::string> mode_args) {
+    mode_args.insert(mode_args.end(), {"--epochs", "2", "--threads", "1"});
+    const ProgramRun run = train_cifar(quick_run(dir.file(name), mode_args));
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    return epochs_of(read_log(dir.file(name)));
+  };
+  const auto single = run_mode("single.jsonl", {"--mode", "single"});
+  const auto ddp = run_mode("ddp.jsonl", {"--mode", "ddp", "--nproc", "2", "--sync-bn"});
+  ASSERT_EQ(single.size(), 2u);
+  ASSERT_EQ(ddp.size(), 2u);
+  for (size_t e = 0; e < 2; ++e) {
+    EXPECT_NEAR(ddp[e]["train_loss"].get<double>(), single[e]["train_loss"].get<double>(), 0.03)
+        << "epoch " << e + 1;
+  }
+}
+
 TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
   TempDir dir;
   const ProgramRun run = train_cifar(

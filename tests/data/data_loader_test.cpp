@@ -42,6 +42,43 @@ TEST(DataLoader, DeliversTheSamplersOrderInBatches) {
   EXPECT_EQ(labels, expected);
 }
 
+// Note [Augmentation per image]: two DDP ranks (DistributedSampler, half the batch each) see
+// the very images, augmented alike, that one process sees in its batch of the same number:
+// rank r holds positions r, r + 2, … of the global batch.
+TEST(DataLoader, DdpRanksTogetherSeeTheSingleProcessBatchAugmentedAlike) {
+  const auto data = synthetic(40);
+  const DataLoaderConfig single_config{.batch_size = 8, .workers = 2, .seed = 5};
+  DataLoader single(data, std::make_shared<RandomSampler>(40, 9), single_config);
+  const auto global = whole_epoch(single, 3);
+  for (int64_t rank : {0, 1}) {
+    DataLoaderConfig config = single_config;
+    config.batch_size = 4;
+    DataLoader shard(data,
+                     std::make_shared<DistributedSampler>(
+                         40, DistributedSamplerConfig{.num_replicas = 2, .rank = rank, .seed = 9}),
+                     config);
+    const auto local = whole_epoch(shard, 3);
+    ASSERT_EQ(local.size(), global.size());
+    for (size_t k = 0; k < local.size(); ++k) {
+      for (int64_t j = 0; j < 4; ++j) {
+        const Tensor mine = local[k].images.slice(j, j + 1).contiguous();
+        const Tensor theirs = global[k].images.slice(2 * j + rank, 2 * j + rank + 1).contiguous();
+        EXPECT_EQ(mine.to_vector<float>(), theirs.to_vector<float>())
+            << "batch " << k << ", rank " << rank << ", image " << j;
+      }
+    }
+  }
+  // And the augmentation does vary from epoch to epoch, for the same images in the same order.
+  DataLoader in_order(data, std::make_shared<SequentialSampler>(40), single_config);
+  const auto epoch3 = whole_epoch(in_order, 3);
+  const auto epoch4 = whole_epoch(in_order, 4);
+  bool differs = false;
+  for (size_t k = 0; k < epoch3.size(); ++k) {
+    differs = differs || epoch3[k].images.to_vector<float>() != epoch4[k].images.to_vector<float>();
+  }
+  EXPECT_TRUE(differs);
+}
+
 TEST(DataLoader, DropLastDropsTheShortBatch) {
   DataLoader loader(synthetic(10), std::make_shared<SequentialSampler>(10),
                     {.batch_size = 4, .workers = 1, .drop_last = true});
