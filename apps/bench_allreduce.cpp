@@ -16,8 +16,8 @@
 
 #include "engine/error.h"
 #include "engine/tandem.h"
-#include "parallel/launch_env.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/launch_env.h"
+#include "parallel/comm/process_group.h"
 
 namespace {
 

@@ -2,14 +2,14 @@
 //
 //   tandem-run --nproc-per-node 2 -- ./train_cifar --mode ddp
 //
-// The logic lives in parallel/launcher.h; this file only reads the flags.
+// The logic lives in parallel/comm/launcher.h; this file only reads the flags.
 
 #include <CLI/CLI.hpp>
 
 #include <iostream>
 
 #include "engine/error.h"
-#include "parallel/launcher.h"
+#include "parallel/comm/launcher.h"
 
 int main(int argc, char** argv) {
   tandem::parallel::LaunchOptions options;

@@ -17,8 +17,8 @@
 #include "apps/train/trainer.h"
 #include "engine/error.h"
 #include "engine/threads.h"
-#include "parallel/launch_env.h"
-#include "parallel/launcher.h"
+#include "parallel/comm/launch_env.h"
+#include "parallel/comm/launcher.h"
 
 namespace {
 

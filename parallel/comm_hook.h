@@ -23,7 +23,7 @@
 #include <string>
 
 #include "engine/tensor.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace tandem::parallel {
 

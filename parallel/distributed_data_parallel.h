@@ -15,7 +15,7 @@
 
 #include "nn/module.h"
 #include "parallel/comm_hook.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 #include "parallel/reducer.h"
 
 namespace tandem::parallel {

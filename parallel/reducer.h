@@ -76,7 +76,7 @@
 
 #include "engine/tensor.h"
 #include "parallel/comm_hook.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 #include "parallel/stream_order.h"
 
 namespace tandem::parallel {

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "nn/module.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace tandem::parallel {
 

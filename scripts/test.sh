@@ -66,7 +66,7 @@ elif [ "$sanitize" = "thread" ]; then
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp}"
   export TANDEM_NUM_THREADS=1  # Note [TSan and OpenMP]
-  targets=(--target engine_tests data_tests parallel_tests)
+  targets=(--target engine_tests data_tests parallel_tests comm_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"

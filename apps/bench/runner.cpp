@@ -10,7 +10,7 @@
 
 #include "apps/bench/worker.h"
 #include "engine/error.h"
-#include "parallel/launcher.h"
+#include "parallel/comm/launcher.h"
 
 namespace tandem::apps::bench {
 namespace {

@@ -14,7 +14,7 @@
 #include "nn/lr_schedule.h"
 #include "nn/sgd.h"
 #include "parallel/distributed_data_parallel.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 namespace tandem::apps {
 

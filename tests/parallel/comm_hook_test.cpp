@@ -1,4 +1,4 @@
-// Communication hooks (parallel/comm_hook.h) and then() (parallel/process_group.h): the plain
+// Communication hooks (parallel/comm_hook.h) and then() (parallel/comm/process_group.h): the plain
 // all-reduce, fp16 and bf16 compression against exact gradients with the error bound Note
 // [Gradient compression] derives, training with compression against training without, and a
 // user-written hook.

@@ -7,7 +7,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "parallel/distributed_data_parallel.h"
-#include "parallel/gloo_process_group.h"
+#include "parallel/comm/gloo_process_group.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::parallel {

@@ -3,7 +3,7 @@
 #include "nn/batch_norm2d.h"
 #include "nn/conv2d.h"
 #include "nn/linear.h"
-#include "parallel/launch_env.h"
+#include "parallel/comm/launch_env.h"
 
 namespace tandem::testing {
 

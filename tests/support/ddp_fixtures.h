@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "nn/layers.h"
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace tandem::testing {

@@ -1,4 +1,4 @@
-#include "parallel/launcher.h"
+#include "parallel/comm/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,8 +15,8 @@
 #include <thread>
 
 #include "engine/error.h"
-#include "parallel/store_server.h"
-#include "parallel/worker_process.h"
+#include "parallel/comm/store_server.h"
+#include "parallel/comm/worker_process.h"
 
 extern char** environ;
 

@@ -1,11 +1,11 @@
-#include "parallel/process_group.h"
+#include "parallel/comm/process_group.h"
 
 #include <algorithm>
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/ops/concat.h"
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
 

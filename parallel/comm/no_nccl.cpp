@@ -1,7 +1,7 @@
 // A build without the CUDA backend has no NCCL process group; init_process_group("nccl") says so
 // in one line (engine/no_cuda/no_cuda.cpp does the same for the CUDA backend).
 #include "engine/error.h"
-#include "parallel/nccl_process_group.h"
+#include "parallel/comm/nccl_process_group.h"
 
 namespace tandem::parallel {
 

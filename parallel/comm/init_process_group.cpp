@@ -4,12 +4,12 @@
 #include <cstdlib>
 
 #include "engine/error.h"
-#include "parallel/gloo_process_group.h"
-#include "parallel/nccl_process_group.h"
-#include "parallel/process_group.h"
-#include "parallel/socket.h"
-#include "parallel/store.h"
-#include "parallel/torch_store.h"
+#include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/nccl_process_group.h"
+#include "parallel/comm/process_group.h"
+#include "parallel/comm/socket.h"
+#include "parallel/comm/store.h"
+#include "parallel/comm/torch_store.h"
 
 namespace tandem::parallel {
 namespace {

@@ -1,4 +1,4 @@
-#include "parallel/gloo_process_group.h"
+#include "parallel/comm/gloo_process_group.h"
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -15,7 +15,7 @@
 #include <type_traits>
 
 #include "engine/error.h"
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
 namespace {

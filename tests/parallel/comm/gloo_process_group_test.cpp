@@ -8,9 +8,9 @@
 #include <thread>
 
 #include "engine/tandem.h"
-#include "parallel/gloo_process_group.h"
-#include "parallel/process_group.h"
-#include "parallel/store_server.h"
+#include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/process_group.h"
+#include "parallel/comm/store_server.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 

@@ -1,4 +1,4 @@
-#include "parallel/launch_env.h"
+#include "parallel/comm/launch_env.h"
 
 #include <algorithm>
 #include <charconv>

@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
 

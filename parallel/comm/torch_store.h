@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/socket.h"
-#include "parallel/store.h"
+#include "parallel/comm/socket.h"
+#include "parallel/comm/store.h"
 
 namespace tandem::parallel {
 

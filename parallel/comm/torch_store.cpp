@@ -1,4 +1,4 @@
-#include "parallel/torch_store.h"
+#include "parallel/comm/torch_store.h"
 
 #include <poll.h>
 #include <sys/socket.h>

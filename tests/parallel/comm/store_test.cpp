@@ -12,9 +12,9 @@
 #include <set>
 #include <thread>
 
-#include "parallel/launch_env.h"
-#include "parallel/store.h"
-#include "parallel/store_server.h"
+#include "parallel/comm/launch_env.h"
+#include "parallel/comm/store.h"
+#include "parallel/comm/store_server.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 

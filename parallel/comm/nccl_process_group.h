@@ -42,8 +42,8 @@
 #include <string>
 #include <vector>
 
-#include "parallel/process_group.h"
-#include "parallel/store.h"
+#include "parallel/comm/process_group.h"
+#include "parallel/comm/store.h"
 
 namespace tandem::parallel {
 

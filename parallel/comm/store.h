@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "parallel/socket.h"
-#include "parallel/store_server.h"
+#include "parallel/comm/socket.h"
+#include "parallel/comm/store_server.h"
 
 namespace tandem::parallel {
 

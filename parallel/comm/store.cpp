@@ -1,7 +1,7 @@
-#include "parallel/store.h"
+#include "parallel/comm/store.h"
 
 #include "engine/error.h"
-#include "parallel/store_protocol.h"
+#include "parallel/comm/store_protocol.h"
 
 namespace tandem::parallel {
 namespace {

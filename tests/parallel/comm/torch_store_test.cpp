@@ -11,8 +11,8 @@
 #include <memory>
 #include <thread>
 
-#include "parallel/store_server.h"
-#include "parallel/torch_store.h"
+#include "parallel/comm/store_server.h"
+#include "parallel/comm/torch_store.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::parallel {

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "parallel/launch_env.h"
+#include "parallel/comm/launch_env.h"
 
 namespace tandem::parallel {
 

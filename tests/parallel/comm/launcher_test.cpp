@@ -8,9 +8,9 @@
 #include <sstream>
 #include <thread>
 
-#include "parallel/launch_env.h"
-#include "parallel/launcher.h"
-#include "parallel/store_server.h"
+#include "parallel/comm/launch_env.h"
+#include "parallel/comm/launcher.h"
+#include "parallel/comm/store_server.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/temp_dir.h"

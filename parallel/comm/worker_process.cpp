@@ -1,4 +1,4 @@
-#include "parallel/worker_process.h"
+#include "parallel/comm/worker_process.h"
 
 #include <fcntl.h>
 #include <sys/prctl.h>

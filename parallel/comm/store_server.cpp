@@ -1,4 +1,4 @@
-#include "parallel/store_server.h"
+#include "parallel/comm/store_server.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "engine/error.h"
-#include "parallel/store_protocol.h"
+#include "parallel/comm/store_protocol.h"
 
 namespace tandem::parallel {
 namespace {

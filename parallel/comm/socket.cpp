@@ -1,4 +1,4 @@
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 #include <fcntl.h>
 #include <ifaddrs.h>

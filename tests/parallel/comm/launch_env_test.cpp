@@ -3,7 +3,7 @@
 #include <map>
 #include <string>
 
-#include "parallel/launch_env.h"
+#include "parallel/comm/launch_env.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::parallel {

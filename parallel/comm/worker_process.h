@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/store_protocol.h"
+#include "parallel/comm/store_protocol.h"
 
 namespace tandem::parallel::protocol {
 

@@ -1,7 +1,7 @@
 // The NCCL collectives' argument checks, built with or without CUDA so that their messages are
 // tested on any machine.
 #include "engine/error.h"
-#include "parallel/nccl_process_group.h"
+#include "parallel/comm/nccl_process_group.h"
 
 namespace tandem::parallel {
 

@@ -1,4 +1,4 @@
-#include "parallel/nccl_process_group.h"
+#include "parallel/comm/nccl_process_group.h"
 
 #include <nccl.h>
 
@@ -16,7 +16,7 @@
 #include "engine/cuda/stream.h"
 #include "engine/error.h"
 #include "engine/ops/factory.h"
-#include "parallel/socket.h"
+#include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
 namespace {

@@ -20,8 +20,8 @@
 #include <string>
 #include <thread>
 
-#include "parallel/process_group.h"
-#include "parallel/store.h"
+#include "parallel/comm/process_group.h"
+#include "parallel/comm/store.h"
 
 namespace gloo {
 class Context;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The layers include downwards only (DESIGN.md): a library's sources may include their own folder
+# and the layers below it, never one above. Every library has the repository root on its include
+# path, so nothing but this test stops, say, engine/ from including nn/.
+#
+#   engine          engine
+#   nn              engine nn
+#   data            engine data
+#   parallel/comm   engine parallel/comm          (the communication layer: no nn/, no DDP)
+#   parallel        engine nn parallel            (parallel/comm included)
+#   apps            anything
+#
+#   layering_test.sh SOURCE_DIR
+set -uo pipefail
+root="$1"
+cd "$root" || exit 2
+
+allowed() {  # folder → the include prefixes its files may use
+  case "$1" in
+    engine) echo "engine/" ;;
+    nn) echo "engine/ nn/" ;;
+    data) echo "engine/ data/" ;;
+    parallel/comm) echo "engine/ parallel/comm/" ;;
+    parallel) echo "engine/ nn/ parallel/" ;;
+  esac
+}
+
+violations=0
+for layer in engine nn data parallel/comm parallel; do
+  prefixes="$(allowed "$layer")"
+  # The files of this layer, not of a deeper layer listed on its own (parallel/comm in parallel).
+  files=$(find "$layer" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) \
+            | grep -v "^parallel/comm/" )
+  [ "$layer" = parallel/comm ] && files=$(find "$layer" -type f \( -name '*.h' -o -name '*.cpp' \))
+  for file in $files; do
+    while IFS= read -r line; do
+      include="${line#*\"}"; include="${include%%\"*}"
+      case "$include" in */*) ;; *) continue ;; esac   # "nccl.h", "gloo/...": not ours
+      top="${include%%/*}"
+      case "$top" in engine|nn|data|parallel|apps|tests) ;; *) continue ;; esac
+      ok=0
+      for prefix in $prefixes; do
+        [ "${include#"$prefix"}" != "$include" ] && ok=1
+      done
+      if [ $ok -eq 0 ]; then
+        echo "layering: $file includes \"$include\"; $layer may include only: $prefixes"
+        violations=$((violations + 1))
+      fi
+    done < <(grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
+  done
+done
+[ $violations -eq 0 ] || { echo "FAILED: $violations includes go up a layer"; exit 1; }
+echo "passed: every include in engine, nn, data, parallel/comm and parallel goes down a layer or stays"
