@@ -15,6 +15,7 @@
 
 #include "apps/train/train_options.h"
 #include "apps/train/trainer.h"
+#include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "parallel/comm/launch_env.h"

@@ -8,6 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 #include "parallel/data_parallel.h"

@@ -5,6 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "engine/tandem.h"
 #include "nn/resnet.h"
 
 namespace {

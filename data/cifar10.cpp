@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/ops/factory.h"
+
 namespace tandem::data {
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tandem.h"
+#include "engine/tensor.h"
 
 namespace tandem::data {
 

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/ops/factory.h"
+#include "engine/random.h"
+
 namespace tandem::data {
 
 DataLoader::DataLoader(std::shared_ptr<const CifarDataset> dataset,

@@ -1,5 +1,7 @@
 #include "data/transforms.h"
 
+#include "engine/ops/factory.h"
+
 namespace tandem::data {
 
 void crop_flip_normalize(const uint8_t* src, float* dst, int64_t padding, int64_t top, int64_t left,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "data/cifar10.h"
+#include "engine/random.h"
 
 namespace tandem::data {
 

@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem {
 

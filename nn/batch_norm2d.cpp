@@ -1,5 +1,7 @@
 #include "nn/batch_norm2d.h"
 
+#include "engine/ops/factory.h"
+
 namespace tandem::nn {
 
 BatchNorm2d::BatchNorm2d(const BatchNorm2dConfig& config) : config_(config) {

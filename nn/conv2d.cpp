@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "engine/ops/conv.h"
+#include "engine/ops/factory.h"
 #include "nn/init.h"
 
 namespace tandem::nn {

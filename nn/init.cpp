@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "engine/ops/factory.h"
+
 namespace tandem::nn::init {
 namespace {
 

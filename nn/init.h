@@ -1,7 +1,10 @@
 #pragma once
 /// Parameter initialisation, as torch.nn.init does it. All write in place.
 
-#include "engine/tandem.h"
+#include <cstdint>
+
+#include "engine/random.h"
+#include "engine/tensor.h"
 
 namespace tandem::nn::init {
 

@@ -1,6 +1,8 @@
 #pragma once
 /// Layers without parameters: ReLU, MaxPool2d, AdaptiveAvgPool2d, Flatten; and Sequential.
 
+#include "engine/ops/elementwise.h"
+#include "engine/ops/pool.h"
 #include "nn/module.h"
 
 namespace tandem::nn {

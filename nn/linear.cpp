@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/ops/factory.h"
 #include "nn/init.h"
 
 namespace tandem::nn {

@@ -1,6 +1,7 @@
 #pragma once
 /// torch.nn.Linear.
 
+#include "engine/ops/matmul.h"
 #include "nn/module.h"
 
 namespace tandem::nn {

@@ -1,7 +1,8 @@
 #pragma once
 /// Loss modules. They hold options only; the work is the engine's fused op.
 
-#include "engine/tandem.h"
+#include "engine/ops/loss.h"
+#include "engine/tensor.h"
 
 namespace tandem::nn {
 

@@ -2,6 +2,9 @@
 
 #include <unordered_set>
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/tensor_impl.h"
+
 namespace tandem::nn {
 
 Tensor Module::register_parameter(std::string name, Tensor value) {

@@ -9,7 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/tandem.h"
+#include "engine/device.h"
+#include "engine/memory_format.h"
+#include "engine/random.h"
+#include "engine/tensor.h"
 
 namespace tandem::nn {
 

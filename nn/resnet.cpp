@@ -1,5 +1,7 @@
 #include "nn/resnet.h"
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/elementwise.h"
 #include "nn/init.h"
 
 namespace tandem::nn {

@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/factory.h"
+
 namespace tandem::nn {
 namespace {
 

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/optim.h"
+
 namespace tandem::nn {
 
 Sgd::Sgd(std::vector<Tensor> parameters, const SgdConfig& config)

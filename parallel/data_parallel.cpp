@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/backend.h"
 #include "engine/threads.h"
 #include "parallel/scatter_gather.h"
 

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "engine/autograd/grad_mode.h"
+#include "engine/ops/factory.h"
 #include "parallel/join.h"
 
 namespace tandem::parallel {

@@ -1,6 +1,7 @@
 #include "parallel/join.h"
 
 #include "engine/autograd/grad_mode.h"
+#include "engine/ops/factory.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/sync_batch_norm.h"
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 

@@ -9,6 +9,7 @@
 #include "apps/train/progress.h"
 #include "engine/ops/concat.h"
 #include "data/cifar10.h"
+#include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "parallel/data_parallel.h"

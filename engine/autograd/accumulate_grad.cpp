@@ -1,6 +1,7 @@
 #include "engine/autograd/accumulate_grad.h"
 
 #include "engine/ops/elementwise.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem::autograd {
 

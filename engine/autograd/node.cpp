@@ -2,6 +2,7 @@
 
 #include "engine/autograd/accumulate_grad.h"
 #include "engine/autograd/grad_mode.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem::autograd {
 namespace {

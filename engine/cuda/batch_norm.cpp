@@ -8,6 +8,7 @@
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels.h"

@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_check.h"
 
 #include "engine/cuda/cublas_library.h"
+#include "engine/cuda/cudnn_check.h"
 
 namespace tandem::cuda::detail {
 

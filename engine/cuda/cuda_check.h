@@ -1,17 +1,18 @@
 #pragma once
-/// CUDA_CHECK, CUBLAS_CHECK and CUDNN_CHECK: turn a library status code into a
+/// CUDA_CHECK and CUBLAS_CHECK: turn a library status code into a
 /// tandem::Error carrying the library's own message, the failing call and
 /// file:line, e.g.
 ///
 ///   [cuda] CUDA error cudaErrorMemoryAllocation: out of memory
 ///   (check `cudaMalloc(&ptr, size)` failed) at engine/cuda/caching_allocator.cpp:120
 ///
-/// NCCL_CHECK lives in engine/cuda/nccl_check.h so that the engine need not link NCCL.
+/// CUDNN_CHECK lives in engine/cuda/cudnn_check.h, so that only the engine's own cuDNN code
+/// compiles against cuDNN (it is a private dependency), and NCCL_CHECK in engine/cuda/nccl_check.h
+/// so that the engine need not link NCCL.
 /// The checks are usable from .cu files too (they only need engine/error.h).
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 
 #include "engine/error.h"
 
@@ -21,8 +22,6 @@ namespace tandem::cuda::detail {
                                    int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* call, const char* file,
                                      int line);
-[[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file,
-                                    int line);
 
 }  // namespace tandem::cuda::detail
 
@@ -41,14 +40,6 @@ namespace tandem::cuda::detail {
       ::tandem::cuda::detail::throw_cublas_error(tandem_cublas_status_, #call, __FILE__, \
                                                  __LINE__);                              \
     }                                                                                    \
-  } while (false)
-
-#define CUDNN_CHECK(call)                                                                         \
-  do {                                                                                            \
-    const cudnnStatus_t tandem_cudnn_status_ = (call);                                            \
-    if (tandem_cudnn_status_ != CUDNN_STATUS_SUCCESS) [[unlikely]] {                              \
-      ::tandem::cuda::detail::throw_cudnn_error(tandem_cudnn_status_, #call, __FILE__, __LINE__); \
-    }                                                                                             \
   } while (false)
 
 /// After a kernel launch: a bad launch configuration shows up here, not at the <<<>>>.

@@ -6,6 +6,7 @@
 
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
 

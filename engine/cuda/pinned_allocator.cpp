@@ -10,6 +10,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem::cuda {
 namespace {

@@ -6,6 +6,7 @@
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/reduce.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem {
 namespace {

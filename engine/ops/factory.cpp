@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "engine/backend.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem {
 

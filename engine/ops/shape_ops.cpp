@@ -4,6 +4,7 @@
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem {
 namespace {

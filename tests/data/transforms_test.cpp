@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "data/transforms.h"
+#include "engine/tandem.h"
 
 namespace tandem::data {
 namespace {

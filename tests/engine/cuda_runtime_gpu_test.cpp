@@ -20,6 +20,7 @@
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/pinned_allocator.h"
 #include "engine/cuda/stream.h"

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/tandem.h"
+#include "engine/tensor_impl.h"
 #include "tests/support/cuda_skip.h"
 
 namespace tandem {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "engine/tandem.h"
+#include "engine/tensor_impl.h"
 #include "tests/support/error_message.h"
 
 namespace tandem {

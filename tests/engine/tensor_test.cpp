@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/tandem.h"
+#include "engine/tensor_impl.h"
 
 namespace tandem {
 namespace {

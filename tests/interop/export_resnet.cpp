@@ -6,6 +6,7 @@
 
 #include <iostream>
 
+#include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 

@@ -11,6 +11,7 @@
 
 #include <filesystem>
 
+#include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "tests/support/temp_dir.h"

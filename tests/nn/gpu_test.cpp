@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "engine/tandem.h"
 #include "nn/loss.h"
 #include "nn/resnet.h"
 #include "tests/support/cuda_skip.h"

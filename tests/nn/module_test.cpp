@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/tandem.h"
 #include "nn/linear.h"
 #include "nn/resnet.h"
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "tests/support/error_message.h"

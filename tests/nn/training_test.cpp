@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/tandem.h"
 #include "nn/lr_schedule.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"

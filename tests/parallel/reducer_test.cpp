@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "engine/tandem.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "parallel/distributed_data_parallel.h"

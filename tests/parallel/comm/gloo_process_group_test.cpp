@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/tandem.h"
+#include "engine/tensor_impl.h"
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store_server.h"

@@ -23,6 +23,7 @@
 #if TANDEM_WITH_CUDA
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
+#include "engine/tensor_impl.h"
 #endif
 
 namespace tandem::parallel {
