@@ -80,7 +80,7 @@ BENCHMARK(BM_Conv2dForwardBackward)
 
 }  // namespace
 
-// Note [Benchmark allocator]: Tandem's CPU allocator has no cache, and with glibc's default
+// Tandem's CPU allocator has no cache, and with glibc's default
 // settings the 8 MB per-call buffers at 16 channels / 32x32 were returned to the OS and faulted
 // back in on many calls (~4000 minor page faults per forward, 10 ms instead of 4.7 ms), at
 // random across repetitions. This program measures the kernels, so it tells glibc to keep freed

@@ -44,9 +44,8 @@ std::string concat(const Args&... args) {
 
 /// TANDEM_CHECK(cond, "[op] message ", value, ...) throws tandem::Error when
 /// cond is false. The message parts are only formatted on failure.
-/// Note [Variadic checks]: DESIGN.md sketches `TANDEM_CHECK(cond) << msg`; the
-/// variadic form (as PyTorch's TORCH_CHECK) says the same without a throwing
-/// destructor, which STYLE.md rules out.
+/// Variadic, as PyTorch's TORCH_CHECK: a streaming `<< msg` form would need a
+/// destructor that throws.
 #define TANDEM_CHECK(cond, ...)                                             \
   do {                                                                      \
     if (!(cond)) [[unlikely]] {                                             \

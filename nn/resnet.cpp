@@ -6,20 +6,37 @@
 
 namespace tandem::nn {
 
+namespace {
+
+// The 3×3 and 1×1 convolutions of a ResNet: no bias, the batch norm after them has one.
+std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
+  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in, .out_channels = out,
+                                               .kernel_size = 3, .stride = stride, .padding = 1,
+                                               .bias = false});
+}
+
+std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
+  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in, .out_channels = out,
+                                               .kernel_size = 1, .stride = stride, .padding = 0,
+                                               .bias = false});
+}
+
+std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels) {
+  return std::make_shared<BatchNorm2d>(BatchNorm2dConfig{.channels = channels});
+}
+
+}  // namespace
+
 BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
   const int64_t in = config.in_channels, out = config.out_channels;
-  conv1_ = register_module("conv1", std::make_shared<Conv2d>(Conv2dConfig{in, out, 3, config.stride,
-                                                                          1, /*bias=*/false}));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out}));
-  conv2_ =
-      register_module("conv2", std::make_shared<Conv2d>(Conv2dConfig{out, out, 3, 1, 1, false}));
-  bn2_ = register_module("bn2", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out}));
+  conv1_ = register_module("conv1", conv3x3(in, out, config.stride));
+  bn1_ = register_module("bn1", batch_norm(out));
+  conv2_ = register_module("conv2", conv3x3(out, out, 1));
+  bn2_ = register_module("bn2", batch_norm(out));
   if (config.stride != 1 || in != out) {  // Note [Shortcut] in resnet.h
     downsample_ = register_module(
-        "downsample",
-        std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
-            std::make_shared<Conv2d>(Conv2dConfig{in, out, 1, config.stride, 0, false}),
-            std::make_shared<BatchNorm2d>(BatchNorm2dConfig{out})}));
+        "downsample", std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+                          conv1x1(in, out, config.stride), batch_norm(out)}));
   }
 }
 
@@ -39,22 +56,22 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   TANDEM_CHECK(!config.blocks.empty() && config.blocks.size() == config.widths.size(),
                "[ResNet] blocks and widths must have one entry per stage");
   const int64_t stem = config.widths[0];
-  conv1_ =
-      register_module("conv1", std::make_shared<Conv2d>(Conv2dConfig{3, stem, 3, 1, 1, false}));
-  bn1_ = register_module("bn1", std::make_shared<BatchNorm2d>(BatchNorm2dConfig{stem}));
+  conv1_ = register_module("conv1", conv3x3(3, stem, 1));
+  bn1_ = register_module("bn1", batch_norm(stem));
   int64_t channels = stem;
   for (size_t s = 0; s < config.blocks.size(); ++s) {
     auto stage = std::make_shared<Sequential>();
     for (int64_t b = 0; b < config.blocks[s]; ++b) {
       const int64_t stride = (s > 0 && b == 0) ? 2 : 1;  // each later stage halves the resolution
-      stage->push_back(
-          std::make_shared<BasicBlock>(BasicBlockConfig{channels, config.widths[s], stride}));
+      stage->push_back(std::make_shared<BasicBlock>(BasicBlockConfig{
+          .in_channels = channels, .out_channels = config.widths[s], .stride = stride}));
       channels = config.widths[s];
     }
     stages_.push_back(register_module("layer" + std::to_string(s + 1), stage));
   }
   avgpool_ = register_module("avgpool", std::make_shared<AdaptiveAvgPool2d>(1, 1));
-  fc_ = register_module("fc", std::make_shared<Linear>(LinearConfig{channels, config.num_classes}));
+  fc_ = register_module("fc", std::make_shared<Linear>(LinearConfig{
+                                  .in_features = channels, .out_features = config.num_classes}));
 }
 
 Tensor ResNet::forward(const Tensor& input) {

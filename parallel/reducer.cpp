@@ -282,9 +282,25 @@ void Reducer::launch_used_counts() {
   used_work_ = group_->allreduce({used_counts_}, ReduceOp::Sum);
 }
 
-// Note [Reducer on CUDA]: the bucket was written on the forward thread's stream (unused
-// parameters) and the gradient worker's; the group orders its all-reduce after the launching
-// thread's current stream, which therefore waits for both first (no-ops when they are one).
+// Note [Reducer on CUDA]: buckets live on the parameters' device, which must be the process
+// group's tensor_device() (NCCL: cuda:<local rank>). Nothing blocks the host on the way:
+// - mark_ready() runs on the device's autograd worker and queues the scaled copy into the bucket
+//   on that thread's current stream; the bucket's all-reduce is then launched from the same
+//   thread, and NCCL's stream waits for that stream before it reduces (Note [NCCL stream order]);
+// - finalize() runs on the thread that called backward(): Work::wait() makes that thread's
+//   current stream wait for each all-reduce (no host block, Note [Work wait and synchronize]),
+//   and the copies back into .grad are queued on it behind the wait.
+// Work queued by one thread and used by another (the worker's gradients in finalize(), the
+// forward thread's zeroed unused buckets on the worker) is ordered with
+// current_stream_wait_for() (parallel/stream_order.h), a no-op when both threads use the same
+// stream, as they do by default (the legacy default stream, Note [Current stream]).
+// Where the host must read a result (the used-parameter counts, the rebuilt bucket order),
+// the Reducer calls Work::synchronize() first, so a failed collective throws instead of
+// yielding garbage. Gloo (CPU tensors) runs the same code; there every stream step is a no-op
+// and wait() blocks as it always did.
+// Here: the bucket was written on the forward thread's stream (unused parameters) and the
+// gradient worker's; the group orders its all-reduce after the launching thread's current
+// stream, which therefore waits for both first (no-ops when they are one).
 void Reducer::launch(size_t index) {
   current_stream_wait_for(forward_stream_);
   current_stream_wait_for(grad_stream_);

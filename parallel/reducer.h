@@ -24,8 +24,8 @@
 ///
 /// Note [Unused parameters] (find_unused_parameters): DDP's forward finds the parameters its
 /// output does not reach, and the first gradient hook of the backward marks them ready, so a
-/// forward that is not followed by a backward (an evaluation in grad mode) launches nothing (as
-/// PyTorch; marking them in forward sent one rank's all-reduces out of step with the others').
+/// forward that is not followed by a backward (an evaluation in grad mode) launches nothing, as
+/// in PyTorch.
 /// An unused parameter contributes its .grad when it has one (gradients accumulated under
 /// no_sync()) and zero otherwise; gradient hooks record use even under no_sync(), and that record
 /// is cleared only by the synchronised step's finalize(). The ranks then all-reduce who used what
@@ -50,22 +50,8 @@
 /// next DDP forward refuses to start, as PyTorch does ("Expected to have finished reduction in
 /// the prior iteration"): the job must restart, since the ranks cannot agree to skip the step.
 ///
-/// Note [Reducer on CUDA]: buckets live on the parameters' device, which must be the process
-/// group's tensor_device() (NCCL: cuda:<local rank>). Nothing blocks the host on the way:
-/// - mark_ready() runs on the device's autograd worker and queues the scaled copy into the bucket
-///   on that thread's current stream; the bucket's all-reduce is then launched from the same
-///   thread, and NCCL's stream waits for that stream before it reduces (Note [NCCL stream order]);
-/// - finalize() runs on the thread that called backward(): Work::wait() makes that thread's
-///   current stream wait for each all-reduce (no host block, Note [Work wait and synchronize]),
-///   and the copies back into .grad are queued on it behind the wait.
-/// Work queued by one thread and used by another (the worker's gradients in finalize(), the
-/// forward thread's zeroed unused buckets on the worker) is ordered with
-/// current_stream_wait_for() (parallel/stream_order.h), a no-op when both threads use the same
-/// stream, as they do by default (the legacy default stream, Note [Current stream]).
-/// Where the host must read a result (the used-parameter counts, the rebuilt bucket order),
-/// the Reducer calls Work::synchronize() first, so a failed collective throws instead of
-/// yielding garbage. Gloo (CPU tensors) runs the same code; there every stream step is a no-op
-/// and wait() blocks as it always did.
+/// Note [Reducer on CUDA] (in reducer.cpp, above launch()): how the Reducer orders its work on
+/// CUDA streams without blocking the host; on Gloo the same code runs with no-op stream steps.
 
 #include <chrono>
 #include <memory>

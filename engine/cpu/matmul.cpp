@@ -1,5 +1,5 @@
 // GEMM through oneDNN's row-major sgemm (JIT-compiled, AVX2/AVX-512 aware).
-// Note [CPU GEMM choice]: OpenBLAS is not used; oneDNN's sgemm is already a
+// OpenBLAS is not used; oneDNN's sgemm is already a
 // dependency and bench/ measures it at the shapes Linear layers use here.
 
 #include <oneapi/dnnl/dnnl.h>

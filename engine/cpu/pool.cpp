@@ -90,7 +90,7 @@ void CpuBackend::max_pool2d_backward(const Tensor& grad_y, const Tensor& x, cons
                 {DNNL_ARG_WORKSPACE, ctx::wrap(p->forward_pd.workspace_desc(), workspace)}});
 }
 
-// Note [Adaptive pooling order]: both layouts add a bin's values in double, row by row, so
+// Both layouts add a bin's values in double, row by row, so
 // NCHW and channels-last give the same bits. NCHW walks one (n, c) plane at a time;
 // channels-last one (n, bin) at a time with the channels innermost, where they are contiguous.
 

@@ -14,7 +14,7 @@ struct Probe {
   std::string reason;
 };
 
-// Note [Probing for devices]: cudaGetDeviceCount is the first runtime call and fails in
+// CudaGetDeviceCount is the first runtime call and fails in
 // several ways on machines without a GPU (no libcuda: cudaErrorInsufficientDriver; a driver but
 // no device: cudaErrorNoDevice; a broken driver: cudaErrorInitializationError). All of them
 // mean "no device" to Tandem. The error is not sticky, but it is the runtime's last error, so

@@ -1,7 +1,7 @@
 // Reductions: sums over any set of dims (double accumulation, deterministic: no atomics) and the
 // row argmax.
 //
-// Note [Sum plan]: a sum has `outputs` results of `reduce_count` terms each. Few long sums (a
+// A sum has `outputs` results of `reduce_count` terms each. Few long sums (a
 // full sum, batch-norm style {0, 2, 3}) get one block per output, split further along the
 // reduced range when there are too few outputs to fill the GPU; the split partials go to a
 // double workspace that a second kernel adds up in a fixed order. Many short sums (a broadcast

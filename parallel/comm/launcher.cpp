@@ -42,7 +42,7 @@ void validate(const LaunchOptions& o) {
                "tandem-run --nproc-per-node 2 -- ./train_cifar");
 }
 
-// Note [Signal forwarding]: SIGINT/SIGTERM handlers can only do async-signal-safe work, so they
+// SIGINT/SIGTERM handlers can only do async-signal-safe work, so they
 // write the signal number into a pipe that the supervision loop polls. The pipe's write end is
 // the one piece of process-wide state here, as signal handlers leave no other choice.
 std::atomic<int> signal_pipe_write{-1};

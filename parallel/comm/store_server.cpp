@@ -58,7 +58,7 @@ StoreServer::~StoreServer() {
   const char byte = 1;
   [[maybe_unused]] const ssize_t ignored = ::write(wake_write_.fd(), &byte, 1);
   if (acceptor_.joinable()) acceptor_.join();
-  // Note [Graceful store shutdown]: only the reading side is shut, so a reply already being sent
+  // Only the reading side is shut, so a reply already being sent
   // (say, to the set() that let rank 0 finish) still reaches its client; blocked reads return
   // EOF, blocked get()/wait() see stopping_, and a send to a client that stopped reading gives
   // up after the send timeout. So every thread ends.

@@ -413,7 +413,7 @@ TEST(GlooMultiprocess, RankZeroHostsTheStoreWithoutTheLauncher) {
   check_allreduce(*group);
 }
 
-// Note [Dead peer test]: rank 1 dies (SIGKILL, no cleanup) after the group is up; rank 0's next
+// Rank 1 dies (SIGKILL, no cleanup) after the group is up; rank 0's next
 // all-reduce must fail with a clear error within the group's timeout instead of hanging, and
 // the broken group must refuse later collectives at once.
 TEST(GlooMultiprocess, KilledRankMakesTheOthersFail) {
