@@ -30,22 +30,22 @@ void BM_ResNetForwardBackward(benchmark::State& state, const std::string& arch,
                                                   benchmark::Counter::kIsRate);
 }
 
-BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet20/contiguous, std::string("resnet20"),
+BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet20 / contiguous, std::string("resnet20"),
                   MemoryFormat::Contiguous)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(5);
-BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet20/channels_last, std::string("resnet20"),
+BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet20 / channels_last, std::string("resnet20"),
                   MemoryFormat::ChannelsLast)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(5);
-BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet18/contiguous, std::string("resnet18"),
+BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet18 / contiguous, std::string("resnet18"),
                   MemoryFormat::Contiguous)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(2);
-BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet18/channels_last, std::string("resnet18"),
+BENCHMARK_CAPTURE(BM_ResNetForwardBackward, resnet18 / channels_last, std::string("resnet18"),
                   MemoryFormat::ChannelsLast)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()

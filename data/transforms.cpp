@@ -69,7 +69,8 @@ void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices
     const int64_t index = indices[static_cast<size_t>(i)];
     TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
                  " outside a data set of ", dataset.size());
-    Generator generator = image_generator(augmentation_seed, index);  // Note [Augmentation per image]
+    Generator generator =
+        image_generator(augmentation_seed, index);  // Note [Augmentation per image]
     transform_image(images + index * kCifarImageBytes, out + i * kCifarImageBytes, options,
                     generator);
     out_labels[i] = labels[index];

@@ -71,7 +71,7 @@ bool Tensor::is_contiguous(MemoryFormat format) const {
 
 MemoryFormat Tensor::memory_format() const {
   return !is_contiguous() && is_contiguous(MemoryFormat::ChannelsLast) ? MemoryFormat::ChannelsLast
-                                                                      : MemoryFormat::Contiguous;
+                                                                       : MemoryFormat::Contiguous;
 }
 
 bool Tensor::is_dense() const {

@@ -85,7 +85,7 @@ class Tensor {
   Tensor flatten(int64_t start_dim = 1) const;
   Tensor to(Device device) const;
   Tensor to(DType dtype) const;  ///< not differentiable (casts are for data, not for training)
-  Tensor clone() const;  ///< keeps the memory format
+  Tensor clone() const;          ///< keeps the memory format
   /// Same data, no autograd history.
   Tensor detach() const;
 

@@ -21,8 +21,8 @@
 namespace tandem::nn {
 
 struct TrainingState {
-  int64_t epoch = 0;      ///< epochs completed
-  int64_t step = 0;       ///< optimizer steps taken (LR schedules are functions of it)
+  int64_t epoch = 0;        ///< epochs completed
+  int64_t step = 0;         ///< optimizer steps taken (LR schedules are functions of it)
   std::string rng_state{};  ///< Generator::state() of the run's generator
   Metadata extra{};         ///< anything else the caller wants back (architecture, flags)
   /// Set by load_checkpoint() when `path` was unusable and the previous pair was loaded: why.

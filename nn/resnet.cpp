@@ -10,14 +10,20 @@ namespace {
 
 // The 3×3 and 1×1 convolutions of a ResNet: no bias, the batch norm after them has one.
 std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in, .out_channels = out,
-                                               .kernel_size = 3, .stride = stride, .padding = 1,
+  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in,
+                                               .out_channels = out,
+                                               .kernel_size = 3,
+                                               .stride = stride,
+                                               .padding = 1,
                                                .bias = false});
 }
 
 std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in, .out_channels = out,
-                                               .kernel_size = 1, .stride = stride, .padding = 0,
+  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in,
+                                               .out_channels = out,
+                                               .kernel_size = 1,
+                                               .stride = stride,
+                                               .padding = 0,
                                                .bias = false});
 }
 
@@ -34,9 +40,9 @@ BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
   conv2_ = register_module("conv2", conv3x3(out, out, 1));
   bn2_ = register_module("bn2", batch_norm(out));
   if (config.stride != 1 || in != out) {  // Note [Shortcut] in resnet.h
-    downsample_ = register_module(
-        "downsample", std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
-                          conv1x1(in, out, config.stride), batch_norm(out)}));
+    downsample_ = register_module("downsample",
+                                  std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+                                      conv1x1(in, out, config.stride), batch_norm(out)}));
   }
 }
 

@@ -188,7 +188,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
     if (key == "__metadata__") {
       // Found by fuzzing: a non-string value escaped as nlohmann's type_error, not an Error.
       TANDEM_CHECK(entry.is_object() && std::all_of(entry.begin(), entry.end(),
-                                                     [](const json& v) { return v.is_string(); }),
+                                                    [](const json& v) { return v.is_string(); }),
                    "[safetensors] ", path, ": __metadata__ must map names to strings");
       file.metadata = entry.get<Metadata>();
       continue;
@@ -198,9 +198,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
       // Integers only: nlohmann converts a float such as 4.6e19 to an integer with undefined
       // behaviour (found by fuzzing).
       const auto all_integers = [](const json& list) {
-        return list.is_array() && std::all_of(list.begin(), list.end(), [](const json& v) {
-                 return v.is_number_integer();
-               });
+        return list.is_array() && std::all_of(list.begin(), list.end(),
+                                              [](const json& v) { return v.is_number_integer(); });
       };
       TANDEM_CHECK(all_integers(entry.at("shape")) && all_integers(entry.at("data_offsets")),
                    "[safetensors] ", path, ": tensor '", key,
@@ -210,9 +209,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
       TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
                    "[safetensors] ", path, ": tensor '", key,
                    "' lies outside the data (file truncated?)");
-      TANDEM_CHECK(offsets[1] - offsets[0] == byte_size(shape, dtype, data_size),
-                   "[safetensors] ", path, ": tensor '", key, "' has ", offsets[1] - offsets[0],
-                   " bytes for shape ", shape_str(shape));
+      TANDEM_CHECK(offsets[1] - offsets[0] == byte_size(shape, dtype, data_size), "[safetensors] ",
+                   path, ": tensor '", key, "' has ", offsets[1] - offsets[0], " bytes for shape ",
+                   shape_str(shape));
       entries.emplace_back(offsets[0], offsets[1], key, empty(shape, {.dtype = dtype}));
     } catch (const json::exception& e) {
       TANDEM_FAIL("[safetensors] ", path, ": bad entry for tensor '", key, "': ", e.what());

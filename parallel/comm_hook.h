@@ -29,8 +29,8 @@ namespace tandem::parallel {
 
 /// One gradient bucket, as a hook sees it.
 struct GradBucket {
-  size_t index = 0;  ///< position in launch order (0: the first to launch)
-  Tensor buffer;     ///< the bucket's gradients back to back: float32, on the parameters' device
+  size_t index = 0;   ///< position in launch order (0: the first to launch)
+  Tensor buffer;      ///< the bucket's gradients back to back: float32, on the parameters' device
   bool last = false;  ///< the last bucket of the step
 };
 

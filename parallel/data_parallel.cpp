@@ -22,8 +22,10 @@ double ms_since(Clock::time_point start) {
 void check_devices(const std::vector<Device>& devices) {
   TANDEM_CHECK(!devices.empty(), "[DataParallel] needs at least one device");
   for (const Device& device : devices) {
-    TANDEM_CHECK(device.type == devices.front().type, "[DataParallel] devices must be all CPU or "
-                 "all CUDA, got ", devices.front(), " and ", device);
+    TANDEM_CHECK(device.type == devices.front().type,
+                 "[DataParallel] devices must be all CPU or "
+                 "all CUDA, got ",
+                 devices.front(), " and ", device);
     TANDEM_CHECK(device.index >= 0, "[DataParallel] invalid device ", device);
     if (device.is_cuda()) {
       TANDEM_CHECK(cuda_available(), "[DataParallel] device ", device,
@@ -35,7 +37,7 @@ void check_devices(const std::vector<Device>& devices) {
   }
 }
 
-std::string replica_failure(size_t index, Device device, std::exception_ptr error) {
+std::string replica_failure(size_t index, Device device, const std::exception_ptr& error) {
   std::ostringstream message;
   message << "[DataParallel] replica " << index << " on " << device << " failed: ";
   try {

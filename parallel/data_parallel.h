@@ -1,9 +1,9 @@
 #pragma once
 /// DataParallel: one process, many devices (torch.nn.DataParallel).
 ///
-///   auto model = std::make_shared<DataParallel>(make_resnet("resnet20"), parse_device_list("cpu:0,cpu:1"));
-///   Tensor loss = cross_entropy(model->forward(images), labels);
-///   loss.backward();   // the master's .grad holds the whole batch's gradient
+///   auto model = std::make_shared<DataParallel>(make_resnet("resnet20"),
+///   parse_device_list("cpu:0,cpu:1")); Tensor loss = cross_entropy(model->forward(images),
+///   labels); loss.backward();   // the master's .grad holds the whole batch's gradient
 ///
 /// forward() scatters the batch along dim 0 (chunk_sizes), refreshes the replicas from the master
 /// and ties them to it (Note [Persistent replicas]), runs replica i's forward on its own thread
@@ -23,8 +23,9 @@
 namespace tandem::parallel {
 
 struct DataParallelOptions {
-  std::optional<Device> output_device = std::nullopt;  ///< where outputs are gathered; default: the first device
-  bool persistent_replicas = true;      ///< false: rebuild replicas every step, as PyTorch does
+  std::optional<Device> output_device =
+      std::nullopt;                 ///< where outputs are gathered; default: the first device
+  bool persistent_replicas = true;  ///< false: rebuild replicas every step, as PyTorch does
 };
 
 /// Where the last step's time went (milliseconds, host wall clock).
@@ -33,8 +34,8 @@ struct DataParallelTimings {
   double replicate_ms = 0;  ///< building (non-persistent) or refreshing and tying the replicas
   double apply_ms = 0;      ///< the replicas' forward passes, run in parallel
   double gather_ms = 0;
-  double reduce_ms = 0;     ///< reduce-adding gradients in backward (summed over parameters)
-  int replicas = 0;         ///< replicas the batch was split over
+  double reduce_ms = 0;  ///< reduce-adding gradients in backward (summed over parameters)
+  int replicas = 0;      ///< replicas the batch was split over
 };
 
 /// Parses "cpu:0,cpu:1" or "cuda:0,cuda:0" (repeats allowed: each entry is one replica).

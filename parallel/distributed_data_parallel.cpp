@@ -31,6 +31,7 @@ std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
   const TensorOptions options{.dtype = DType::Int64, .device = group.tensor_device()};
   Tensor length = from_vector<int64_t>({static_cast<int64_t>(mine.size())}, {1}, options);
   std::vector<Tensor> lengths;
+  lengths.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) lengths.push_back(zeros({1}, options));
   group.allgather(lengths, length)->synchronize();
   int64_t longest = 0;
@@ -39,9 +40,11 @@ std::vector<std::vector<int64_t>> allgather_vectors(ProcessGroup& group,
   std::vector<int64_t> padded(mine);
   padded.resize(static_cast<size_t>(longest), -1);
   std::vector<Tensor> all;
+  all.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) all.push_back(zeros({longest}, options));
   group.allgather(all, from_vector(padded, {longest}, options))->synchronize();
   std::vector<std::vector<int64_t>> out;
+  out.reserve(all.size());
   for (const Tensor& t : all) out.push_back(t.to_vector<int64_t>());
   return out;
 }
@@ -121,7 +124,8 @@ void DistributedDataParallel::sync_buffers() {
 
 // What every training forward (and a joined rank's shadow of one) starts with.
 void DistributedDataParallel::broadcast_buffers_from(int root) {
-  if (options_.broadcast_buffers && group_->size() > 1) broadcast_coalesced(*group_, buffers_, root);
+  if (options_.broadcast_buffers && group_->size() > 1)
+    broadcast_coalesced(*group_, buffers_, root);
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {

@@ -14,8 +14,8 @@
 #include <memory>
 
 #include "nn/module.h"
-#include "parallel/comm_hook.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 
 namespace tandem::parallel {

@@ -19,7 +19,8 @@ Join::Join(DistributedDataParallel& ddp, JoinOptions options)
 
 Join::~Join() {
   ddp_.join_ = nullptr;
-  if (!options_.divide_by_initial_world_size) ddp_.reducer().set_divisor(ddp_.process_group().size());
+  if (!options_.divide_by_initial_world_size)
+    ddp_.reducer().set_divisor(ddp_.process_group().size());
 }
 
 // Note [Join protocol]: [training flag per rank, sync, stop], summed over ranks.
@@ -49,7 +50,8 @@ Join::Round Join::exchange(bool training, bool sync) {
   }
   const auto syncing = static_cast<int>(sums[static_cast<size_t>(world)]);
   TANDEM_CHECK(syncing == 0 || syncing == round.training_count, "[Join] in one step ", syncing,
-               " of the ", round.training_count, " training ranks synchronise gradients and the "
+               " of the ", round.training_count,
+               " training ranks synchronise gradients and the "
                "others run under no_sync(): every rank must accumulate alike");
   round.sync = syncing > 0;
   round.stop = sums[static_cast<size_t>(world) + 1] > 0;

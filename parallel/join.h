@@ -75,9 +75,9 @@ class Join {
   struct Round {
     std::vector<bool> training;  ///< per rank
     int training_count = 0;
-    int first_training = -1;     ///< lowest rank that trains; -1 when none
-    bool sync = false;           ///< the training ranks synchronise gradients this step
-    bool stop = false;           ///< some rank asked to stop
+    int first_training = -1;  ///< lowest rank that trains; -1 when none
+    bool sync = false;        ///< the training ranks synchronise gradients this step
+    bool stop = false;        ///< some rank asked to stop
   };
   Round exchange(bool training, bool sync);
   void equalize(const std::vector<Tensor>& also_sync);

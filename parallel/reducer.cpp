@@ -1,9 +1,9 @@
 #include "parallel/reducer.h"
 
 #include <algorithm>
-#include <utility>
 #include <sstream>
 #include <unordered_set>
+#include <utility>
 
 #include "engine/autograd/accumulate_grad.h"
 #include "engine/autograd/engine.h"
@@ -184,8 +184,10 @@ void Reducer::rebuild_buckets() {
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   std::lock_guard lock(mutex_);
   // Note [Unfinished reduction]
-  TANDEM_CHECK(!require_finalize_, "[DDP] expected to have finished reduction in the prior "
-               "iteration before starting a new one: the last backward on rank ", group_->rank(),
+  TANDEM_CHECK(!require_finalize_,
+               "[DDP] expected to have finished reduction in the prior "
+               "iteration before starting a new one: the last backward on rank ",
+               group_->rank(),
                " stopped before its gradients were all-reduced (an exception in backward, caught "
                "and skipped?), so this rank's gradient buckets are a step behind the other "
                "ranks'; restart the job (every rank must skip a failed step together)");
@@ -306,7 +308,8 @@ void Reducer::launch(size_t index) {
   current_stream_wait_for(grad_stream_);
   Bucket& bucket = buckets_[index];
   bucket.work = hook_->reduce(
-      *group_, GradBucket{.index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()});
+      *group_,
+      GradBucket{.index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()});
   TANDEM_CHECK(bucket.work != nullptr, "[DDP] communication hook '", hook_->name(),
                "' returned no Work for bucket ", index);
 }
@@ -362,8 +365,10 @@ void Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
 
 void Reducer::set_divisor(int divisor) {
   std::lock_guard lock(mutex_);
-  TANDEM_CHECK(divisor >= 1 && divisor <= group_->size(), "[DDP] the gradient divisor must be in "
-               "[1, ", group_->size(), "], got ", divisor);
+  TANDEM_CHECK(divisor >= 1 && divisor <= group_->size(),
+               "[DDP] the gradient divisor must be in "
+               "[1, ",
+               group_->size(), "], got ", divisor);
   divisor_ = divisor;
 }
 

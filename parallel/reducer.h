@@ -61,8 +61,8 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "parallel/comm_hook.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm_hook.h"
 #include "parallel/stream_order.h"
 
 namespace tandem::parallel {
@@ -86,9 +86,9 @@ struct BucketTiming {
   size_t parameters = 0;
   size_t bytes = 0;          ///< the bucket's float32 gradients
   size_t payload_bytes = 0;  ///< what its hook handed to collectives (compression: fewer)
-  double ready_ms = 0;    ///< its last gradient arrived
-  double started_ms = 0;  ///< its all-reduce started running
-  double ended_ms = 0;    ///< its all-reduce finished
+  double ready_ms = 0;       ///< its last gradient arrived
+  double started_ms = 0;     ///< its all-reduce started running
+  double ended_ms = 0;       ///< its all-reduce finished
 };
 
 struct ReducerStepStats {
@@ -188,7 +188,7 @@ class Reducer {
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
-  Device device_ = Device::cpu();  ///< the parameters' (and the buckets') device
+  Device device_ = Device::cpu();   ///< the parameters' (and the buckets') device
   std::shared_ptr<CommHook> hook_;  ///< reduces each bucket (Note [Communication hooks])
   bool custom_hook_ = false;        ///< register_comm_hook() was called
   std::vector<int> hook_ids_;
@@ -196,11 +196,11 @@ class Reducer {
   mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
   std::vector<Bucket> buckets_;
   std::vector<Locator> locators_;
-  bool expect_hooks_ = false;          ///< a DDP forward armed this backward pass
-  bool finalize_queued_ = false;       ///< finalize() is queued for the end of this pass
+  bool expect_hooks_ = false;     ///< a DDP forward armed this backward pass
+  bool finalize_queued_ = false;  ///< finalize() is queued for the end of this pass
   /// Something was marked ready since the last finalize() (Note [Unfinished reduction]).
   bool require_finalize_ = false;
-  std::vector<bool> ready_;            ///< per parameter: marked ready this step
+  std::vector<bool> ready_;  ///< per parameter: marked ready this step
   /// Per parameter: got a gradient on this rank since the last synchronised step, no_sync()
   /// passes included (Note [Unused parameters]).
   std::vector<bool> used_;

@@ -67,9 +67,10 @@ void Replicas::check_master_on_first_device() const {
     return;
   }
   for (const auto& [name, tensor] : master_->state_dict()) {  // only to name the culprit
-    TANDEM_CHECK(on_first_device(tensor), "[DataParallel] the module must have its parameters "
-                 "and buffers on ", devices_.front(), " (the first device), but ", name, " is on ",
-                 tensor.device());
+    TANDEM_CHECK(on_first_device(tensor),
+                 "[DataParallel] the module must have its parameters "
+                 "and buffers on ",
+                 devices_.front(), " (the first device), but ", name, " is on ", tensor.device());
   }
 }
 
@@ -125,8 +126,8 @@ void Replicas::tie(size_t count) {
   const std::vector<Tensor>& parameters = master_parameters_;
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (!parameters[i].requires_grad()) continue;
-    auto node = std::make_shared<ReduceAddNode>(parameters[i], static_cast<uint32_t>(count),
-                                                reduce_ns_);
+    auto node =
+        std::make_shared<ReduceAddNode>(parameters[i], static_cast<uint32_t>(count), reduce_ns_);
     for (size_t r = 0; r < count; ++r) {
       autograd::set_history(replica_parameters_[r][i], node, static_cast<uint32_t>(r));
     }

@@ -9,13 +9,15 @@ std::vector<int64_t> chunk_sizes(int64_t batch, int64_t devices) {
   TANDEM_CHECK(batch >= 1, "[scatter] cannot split an empty batch over ", devices, " devices");
   const int64_t rows = (batch + devices - 1) / devices;
   std::vector<int64_t> sizes;
-  for (int64_t start = 0; start < batch; start += rows) sizes.push_back(std::min(rows, batch - start));
+  for (int64_t start = 0; start < batch; start += rows)
+    sizes.push_back(std::min(rows, batch - start));
   return sizes;
 }
 
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices) {
   TANDEM_CHECK(input.dim() >= 1, "[scatter] input needs a batch dimension, got a scalar");
-  const std::vector<int64_t> sizes = chunk_sizes(input.size(0), static_cast<int64_t>(devices.size()));
+  const std::vector<int64_t> sizes =
+      chunk_sizes(input.size(0), static_cast<int64_t>(devices.size()));
   std::vector<Tensor> chunks;
   int64_t start = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -15,6 +15,7 @@ packages=(
   python3-torch        # PyTorch (CPU) reference: loads Tandem checkpoints in tests/interop
   python3-matplotlib   # scripts/plot_bench.py draws bench_cifar's results
   clang libclang-rt-14-dev  # libFuzzer and its sanitizers (scripts/fuzz.sh)
+  clang-format clang-tidy   # scripts/check_style.sh
 )
 
 missing=()

@@ -73,8 +73,9 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
           backward_weights_pd, dnnl::convolution_backward_weights(backward_weights_pd)};
 }
 
-std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shape& w, const Shape& y,
-                                                     bool has_bias, const Conv2dOptions& options) {
+std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shape& w,
+                                                     const Shape& y, bool has_bias,
+                                                     const Conv2dOptions& options) {
   static ctx::PrimitiveCache<ConvPrimitives> cache;
   const MemoryFormat format = x.memory_format();
   const std::string key = shape_str(x.shape()) + shape_str(w) + (has_bias ? "b" : "") + "s" +

@@ -76,7 +76,7 @@ void reorder(const memory& from, const memory& to) {
 }  // namespace
 
 memory as_layout(const Tensor& tensor, const memory::desc& desired, Tensor& holder) {
-  const memory plain = wrap(tensor);
+  memory plain = wrap(tensor);
   if (plain.get_desc() == desired) return plain;
   memory converted = buffer_for(desired, holder);
   reorder(plain, converted);

@@ -7,8 +7,8 @@
 
 #include <climits>
 
-#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cublas_library.h"
+#include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/on_device.h"
@@ -37,8 +37,8 @@ void CudaBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Te
   // Note [TF32]: CUBLAS_DEFAULT_MATH computes float32 GEMM in full float32 (unless the
   // NVIDIA_TF32_OVERRIDE environment variable says otherwise); TF32 is opt-in.
   const CublasLibrary& library = cublas();
-  CUBLAS_CHECK(library.set_math_mode(handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                          : CUBLAS_DEFAULT_MATH));
+  CUBLAS_CHECK(library.set_math_mode(
+      handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   CUBLAS_CHECK(library.sgemm(
       handle, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
       static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b.data<float>(),

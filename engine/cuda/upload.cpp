@@ -36,8 +36,7 @@ class CudaPendingUpload final : public PendingUpload {
 
 class CudaUploadStream final : public UploadStream {
  public:
-  explicit CudaUploadStream(int device)
-      : device_(device), copy_stream_(make_stream(device)) {}
+  explicit CudaUploadStream(int device) : device_(device), copy_stream_(make_stream(device)) {}
 
   Device device() const override { return Device::cuda(device_); }
 

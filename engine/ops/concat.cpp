@@ -38,7 +38,8 @@ Tensor cat(const std::vector<Tensor>& tensors) {
                    [row_starts](const std::vector<Tensor>& grads, const std::vector<bool>& needed) {
                      std::vector<Tensor> grad_inputs(needed.size());
                      for (size_t i = 0; i < needed.size(); ++i) {
-                       if (needed[i]) grad_inputs[i] = grads[0].slice(row_starts[i], row_starts[i + 1]);
+                       if (needed[i])
+                         grad_inputs[i] = grads[0].slice(row_starts[i], row_starts[i + 1]);
                      }
                      return grad_inputs;
                    });

@@ -14,9 +14,8 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
   Allocator& allocator = backend_for(options.device).allocator(options.device);
   auto storage = std::make_shared<Storage>(nbytes, options.device, allocator);
-  Tensor tensor(std::make_shared<TensorImpl>(std::move(storage), shape,
-                                             strides_for(shape, options.memory_format), 0,
-                                             options.dtype));
+  Tensor tensor(std::make_shared<TensorImpl>(
+      std::move(storage), shape, strides_for(shape, options.memory_format), 0, options.dtype));
   if (options.requires_grad) tensor.set_requires_grad(true);
   return tensor;
 }

@@ -62,7 +62,8 @@ std::shared_ptr<gloo::transport::Device> create_device(const ProcessGroupOptions
       for (const auto& name : names) available += (available.empty() ? "" : ", ") + name;
       TANDEM_FAIL("[gloo] no network interface '", options.interface,
                   "' with an IP address on this machine (GLOO_SOCKET_IFNAME or the options); it "
-                  "has: ", available.empty() ? "none" : available);
+                  "has: ",
+                  available.empty() ? "none" : available);
     }
     attr.iface = options.interface;
   } else {
@@ -173,7 +174,8 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
   // Each rank counts the groups it created on this store; as every rank creates them in the same
   // order, the k-th group of every rank meets under the same prefix, apart from earlier groups.
   const int64_t generation = store->add("gloo/groups_of_rank" + std::to_string(rank), 1);
-  store_ = std::make_shared<PrefixStore>("gloo/" + std::to_string(generation) + "/", store);
+  store_ =
+      std::make_shared<PrefixStore>("gloo/" + std::to_string(generation) + "/", std::move(store));
   auto device = create_device(this->options());
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(this->options().timeout);

@@ -69,9 +69,10 @@ void choose_nccl_interface(const DistributedEnv& env, const Store& store) {
   if (interface.empty()) return;  // leave the choice to NCCL
   ::setenv("NCCL_SOCKET_IFNAME", ("=" + interface).c_str(), 0);
   if (env.local_rank == 0) {
-    std::fprintf(stderr, "[nccl] rank %d: NCCL_SOCKET_IFNAME=%s (the interface towards the store "
-                 "at %s; set NCCL_SOCKET_IFNAME to choose)\n", env.rank, ("=" + interface).c_str(),
-                 env.master_addr.c_str());
+    std::fprintf(stderr,
+                 "[nccl] rank %d: NCCL_SOCKET_IFNAME=%s (the interface towards the store "
+                 "at %s; set NCCL_SOCKET_IFNAME to choose)\n",
+                 env.rank, ("=" + interface).c_str(), env.master_addr.c_str());
   }
 }
 
@@ -130,7 +131,7 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
   check_world_size(*store, env, options.timeout);
   if (backend == "nccl") {
     choose_nccl_interface(env, *store);
-    return make_nccl_process_group(std::move(store), env.rank, env.world_size, env.local_rank,
+    return make_nccl_process_group(store, env.rank, env.world_size, env.local_rank,
                                    std::move(options));
   }
   choose_gloo_address(env, *store, options);

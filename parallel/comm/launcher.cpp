@@ -137,6 +137,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int local_ra
   vars["TANDEM_STORE_HOSTED"] = o.host_store ? "1" : "0";
   for (const auto& [name, value] : o.env) vars[name] = value;
   std::vector<std::string> out;
+  out.reserve(vars.size());
   for (const auto& [name, value] : vars) out.push_back(name + "=" + value);
   return out;
 }

@@ -367,8 +367,8 @@ void check_nccl_device(int rank, int device) {
                count, " processes per machine (--nproc-per-node) or check CUDA_VISIBLE_DEVICES");
 }
 
-NcclProcessGroup::NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, int device,
-                                   ProcessGroupOptions options)
+NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size,
+                                   int device, ProcessGroupOptions options)
     : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>()) {
   TANDEM_CHECK(store != nullptr, "[nccl] NcclProcessGroup needs a store");
   check_nccl_device(rank, device);
@@ -495,11 +495,11 @@ std::shared_ptr<Work> NcclProcessGroup::barrier() {
       nullptr, /*host_blocking_wait=*/true);
 }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank,
+// The store is needed only to meet: the group keeps no reference to it.
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,
                                                       int size, int device,
                                                       ProcessGroupOptions options) {
-  return std::make_shared<NcclProcessGroup>(std::move(store), rank, size, device,
-                                            std::move(options));
+  return std::make_shared<NcclProcessGroup>(store, rank, size, device, std::move(options));
 }
 
 }  // namespace tandem::parallel

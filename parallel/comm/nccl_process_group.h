@@ -53,7 +53,7 @@ class NcclProcessGroup final : public ProcessGroup {
   /// cuda:`device`, which must exist ("[nccl] rank 3 needs cuda:3 (its local rank), but this
   /// machine has 2 CUDA device(s) ..."). Throws "[nccl] rendezvous failed on rank R of N: ..."
   /// when the other ranks do not show up within options.timeout.
-  NcclProcessGroup(std::shared_ptr<Store> store, int rank, int size, int device,
+  NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size, int device,
                    ProcessGroupOptions options = {});
   /// Waits for the pending collectives (each bounded by options.timeout, after which the
   /// watchdog aborts), stops the watchdog and destroys the communicator. Never throws.
@@ -77,7 +77,7 @@ class NcclProcessGroup final : public ProcessGroup {
 
 /// The NCCL group of init_process_group("nccl", ...). In a build without CUDA it throws "[nccl]
 /// this build has no CUDA ...".
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store> store, int rank,
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,
                                                       int size, int device,
                                                       ProcessGroupOptions options);
 

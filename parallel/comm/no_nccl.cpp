@@ -11,7 +11,7 @@ void check_nccl_device(int, int) {
       "toolkit, cuDNN and NCCL installed, -DTANDEM_CUDA=ON); use the gloo backend on CPUs");
 }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(std::shared_ptr<Store>, int rank, int,
+std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>&, int rank, int,
                                                       int device, ProcessGroupOptions) {
   check_nccl_device(rank, device);  // throws
   return nullptr;

@@ -267,7 +267,8 @@ bool resolves_to_loopback_only(const std::string& host) {
 void send_all(std::string_view tag, const Socket& socket, std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t sent = ::send(socket.fd(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    const ssize_t sent =
+        ::send(socket.fd(), bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (sent < 0 && errno == EINTR) continue;
     TANDEM_CHECK(sent > 0, tag, " connection lost while sending: ", errno_text(errno));
     done += static_cast<size_t>(sent);

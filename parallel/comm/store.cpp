@@ -59,11 +59,10 @@ std::string TcpStore::round_trip(const std::string& request,
                " was lost earlier; no further requests are possible");
   try {
     net::send_frame("[store]", socket_, request);
-    auto reply =
-        net::receive_frame("[store]", socket_,
-                           server_wait >= std::chrono::milliseconds::max() - kReplySlack
-                               ? net::Clock::time_point::max()
-                               : net::deadline_after(server_wait + kReplySlack));
+    auto reply = net::receive_frame("[store]", socket_,
+                                    server_wait >= std::chrono::milliseconds::max() - kReplySlack
+                                        ? net::Clock::time_point::max()
+                                        : net::deadline_after(server_wait + kReplySlack));
     TANDEM_CHECK(reply.has_value(), "[store] the rendezvous store at ", address(),
                  " closed the connection (did rank 0 or the launcher exit?)");
     return std::move(*reply);

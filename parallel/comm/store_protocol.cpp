@@ -23,9 +23,7 @@ Request parse_request(std::string_view frame) {
       request.keys = in.strings();
       request.timeout_ms = in.i64();
       break;
-    case Command::Check:
-      request.keys = in.strings();
-      break;
+    case Command::Check: request.keys = in.strings(); break;
     default:
       TANDEM_FAIL("[store] malformed message (unknown command ", static_cast<int>(command), ")");
   }

@@ -39,8 +39,8 @@ std::chrono::milliseconds clamp_timeout(int64_t ms) {
 
 }  // namespace
 
-StoreServer::StoreServer(StoreServerOptions options) : options_(options) {
-  listener_ = net::listen_on("[store]", options.host, options.port);
+StoreServer::StoreServer(StoreServerOptions options) : options_(std::move(options)) {
+  listener_ = net::listen_on("[store]", options_.host, options_.port);
   port_ = net::local_port(listener_);
   int fds[2];
   TANDEM_CHECK(::pipe2(fds, O_CLOEXEC) == 0, "[store] pipe failed: ", std::strerror(errno));

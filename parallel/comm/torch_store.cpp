@@ -10,7 +10,14 @@
 namespace tandem::parallel {
 
 // Legacy numbering; the validated dialect adds one (Note [TCPStore protocol]).
-enum class TorchStore::Query : uint8_t { Set = 0, Get = 2, Add = 3, Check = 4, Wait = 5, NumKeys = 6 };
+enum class TorchStore::Query : uint8_t {
+  Set = 0,
+  Get = 2,
+  Add = 3,
+  Check = 4,
+  Wait = 5,
+  NumKeys = 6
+};
 
 namespace {
 
@@ -171,13 +178,12 @@ Bytes TorchStore::get(const std::string& key, std::chrono::milliseconds timeout)
 }
 
 int64_t TorchStore::add(const std::string& key, int64_t delta) {
-  const std::string reply = transact(
-      "add('" + key + "')",
-      code(Query::Add) + wire_key(key) + little_endian(static_cast<uint64_t>(delta)),
-      options_.timeout,
-      [this](net::Clock::time_point deadline) {
-        return net::receive_exactly(kTag, socket_, 8, deadline);
-      });
+  const std::string reply =
+      transact("add('" + key + "')",
+               code(Query::Add) + wire_key(key) + little_endian(static_cast<uint64_t>(delta)),
+               options_.timeout, [this](net::Clock::time_point deadline) {
+                 return net::receive_exactly(kTag, socket_, 8, deadline);
+               });
   return static_cast<int64_t>(from_little_endian(reply));
 }
 

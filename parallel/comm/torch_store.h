@@ -73,9 +73,9 @@ class TorchStore final : public Store {
   char code(Query query) const;
   /// Under the lock: sends `request`, then lets `read_reply` read the reply from the socket by
   /// `deadline`. Any failure poisons the connection and is reported as "<what> failed: …".
-  std::string transact(const std::string& what, const std::string& request,
-                       std::chrono::milliseconds timeout,
-                       const std::function<std::string(net::Clock::time_point deadline)>& read_reply);
+  std::string transact(
+      const std::string& what, const std::string& request, std::chrono::milliseconds timeout,
+      const std::function<std::string(net::Clock::time_point deadline)>& read_reply);
 
   TorchStoreOptions options_;
   TorchStoreProtocol protocol_ = TorchStoreProtocol::Legacy;

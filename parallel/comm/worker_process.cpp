@@ -52,6 +52,7 @@ void write_all(int fd, const char* data, size_t size) {
 
 std::vector<char*> pointers(const std::vector<std::string>& strings) {
   std::vector<char*> out;
+  out.reserve(strings.size() + 1);
   for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
@@ -156,7 +157,7 @@ std::string find_executable(const std::string& program) {
   std::stringstream folders(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");
   std::string folder;
   while (std::getline(folders, folder, ':')) {
-    const std::string candidate = (folder.empty() ? "." : folder) + "/" + program;
+    std::string candidate = (folder.empty() ? "." : folder) + "/" + program;
     if (runnable(candidate)) return candidate;
   }
   TANDEM_FAIL("[tandem-run] command not found: ", program, " (not on PATH)");

@@ -25,7 +25,10 @@ TEST(DataLoaderGpu, DeliversTheHostLoadersBatchesToTheDevice) {
   const int64_t pinned_before = cuda::pinned_host_allocator().stats().allocation_count;
   for (int workers : {0, 3}) {
     DataLoader loader(data, sampler,
-                      {.batch_size = 32, .workers = workers, .prefetch = 4, .seed = 6,
+                      {.batch_size = 32,
+                       .workers = workers,
+                       .prefetch = 4,
+                       .seed = 6,
                        .device = Device::cuda(0)});
     loader.start_epoch(0);
     on_host.start_epoch(0);

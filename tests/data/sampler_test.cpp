@@ -109,8 +109,8 @@ TEST(DistributedSampler, UnpaddedSharesCoverTheDataOnce) {
   std::vector<int64_t> all;
   std::vector<int64_t> sizes;
   for (int64_t rank = 0; rank < 3; ++rank) {
-    const DistributedSampler sampler(
-        11, {.num_replicas = 3, .rank = rank, .seed = 2, .pad = false});
+    const DistributedSampler sampler(11,
+                                     {.num_replicas = 3, .rank = rank, .seed = 2, .pad = false});
     const std::vector<int64_t> mine = sampler.indices(4);
     EXPECT_EQ(static_cast<int64_t>(mine.size()), sampler.size());
     sizes.push_back(sampler.size());

@@ -146,7 +146,7 @@ TEST(Autograd, OneCpuDeviceRunsOnTheCallingThreadAndRestoresItsState) {
   });
   sum(w * w).backward();
   EXPECT_EQ(hook_thread, std::this_thread::get_id());
-  EXPECT_FALSE(grad_mode_in_hook);  // backward is never recorded, on any thread
+  EXPECT_FALSE(grad_mode_in_hook);             // backward is never recorded, on any thread
   EXPECT_TRUE(autograd::grad_mode_enabled());  // and the caller gets its own mode back
   EXPECT_EQ(w.grad().to_vector<float>(), (std::vector<float>{2, 4, 6}));
   // A hook may not start another backward; the caller can once this one returned.
@@ -213,7 +213,6 @@ TEST(Autograd, OnlyLeavesCanBeMarked) {
   EXPECT_THROW(y.set_requires_grad(false), Error);
   EXPECT_THROW(zeros({1}, {.dtype = DType::Int64}).set_requires_grad(true), Error);
 }
-
 
 TEST(Autograd, QueuedCallbacksRunAfterTheWholePassOnTheCallingThread) {
   Tensor a = leaf({1, 2}, {2});

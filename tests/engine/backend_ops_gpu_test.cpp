@@ -278,7 +278,9 @@ std::vector<OpCase> cases() {
       // contiguous copies; both must give the NCHW values.
       {"conv3x3_channels_last",
        {normal({2, 16, 8, 8}), normal({16, 16, 3, 3})},
-       [](I x) { return conv2d(channels_last(x[0]), channels_last(x[1]), Tensor(), {.padding = 1}); },
+       [](I x) {
+         return conv2d(channels_last(x[0]), channels_last(x[1]), Tensor(), {.padding = 1});
+       },
        kSummed,
        kSummed},
       {"batch_norm_relu_channels_last",

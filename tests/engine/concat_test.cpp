@@ -21,15 +21,20 @@ TEST(Cat, GradientMatchesFiniteDifferences) {
   Tensor b = randn({1, 3, 2}, generator);  // no grad: its slot stays empty
   Tensor c = randn({3, 3, 2}, generator).set_requires_grad(true);
   EXPECT_TRUE(testing::check_gradients(
-      [](const std::vector<Tensor>& in) { return cat({in[0], in[1], in[2]}); }, {a, b, c}));
+      [](const std::vector<Tensor>& in) {
+        return cat({in[0], in[1], in[2]});
+      },
+      {a, b, c}));
 }
 
 TEST(Cat, RejectsMismatchedTensors) {
-  EXPECT_NE(testing::error_message([] { cat({zeros({2, 3}), zeros({2, 4})}); })
-                .find("[cat] tensor 1 has shape [2, 4]"),
+  EXPECT_NE(testing::error_message([] {
+              cat({zeros({2, 3}), zeros({2, 4})});
+            }).find("[cat] tensor 1 has shape [2, 4]"),
             std::string::npos);
-  EXPECT_NE(testing::error_message([] { cat({zeros({2}), zeros({2}, {.device = Device::cpu(1)})}); })
-                .find("on cpu:1"),
+  EXPECT_NE(testing::error_message([] {
+              cat({zeros({2}), zeros({2}, {.device = Device::cpu(1)})});
+            }).find("on cpu:1"),
             std::string::npos);
   EXPECT_NE(testing::error_message([] { cat({}); }).find("[cat] needs at least one tensor"),
             std::string::npos);

@@ -66,7 +66,8 @@ TEST(UploadGpu, StagesInPinnedMemoryAndOrdersTheConsumerAfterTheCopy) {
     sums.push_back(sum(on_device));
   }
   for (int i = 0; i < 20; ++i)
-    EXPECT_FLOAT_EQ(static_cast<float>(sums[i].item()), static_cast<float>(i) * kElements) << "upload " << i;
+    EXPECT_FLOAT_EQ(static_cast<float>(sums[i].item()), static_cast<float>(i) * kElements)
+        << "upload " << i;
   EXPECT_GT(cuda::pinned_host_allocator().stats().allocation_count, pinned_before);
 #endif
 }

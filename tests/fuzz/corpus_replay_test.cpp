@@ -28,11 +28,21 @@ void replay(const std::string& name, Target target) {
   EXPECT_GT(inputs, 0) << "no inputs in " << folder;
 }
 
-TEST(FuzzCorpus, Safetensors) { replay("safetensors", safetensors); }
-TEST(FuzzCorpus, Checkpoint) { replay("checkpoint", checkpoint); }
-TEST(FuzzCorpus, Cifar10) { replay("cifar10", cifar10); }
-TEST(FuzzCorpus, StoreRequest) { replay("store_request", store_request); }
-TEST(FuzzCorpus, LaunchEnv) { replay("launch_env", launch_env); }
+TEST(FuzzCorpus, Safetensors) {
+  replay("safetensors", safetensors);
+}
+TEST(FuzzCorpus, Checkpoint) {
+  replay("checkpoint", checkpoint);
+}
+TEST(FuzzCorpus, Cifar10) {
+  replay("cifar10", cifar10);
+}
+TEST(FuzzCorpus, StoreRequest) {
+  replay("store_request", store_request);
+}
+TEST(FuzzCorpus, LaunchEnv) {
+  replay("launch_env", launch_env);
+}
 
 }  // namespace
 }  // namespace tandem::fuzz

@@ -14,8 +14,9 @@ namespace tandem::fuzz {
 
 inline const std::filesystem::path& scratch_folder() {
   static const std::filesystem::path folder = [] {
-    const std::filesystem::path base =
-        std::filesystem::is_directory("/dev/shm") ? "/dev/shm" : std::filesystem::temp_directory_path();
+    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm")
+                                           ? "/dev/shm"
+                                           : std::filesystem::temp_directory_path();
     auto path = base / ("tandem-fuzz-" + std::to_string(::getpid()));
     std::filesystem::create_directories(path);
     return path;

@@ -184,7 +184,8 @@ TEST_F(Checkpoint, AFullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
   save_checkpoint(path, *run.model, *run.optimizer, {.epoch = 1, .step = 1});
   const auto saved = run.model->state_dict();
   std::vector<std::vector<float>> expected;
-  for (const auto& [name, tensor] : saved) expected.push_back(tensor.to(DType::Float32).to_vector<float>());
+  for (const auto& [name, tensor] : saved)
+    expected.push_back(tensor.to(DType::Float32).to_vector<float>());
 
   train_steps(run, data, 1);
   std::string message;
@@ -206,7 +207,8 @@ TEST_F(Checkpoint, AFullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
   EXPECT_EQ(state.epoch, 1);
   const auto loaded = resumed.model->state_dict();
   for (size_t i = 0; i < loaded.size(); ++i) {
-    EXPECT_EQ(loaded[i].second.to(DType::Float32).to_vector<float>(), expected[i]) << loaded[i].first;
+    EXPECT_EQ(loaded[i].second.to(DType::Float32).to_vector<float>(), expected[i])
+        << loaded[i].first;
   }
 }
 

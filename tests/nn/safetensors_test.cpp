@@ -165,8 +165,9 @@ TEST_F(Safetensors, AFlippedBitInTheDataIsCaughtByTheChecksum) {
   std::string bytes = read_bytes(path("good.safetensors"));
   bytes[bytes.size() - 3] ^= 0x10;  // inside the last float's exponent
   write_bytes(path("flipped.safetensors"), bytes);
-  EXPECT_NE(error_message([&] { load_safetensors(path("flipped.safetensors")); })
-                .find("is corrupted: its data does not match the checksum"),
+  EXPECT_NE(error_message([&] {
+              load_safetensors(path("flipped.safetensors"));
+            }).find("is corrupted: its data does not match the checksum"),
             std::string::npos);
 }
 

@@ -160,7 +160,9 @@ class RecordingHook final : public CommHook {
     lasts.push_back(bucket.last);
     return group.allreduce({bucket.buffer}, ReduceOp::Sum);
   }
-  size_t payload_bytes(int64_t elements) const override { return static_cast<size_t>(elements) * 4; }
+  size_t payload_bytes(int64_t elements) const override {
+    return static_cast<size_t>(elements) * 4;
+  }
   std::vector<size_t> indices;
   std::vector<bool> lasts;
 };
@@ -186,8 +188,9 @@ TEST(CommHookMultiprocess, AHookSeesEveryBucketInLaunchOrderOnce) {
   }
   DistributedDataParallel late(testing::small_net(3), group);
   sum(late.forward(randn({4, 6}, data))).backward();
-  EXPECT_NE(error_message([&] { late.register_comm_hook(make_comm_hook(GradCompression::None)); })
-                .find("before the first backward"),
+  EXPECT_NE(error_message([&] {
+              late.register_comm_hook(make_comm_hook(GradCompression::None));
+            }).find("before the first backward"),
             std::string::npos);
 }
 

@@ -76,11 +76,12 @@ void run_join_case(const std::shared_ptr<ProcessGroup>& group, const JoinCase& c
   const auto expected = reference.net->parameters();
   const auto actual = model.module().parameters();
   for (size_t i = 0; i < expected.size(); ++i) {
-    const std::string what = "parameter " + std::to_string(i) + " on rank " +
-                             std::to_string(group->rank());
+    const std::string what =
+        "parameter " + std::to_string(i) + " on rank " + std::to_string(group->rank());
     testing::expect_close_to_reference(actual[i], expected[i], what);
     testing::expect_close_to_reference(optimizer.momentum_buffers()[i],
-                                       reference.optimizer->momentum_buffers()[i], what + "'s momentum");
+                                       reference.optimizer->momentum_buffers()[i],
+                                       what + "'s momentum");
   }
 }
 

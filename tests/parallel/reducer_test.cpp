@@ -7,8 +7,8 @@
 #include "engine/tandem.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "parallel/distributed_data_parallel.h"
 #include "parallel/comm/gloo_process_group.h"
+#include "parallel/distributed_data_parallel.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::parallel {
@@ -18,7 +18,8 @@ using testing::error_message;
 using namespace std::chrono_literals;
 
 std::shared_ptr<ProcessGroup> solo_group() {
-  auto store = std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
+  auto store =
+      std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
   return std::make_shared<GlooProcessGroup>(store, 0, 1, ProcessGroupOptions{.timeout = 10s});
 }
 
@@ -85,7 +86,8 @@ TEST(AssignBuckets, CapsInOrderAndOversizedParametersAlone) {
 }
 
 TEST(Reducer, BucketsFollowReverseRegistrationThenArrivalOrder) {
-  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), one_parameter_per_bucket());
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
   // Parameters: 0 second.weight, 1 second.bias, 2 first.weight, 3 first.bias, 4/5 unused.
   EXPECT_EQ(model.reducer().bucket_assignment(),
             (std::vector<std::vector<size_t>>{{5}, {4}, {3}, {2}, {1}, {0}}));
@@ -99,7 +101,8 @@ TEST(Reducer, BucketsFollowReverseRegistrationThenArrivalOrder) {
 }
 
 TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
-  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), one_parameter_per_bucket());
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
   for (int step = 0; step < 3; ++step) {
     model.zero_grad();
     const Tensor x = input_rows(5, 10 + step);
@@ -107,7 +110,8 @@ TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
     const auto expected = plain_gradients({x});
     const auto params = model.parameters();
     for (size_t i = 0; i < params.size(); ++i) {
-      expect_same_values(params[i].grad(), expected[i], "step " + std::to_string(step) + " param " + std::to_string(i));
+      expect_same_values(params[i].grad(), expected[i],
+                         "step " + std::to_string(step) + " param " + std::to_string(i));
     }
     EXPECT_EQ(model.reducer().last_step().buckets.size(), 6u);
   }
@@ -115,13 +119,16 @@ TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
 
 TEST(Reducer, UnusedParameterWithoutTheOptionIsAClearError) {
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group());
-  const std::string message = error_message([&] { sum(model.forward(input_rows(2, 1))).backward(); });
-  EXPECT_NE(message.find("without a gradient for: unused.weight, unused.bias"), std::string::npos) << message;
+  const std::string message =
+      error_message([&] { sum(model.forward(input_rows(2, 1))).backward(); });
+  EXPECT_NE(message.find("without a gradient for: unused.weight, unused.bias"), std::string::npos)
+      << message;
   EXPECT_NE(message.find("find_unused_parameters = true"), std::string::npos) << message;
 }
 
 TEST(Reducer, NoSyncAccumulatesAndTheNextStepReducesTheSum) {
-  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), one_parameter_per_bucket());
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
   const std::vector<Tensor> batches{input_rows(3, 1), input_rows(3, 2), input_rows(3, 3)};
   {
     auto no_sync = model.no_sync();
@@ -131,7 +138,8 @@ TEST(Reducer, NoSyncAccumulatesAndTheNextStepReducesTheSum) {
   sum(model.forward(batches[2])).backward();
   const auto expected = plain_gradients(batches);
   const auto params = model.parameters();
-  for (size_t i = 0; i < params.size(); ++i) expect_same_values(params[i].grad(), expected[i], "param " + std::to_string(i));
+  for (size_t i = 0; i < params.size(); ++i)
+    expect_same_values(params[i].grad(), expected[i], "param " + std::to_string(i));
 }
 
 TEST(Reducer, GradientsCanBeViewsOfTheBuckets) {
@@ -147,7 +155,8 @@ TEST(Reducer, GradientsCanBeViewsOfTheBuckets) {
     const auto params = model.parameters();
     // One bucket (1 MB holds them all): used parameters' gradients share its storage.
     EXPECT_EQ(params[0].grad().storage(), params[3].grad().storage());
-    for (size_t i = 0; i < params.size(); ++i) expect_same_values(params[i].grad(), expected[i], "param " + std::to_string(i));
+    for (size_t i = 0; i < params.size(); ++i)
+      expect_same_values(params[i].grad(), expected[i], "param " + std::to_string(i));
   }
 }
 
@@ -168,7 +177,8 @@ TEST(Reducer, WithoutOverlapEveryAllReduceStartsAfterBackward) {
 
 TEST(Reducer, SecondBackwardWithoutForwardOnlyAccumulatesLocally) {
   // As in PyTorch: only a DDP forward arms the hooks; finalize() disarms them.
-  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), one_parameter_per_bucket());
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
   Tensor loss = sum(model.forward(input_rows(2, 1)));
   loss.backward(Tensor(), /*retain_graph=*/true);
   const std::vector<float> once = model.parameters()[0].grad().to_vector<float>();

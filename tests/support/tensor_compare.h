@@ -24,8 +24,8 @@ inline void expect_close_to_reference(const Tensor& actual, const Tensor& expect
     scale = std::max(scale, std::abs(static_cast<double>(e[i])));
     worst = std::max(worst, std::abs(static_cast<double>(a[i]) - e[i]));
   }
-  EXPECT_LE(worst, relative * scale) << what << ": max |diff| " << worst << " for max |value| "
-                                     << scale;
+  EXPECT_LE(worst, relative * scale)
+      << what << ": max |diff| " << worst << " for max |value| " << scale;
 }
 
 }  // namespace tandem::testing

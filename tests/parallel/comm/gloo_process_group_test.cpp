@@ -321,8 +321,7 @@ TEST(GlooMultiprocess, BroadcastCoalescedRestoresEveryTensorOfEveryDtype) {
   const auto make = [](int rank) {
     return std::vector<Tensor>{ramp(rank, 7).view({7}),
                                full({}, 10 + rank, {.dtype = DType::Int64}),
-                               ramp(rank + 50, 12).view({3, 4}),
-                               zeros({0}),
+                               ramp(rank + 50, 12).view({3, 4}), zeros({0}),
                                full({2, 2}, 20 + rank, {.dtype = DType::Int64})};
   };
   std::vector<Tensor> mine = make(group->rank());

@@ -10,11 +10,11 @@
 
 #include "engine/tandem.h"
 #include "nn/resnet.h"
-#include "parallel/distributed_data_parallel.h"
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store_server.h"
+#include "parallel/distributed_data_parallel.h"
 #include "tests/support/cuda_skip.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <thread>
@@ -224,9 +224,20 @@ TEST(Store, StalledAndHostileClientsCostLittleAndOthersAreServed) {
   for (int i = 0; i < 8; ++i) {  // each announces the largest frame allowed, then sends 10 bytes
     stalled.push_back(raw_client(server.port()));
     const uint32_t size = net::kMaxFrameBytes;
-    const char header[14] = {static_cast<char>(size >> 24), static_cast<char>(size >> 16),
-                             static_cast<char>(size >> 8), static_cast<char>(size), 1, 0, 0, 0, 3,
-                             'k', 'e', 'y', 0, 0};
+    const char header[14] = {static_cast<char>(size >> 24),
+                             static_cast<char>(size >> 16),
+                             static_cast<char>(size >> 8),
+                             static_cast<char>(size),
+                             1,
+                             0,
+                             0,
+                             0,
+                             3,
+                             'k',
+                             'e',
+                             'y',
+                             0,
+                             0};
     ::send(stalled.back().fd(), header, sizeof(header), MSG_NOSIGNAL);
   }
   net::Socket too_big = raw_client(server.port());  // over the cap: refused at once

@@ -56,7 +56,7 @@ TEST(TorchStore, TradesKeysWithPyTorchsTcpStore) {
   EXPECT_EQ(store.get("from_python"), Bytes({0, 255, 'b', 'y', 't', 'e', 's'}));
   EXPECT_TRUE(store.check({"from_python", "counter"}));
   EXPECT_FALSE(store.check({"from_python", "nobody_sets_this"}));
-  EXPECT_EQ(store.add("counter", 2), 7);  // the Python side added 5
+  EXPECT_EQ(store.add("counter", 2), 7);            // the Python side added 5
   EXPECT_EQ(to_string(store.get("counter")), "7");  // counters are decimal text on both sides
   store.set("from_tandem", {1, 2, 0, 254});
   store.wait({"python_done"});
@@ -133,12 +133,15 @@ class ValidatedServer {
             net::send_all("[test]", client, little_endian(value.size()) + value);
           } else if (query == 4) {  // ADD
             std::string& value = values_[text(client)];
-            const auto delta = static_cast<int64_t>(number(net::receive_exactly("[test]", client, 8)));
+            const auto delta =
+                static_cast<int64_t>(number(net::receive_exactly("[test]", client, 8)));
             value = std::to_string((value.empty() ? 0 : std::stoll(value)) + delta);
-            net::send_all("[test]", client, little_endian(static_cast<uint64_t>(std::stoll(value))));
+            net::send_all("[test]", client,
+                          little_endian(static_cast<uint64_t>(std::stoll(value))));
           } else if (query == 5 || query == 6) {  // CHECK, WAIT (keys set by this client only)
             const bool present = all_present(client);
-            if (query == 5 || present) net::send_all("[test]", client, std::string(1, present ? 0 : 1));
+            if (query == 5 || present)
+              net::send_all("[test]", client, std::string(1, present ? 0 : 1));
           } else if (query == 7) {  // GETNUMKEYS
             net::send_all("[test]", client, little_endian(values_.size()));
           } else {
