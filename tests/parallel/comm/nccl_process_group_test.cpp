@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include "engine/tandem.h"
+#include "engine/tensor_impl.h"
 #include "nn/resnet.h"
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/nccl_process_group.h"
@@ -23,7 +24,6 @@
 #if TANDEM_WITH_CUDA
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
-#include "engine/tensor_impl.h"
 #endif
 
 namespace tandem::parallel {
