@@ -11,10 +11,9 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
 #include <string>
 
-#include "engine/error.h"
+#include "apps/run_main.h"
 #include "engine/tandem.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/process_group.h"
@@ -53,9 +52,7 @@ Row measure(ProcessGroup& group, double mib, int warmup, int iterations) {
   return Row{mib, iterations, seconds * 1000.0 / iterations};
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::vector<double> sizes_mib = {1, 4, 25, 100};
   int warmup = 3;
   int iterations = 20;
@@ -68,26 +65,28 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "untimed all-reduces per size")->capture_default_str();
   app.add_option("--iterations", iterations, "timed all-reduces per size")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  try {
-    auto group = init_process_group(backend, from_environment());
-    std::vector<Row> rows;
-    for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));
-    if (group->rank() == 0) {
-      const int n = group->size();
-      std::printf("%s all-reduce, %d ranks, float32 on %s, %d iterations after %d warm-up\n",
-                  backend.c_str(), n, group->tensor_device().str().c_str(), iterations, warmup);
-      std::printf("%10s %12s %14s %14s\n", "size MiB", "time ms", "algbw GB/s", "busbw GB/s");
-      for (const Row& row : rows) {
-        const double bytes = row.mib * 1024 * 1024;
-        const double algbw = bytes / (row.ms / 1000.0) / 1e9;
-        std::printf("%10.0f %12.2f %14.3f %14.3f\n", row.mib, row.ms, algbw,
-                    algbw * 2.0 * (n - 1) / n);
-      }
+  auto group = init_process_group(backend, from_environment());
+  std::vector<Row> rows;
+  rows.reserve(sizes_mib.size());
+  for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));
+  if (group->rank() == 0) {
+    const int n = group->size();
+    std::printf("%s all-reduce, %d ranks, float32 on %s, %d iterations after %d warm-up\n",
+                backend.c_str(), n, group->tensor_device().str().c_str(), iterations, warmup);
+    std::printf("%10s %12s %14s %14s\n", "size MiB", "time ms", "algbw GB/s", "busbw GB/s");
+    for (const Row& row : rows) {
+      const double bytes = row.mib * 1024 * 1024;
+      const double algbw = bytes / (row.ms / 1000.0) / 1e9;
+      std::printf("%10.0f %12.2f %14.3f %14.3f\n", row.mib, row.ms, algbw,
+                  algbw * 2.0 * (n - 1) / n);
     }
-    group->barrier()->wait();
-    return 0;
-  } catch (const std::exception& e) {
-    std::cerr << tandem::message_of(e) << "\n";
-    return 1;
   }
+  group->barrier()->wait();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tandem::apps::run_main("bench_allreduce", [&] { return run(argc, argv); });
 }

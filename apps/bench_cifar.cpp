@@ -13,6 +13,7 @@
 #include "apps/bench/report.h"
 #include "apps/bench/runner.h"
 #include "apps/bench/worker.h"
+#include "apps/run_main.h"
 #include "engine/error.h"
 
 namespace {
@@ -52,12 +53,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::string message = tandem::message_of(e);
-    if (message.rfind("[bench_cifar]", 0) != 0) message = "[bench_cifar] " + message;
-    std::fprintf(stderr, "%s\n", message.c_str());
-    return 1;
-  }
+  return tandem::apps::run_main("bench_cifar", [&] { return run(argc, argv); });
 }

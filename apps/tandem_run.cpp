@@ -6,12 +6,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include <iostream>
-
-#include "engine/error.h"
+#include "apps/run_main.h"
 #include "parallel/comm/launcher.h"
 
-int main(int argc, char** argv) {
+namespace {
+
+int run(int argc, char** argv) {
   tandem::parallel::LaunchOptions options;
   double kill_grace_s = 30.0;
   double timeout_s = 0.0;
@@ -44,10 +44,11 @@ int main(int argc, char** argv) {
   }
   options.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(kill_grace_s * 1000));
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  try {
-    return tandem::parallel::launch(options).exit_code;
-  } catch (const std::exception& e) {
-    std::cerr << tandem::message_of(e) << "\n";
-    return 1;
-  }
+  return tandem::parallel::launch(options).exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tandem::apps::run_main("tandem-run", [&] { return run(argc, argv); });
 }

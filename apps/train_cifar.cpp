@@ -8,11 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
+#include "apps/run_main.h"
 #include "apps/train/train_options.h"
 #include "apps/train/trainer.h"
 #include "engine/backend.h"
@@ -55,7 +56,8 @@ int run(int argc, char** argv) {
                                 : cuda_available()       ? "nccl"
                                                          : "gloo";
     group = parallel::init_process_group(
-        backend, env, {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
+        backend, env,
+        {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
   }
   apps::Trainer trainer(options, group);
   const apps::RunSummary summary = trainer.run();
@@ -67,10 +69,5 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_cifar: error: %s\n", message_of(e).c_str());
-    return 1;
-  }
+  return apps::run_main("train_cifar", [&] { return run(argc, argv); });
 }

@@ -27,7 +27,8 @@ Workload make_workload() {
   Generator generator(0);
   std::vector<int64_t> labels(kBatch);
   for (auto& label : labels) label = static_cast<int64_t>(generator.next_u64() % 10);
-  return {randn({kBatch, 3, 32, 32}, generator), from_vector(labels, {kBatch}, {.dtype = DType::Int64})};
+  return {randn({kBatch, 3, 32, 32}, generator),
+          from_vector(labels, {kBatch}, {.dtype = DType::Int64})};
 }
 
 // One training step; the first ones also build oneDNN's primitives for each shard shape.
@@ -73,8 +74,8 @@ void BM_DataParallel(benchmark::State& state, const std::string& devices, bool p
     total.reduce_ms += step.reduce_ms;
   }
   const double steps = static_cast<double>(state.iterations());
-  state.counters["images/s"] = benchmark::Counter(static_cast<double>(kBatch) * steps,
-                                                  benchmark::Counter::kIsRate);
+  state.counters["images/s"] =
+      benchmark::Counter(static_cast<double>(kBatch) * steps, benchmark::Counter::kIsRate);
   state.counters["scatter_ms"] = total.scatter_ms / steps;
   state.counters["replicate_ms"] = total.replicate_ms / steps;
   state.counters["fwd_ms"] = total.apply_ms / steps;
@@ -82,13 +83,26 @@ void BM_DataParallel(benchmark::State& state, const std::string& devices, bool p
   state.counters["reduce_ms"] = total.reduce_ms / steps;
 }
 
-BENCHMARK(BM_SingleDevice)->Name("single/cpu:0")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
+BENCHMARK(BM_SingleDevice)
+    ->Name("single/cpu:0")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(8);
 BENCHMARK_CAPTURE(BM_DataParallel, dp, std::string("cpu:0,cpu:1"), true)
-    ->Name("dp/cpu:0,cpu:1/persistent")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
+    ->Name("dp/cpu:0,cpu:1/persistent")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(8);
 BENCHMARK_CAPTURE(BM_DataParallel, dp, std::string("cpu:0,cpu:1"), false)
-    ->Name("dp/cpu:0,cpu:1/rebuilt")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
+    ->Name("dp/cpu:0,cpu:1/rebuilt")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(8);
 BENCHMARK_CAPTURE(BM_DataParallel, dp, std::string("cpu:0,cpu:0"), true)
-    ->Name("dp/cpu:0,cpu:0/persistent")->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(8);
+    ->Name("dp/cpu:0,cpu:0/persistent")
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(8);
 
 }  // namespace
 

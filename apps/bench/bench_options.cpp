@@ -58,7 +58,8 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("--memory-format", o.memory_format,
                  "model and batches in memory: channels_last (NHWC), contiguous (NCHW), or auto: "
                  "channels_last on CPUs, contiguous on GPUs")
-      ->check(CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
+      ->check(
+          CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
       ->capture_default_str();
   app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size in MiB")
       ->check(CLI::Range(0.001, 4096.0))
@@ -138,10 +139,10 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 }
 
 void validate(const BenchOptions& o) {
-  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() &&
-                   !o.compressions.empty(),
-               "[bench_cifar] --modes, --devices, --batch-sizes and --grad-compression each need "
-               "at least one value");
+  TANDEM_CHECK(
+      !o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() && !o.compressions.empty(),
+      "[bench_cifar] --modes, --devices, --batch-sizes and --grad-compression each need "
+      "at least one value");
   TANDEM_CHECK(
       !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
       o.data_dir,
@@ -164,8 +165,11 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
         if (mode != "ddp") continue;
         for (const std::string& overlap : overlaps) {
           for (const std::string& compression : o.compressions) {
-            configs.push_back({.mode = mode, .devices = devices, .batch = batch,
-                               .overlap = overlap, .compression = compression});
+            configs.push_back({.mode = mode,
+                               .devices = devices,
+                               .batch = batch,
+                               .overlap = overlap,
+                               .compression = compression});
           }
         }
       }

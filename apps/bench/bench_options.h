@@ -15,11 +15,11 @@ struct BenchOptions {
   std::string arch = "resnet20";
   int warmup = 2;
   int steps = 5;
-  int threads = 0;  ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
+  int threads = 0;                     ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   double bucket_cap_mb = 25;
-  double first_bucket_mb = 1;  ///< clamped to bucket_cap_mb
-  std::string overlap = "on";  ///< on, off or both
+  double first_bucket_mb = 1;                     ///< clamped to bucket_cap_mb
+  std::string overlap = "on";                     ///< on, off or both
   std::vector<std::string> compressions{"none"};  ///< ddp: gradient compression, a row for each
   bool real = false;
   std::string data_dir = "./data/cifar-10-batches-bin";
@@ -41,10 +41,10 @@ struct BenchOptions {
 
 /// One cell of the matrix.
 struct BenchConfig {
-  std::string mode;       ///< single, dp or ddp
-  int devices = 1;        ///< dp: devices; ddp: processes; single: 1
-  int64_t batch = 128;    ///< global
-  std::string overlap{};  ///< ddp: "on" or "off"; otherwise empty
+  std::string mode;           ///< single, dp or ddp
+  int devices = 1;            ///< dp: devices; ddp: processes; single: 1
+  int64_t batch = 128;        ///< global
+  std::string overlap{};      ///< ddp: "on" or "off"; otherwise empty
   std::string compression{};  ///< ddp: "none", "fp16" or "bf16"; otherwise empty
 
   /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16"

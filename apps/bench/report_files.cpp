@@ -111,7 +111,7 @@ std::string csv_field(const ordered_json& value) {
     std::snprintf(text, sizeof text, "%.9g", value.get<double>());
     return text;
   }
-  const std::string text = value.get<std::string>();
+  std::string text = value.get<std::string>();
   if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
   std::string quoted = "\"";
   for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);

@@ -41,7 +41,8 @@ class TextTable {
     }
     print_row(out, header_, widths);
     std::vector<std::string> rule;
-    for (size_t width : widths) rule.push_back(std::string(width, '-'));
+    rule.reserve(widths.size());
+    for (size_t width : widths) rule.emplace_back(width, '-');
     print_row(out, rule, widths);
     for (const auto& row : rows_) print_row(out, row, widths);
   }
@@ -67,8 +68,7 @@ std::string device_cell(const BenchRow& row) {
   const Measurement& m = *row.measured;
   const char* layout = m.memory_format == "channels_last" ? "nhwc" : "nchw";
   if (row.config.mode == "ddp") {
-    return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes,
-                  m.threads_per_process);
+    return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes, m.threads_per_process);
   }
   return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
 }
@@ -123,8 +123,8 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
                info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
   TextTable table({"config", "device", "images/s", "ms/step", "speed-up", "eff.", "comm ms",
-                   "hidden", "grad MiB/step", "scatter ms", "replicate ms", "gather ms", "reduce ms",
-                   "peak RSS MiB"});
+                   "hidden", "grad MiB/step", "scatter ms", "replicate ms", "gather ms",
+                   "reduce ms", "peak RSS MiB"});
   for (const BenchRow& row : rows) {
     if (row.measured) {
       table.add(measured_cells(row));

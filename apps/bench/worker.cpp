@@ -42,6 +42,7 @@ std::vector<Device> devices_for(const BenchConfig& config, int local_rank) {
                  " devices needs as many GPUs; this machine has ", available);
   }
   std::vector<Device> devices;
+  devices.reserve(static_cast<size_t>(config.devices));
   for (int i = 0; i < config.devices; ++i)
     devices.push_back(gpus ? Device::cuda(i) : Device::cpu(i));
   return devices;
@@ -145,8 +146,8 @@ struct Totals {
 struct Setup {
   std::vector<Device> devices;
   MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< of the network and the batches
-  std::shared_ptr<nn::Module> network;  ///< the bare ResNet
-  std::shared_ptr<nn::Module> model;    ///< what the step calls: network, DataParallel or DDP
+  std::shared_ptr<nn::Module> network;                    ///< the bare ResNet
+  std::shared_ptr<nn::Module> model;  ///< what the step calls: network, DataParallel or DDP
   std::unique_ptr<nn::Sgd> optimizer;
 };
 
@@ -167,9 +168,10 @@ Setup build_model(const BenchOptions& o, const BenchConfig& config,
     ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
     ddp.reducer.first_bucket_mb = std::min(o.first_bucket_mb, o.bucket_cap_mb);
     ddp.reducer.overlap = config.overlap != "off";
-    auto model = std::make_shared<parallel::DistributedDataParallel>(s.network, std::move(group), ddp);
-    model->register_comm_hook(parallel::make_comm_hook(
-        parallel::parse_grad_compression(config.compression.empty() ? "none" : config.compression)));
+    auto model =
+        std::make_shared<parallel::DistributedDataParallel>(s.network, std::move(group), ddp);
+    model->register_comm_hook(parallel::make_comm_hook(parallel::parse_grad_compression(
+        config.compression.empty() ? "none" : config.compression)));
     s.model = model;
   } else {
     s.model = s.network;
@@ -232,6 +234,7 @@ double peak_rss_over_ranks(parallel::ProcessGroup* group, Device device) {
   const double own = peak_rss_mb();
   if (!group || group->size() == 1) return own;
   std::vector<Tensor> all;
+  all.reserve(static_cast<size_t>(group->size()));
   for (int r = 0; r < group->size(); ++r) all.push_back(zeros({1}, {.device = device}));
   group->allgather(all, full({1}, own, {.device = device}))->wait();
   double largest = own;
@@ -265,8 +268,8 @@ Measurement measure(const BenchOptions& o, int& rank) {
                  " processes runs in a job of ", world);
   }
   Setup setup = build_model(o, config, group, local_rank);
-  const std::vector<data::Batch> pool = make_pool(o, config, rank, world, setup.devices.front(),
-                                                   setup.memory_format);
+  const std::vector<data::Batch> pool =
+      make_pool(o, config, rank, world, setup.devices.front(), setup.memory_format);
   Measurement m;
   m.device = setup.devices.front().is_cuda() ? "cuda" : "cpu";
   m.device_list = describe_devices(setup.devices, group.get());

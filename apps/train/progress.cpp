@@ -25,7 +25,9 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-bool stdout_is_terminal() { return isatty(STDOUT_FILENO) != 0; }
+bool stdout_is_terminal() {
+  return isatty(STDOUT_FILENO) != 0;
+}
 
 EpochProgress::EpochProgress(int epoch, int epochs, int64_t steps, bool bar, std::FILE* out)
     : epoch_(epoch), epochs_(epochs), steps_(std::max<int64_t>(steps, 1)), bar_(bar), out_(out) {}
@@ -33,12 +35,13 @@ EpochProgress::EpochProgress(int epoch, int epochs, int64_t steps, bool bar, std
 std::string EpochProgress::line(const StepProgress& p) const {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double eta = p.step > 0 ? elapsed / static_cast<double>(p.step) *
-                                      static_cast<double>(steps_ - p.step)
-                                : 0.0;
+  const double eta =
+      p.step > 0 ? elapsed / static_cast<double>(p.step) * static_cast<double>(steps_ - p.step)
+                 : 0.0;
   char text[256];
-  std::snprintf(text, sizeof text, "epoch %d/%d  %lld/%lld  %.0f img/s  loss %.4f  acc %5.1f%%  eta %s",
-                epoch_, epochs_, static_cast<long long>(p.step), static_cast<long long>(steps_),
+  std::snprintf(text, sizeof text,
+                "epoch %d/%d  %lld/%lld  %.0f img/s  loss %.4f  acc %5.1f%%  eta %s", epoch_,
+                epochs_, static_cast<long long>(p.step), static_cast<long long>(steps_),
                 p.images_per_second, p.loss, 100.0 * p.accuracy, format_duration(eta).c_str());
   if (!bar_) return text;
   const int filled = static_cast<int>(kBarWidth * p.step / steps_);

@@ -17,9 +17,9 @@ enum class Mode { Single, DataParallel, Distributed };
 struct TrainOptions {
   Mode mode = Mode::Single;
   std::string arch = "resnet20";
-  std::string devices;      ///< dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; empty: all GPUs, else cpu:0
-  int nproc = 1;            ///< ddp outside a launcher: local workers to start
-  std::string backend;      ///< ddp: "nccl" or "gloo"; empty: nccl on GPUs, else gloo
+  std::string devices;       ///< dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; empty: all GPUs, else cpu:0
+  int nproc = 1;             ///< ddp outside a launcher: local workers to start
+  std::string backend;       ///< ddp: "nccl" or "gloo"; empty: nccl on GPUs, else gloo
   int epochs = 10;           ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
@@ -29,25 +29,25 @@ struct TrainOptions {
   float weight_decay = 1e-4f;
   std::string schedule = "multistep";  ///< multistep (÷10 at 50 % and 75 %), cosine, onecycle
   double warmup_epochs = 0;
-  int workers = 2;           ///< loader threads
+  int workers = 2;  ///< loader threads
   std::string data_dir = "./data/cifar-10-batches-bin";
-  int64_t subset = 0;        ///< use the first N training (and N/5 test) images; 0: all
-  bool synthetic = false;    ///< random images of CIFAR's shape instead of the data set
+  int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
+  bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
   uint64_t seed = 0;
-  std::string save;          ///< checkpoint written after every epoch
-  std::string resume;        ///< checkpoint to continue from
-  bool eval_only = false;    ///< evaluate (the --resume checkpoint) and stop
+  std::string save;        ///< checkpoint written after every epoch
+  std::string resume;      ///< checkpoint to continue from
+  bool eval_only = false;  ///< evaluate (the --resume checkpoint) and stop
   double bucket_cap_mb = 25;
-  bool no_overlap = false;   ///< ddp: all-reduce only after backward
-  bool sync_bn = false;      ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
-  int accumulate = 1;        ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
-  double timeout_s = 300;    ///< ddp: a collective or the rendezvous failing after this long
+  bool no_overlap = false;  ///< ddp: all-reduce only after backward
+  bool sync_bn = false;     ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
+  int accumulate = 1;  ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
+  double timeout_s = 300;  ///< ddp: a collective or the rendezvous failing after this long
   std::string grad_compression = "none";  ///< ddp: none, fp16 or bf16 (parallel::make_comm_hook)
-  bool drop_last = false;    ///< drop a short last batch (ddp: and the images that do not divide)
-  int threads = 0;           ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
+  bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
+  int threads = 0;         ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
-  std::string log_json;      ///< JSON-lines metrics, one record per epoch and a summary
-  bool progress = true;      ///< progress bar on a terminal (--no-progress: never)
+  std::string log_json;                ///< JSON-lines metrics, one record per epoch and a summary
+  bool progress = true;                ///< progress bar on a terminal (--no-progress: never)
 };
 
 const char* mode_name(Mode mode);

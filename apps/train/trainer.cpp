@@ -7,13 +7,13 @@
 #include <optional>
 
 #include "apps/train/progress.h"
-#include "engine/ops/concat.h"
 #include "data/cifar10.h"
+#include "engine/ops/concat.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
-#include "parallel/data_parallel.h"
 #include "parallel/comm_hook.h"
+#include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/join.h"
 #include "parallel/sync_batch_norm.h"
@@ -133,7 +133,8 @@ void Trainer::build_data() {
         data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.seed + 1));
   } else {
     TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
-                 options_.data_dir, ": run scripts/get_cifar10.sh, or pass --data-dir DIR or "
+                 options_.data_dir,
+                 ": run scripts/get_cifar10.sh, or pass --data-dir DIR or "
                  "--synthetic");
     train_set_ = std::make_shared<data::CifarDataset>(
         data::read_cifar10(options_.data_dir, data::CifarSplit::Train, options_.subset));
@@ -149,7 +150,8 @@ void Trainer::build_data() {
       dp_devices_ = {Device::cpu()};
       if (cuda_available()) {
         dp_devices_.clear();
-        for (int i = 0; i < cuda_backend().device_count(); ++i) dp_devices_.push_back(Device::cuda(i));
+        for (int i = 0; i < cuda_backend().device_count(); ++i)
+          dp_devices_.push_back(Device::cuda(i));
       }
     } else {
       dp_devices_ = parallel::parse_device_list(options_.devices);
@@ -176,29 +178,37 @@ void Trainer::build_data() {
     // as PyTorch's DistributedSampler does.
     uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
                      train_set_->size() % world_ != 0;
-    data::DistributedSamplerConfig sharing{.num_replicas = world_, .rank = rank_, .shuffle = true,
-                                           .seed = options_.seed, .drop_last = options_.drop_last,
+    data::DistributedSamplerConfig sharing{.num_replicas = world_,
+                                           .rank = rank_,
+                                           .shuffle = true,
+                                           .seed = options_.seed,
+                                           .drop_last = options_.drop_last,
                                            .pad = !uneven_shares_};
     train_sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
     sharing.rank = 0;  // rank 0's share is the largest
     batches_per_epoch_ =
-        data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
-                          local_batch, options_.drop_last);
+        data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(), local_batch,
+                          options_.drop_last);
   } else {
     train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
     batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
   }
   test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
-  train_loader_ = std::make_unique<data::DataLoader>(
-      train_set_, train_sampler,
-      data::DataLoaderConfig{.batch_size = local_batch, .workers = options_.workers,
-                             .drop_last = options_.drop_last, .seed = options_.seed,
-                             .device = device_, .memory_format = memory_format_});
-  test_loader_ = std::make_unique<data::DataLoader>(
-      test_set_, test_sampler,
-      data::DataLoaderConfig{.batch_size = kEvalBatch, .workers = options_.workers,
-                             .transform = data::eval_transform(), .device = device_,
-                             .memory_format = memory_format_});
+  train_loader_ =
+      std::make_unique<data::DataLoader>(train_set_, train_sampler,
+                                         data::DataLoaderConfig{.batch_size = local_batch,
+                                                                .workers = options_.workers,
+                                                                .drop_last = options_.drop_last,
+                                                                .seed = options_.seed,
+                                                                .device = device_,
+                                                                .memory_format = memory_format_});
+  test_loader_ =
+      std::make_unique<data::DataLoader>(test_set_, test_sampler,
+                                         data::DataLoaderConfig{.batch_size = kEvalBatch,
+                                                                .workers = options_.workers,
+                                                                .transform = data::eval_transform(),
+                                                                .device = device_,
+                                                                .memory_format = memory_format_});
 }
 
 void Trainer::build_model() {
@@ -206,10 +216,11 @@ void Trainer::build_model() {
   network_ = nn::make_resnet(options_.arch, generator);
   network_->to(device_);
   network_->to(memory_format_);
-  optimizer_ = std::make_unique<nn::Sgd>(
-      network_->parameters(),
-      nn::SgdConfig{.lr = options_.lr, .momentum = options_.momentum,
-                    .weight_decay = options_.weight_decay, .nesterov = options_.nesterov});
+  optimizer_ = std::make_unique<nn::Sgd>(network_->parameters(),
+                                         nn::SgdConfig{.lr = options_.lr,
+                                                       .momentum = options_.momentum,
+                                                       .weight_decay = options_.weight_decay,
+                                                       .nesterov = options_.nesterov});
 }
 
 // Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly
@@ -221,7 +232,8 @@ int64_t Trainer::steps_per_epoch() const {
 void Trainer::build_schedule() {
   const int64_t steps_per_epoch = this->steps_per_epoch();
   const int64_t total = steps_per_epoch * options_.epochs;
-  const auto warmup = static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
+  const auto warmup =
+      static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
   std::shared_ptr<const nn::LrSchedule> main;
   if (options_.schedule == "cosine") {
     main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
@@ -282,7 +294,8 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   model_->train();
   train_loader_->start_epoch(epoch);
   const int64_t steps = train_loader_->batches_per_epoch();
-  EpochProgress progress(epoch + 1, options_.epochs, steps, options_.progress && stdout_is_terminal());
+  EpochProgress progress(epoch + 1, options_.epochs, steps,
+                         options_.progress && stdout_is_terminal());
   const auto start = Clock::now();
   double loss_sum = 0, correct = 0;
   int64_t seen = 0, step_in_epoch = 0;
@@ -291,9 +304,8 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
   std::optional<parallel::Join> join;
   if (uneven_shares_) {
-    join.emplace(*ddp_, parallel::JoinOptions{.stop_requested = [] {
-      return stop_requested().load();
-    }});
+    join.emplace(*ddp_,
+                 parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
   }
   // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
   const auto read_pending = [&] {
@@ -304,17 +316,17 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
       TANDEM_CHECK(std::isfinite(values.losses[i]), "[train_cifar] the loss became ",
                    values.losses[i], " at epoch ", epoch + 1, ", step ", step + 1,
                    " (optimizer step ", first_optimizer_step + step / options_.accumulate + 1,
-                   ") on rank ", rank_,
-                   "; try a lower --lr");
+                   ") on rank ", rank_, "; try a lower --lr");
     }
     loss_sum += values.loss_sum;
     correct += values.correct;
     seen += values.images;
     if (is_leader() && seen > 0) {
-      progress.update({.step = step_in_epoch,
-                       .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
-                       .loss = loss_sum / static_cast<double>(seen),
-                       .accuracy = correct / static_cast<double>(seen)});
+      progress.update(
+          {.step = step_in_epoch,
+           .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
+           .loss = loss_sum / static_cast<double>(seen),
+           .accuracy = correct / static_cast<double>(seen)});
     }
     return join ? true : all_ranks_continue();  // under a Join, every step agrees
   };
@@ -366,8 +378,10 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   if (is_leader()) progress.finish();
   const double seconds = seconds_since(start);
   const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
-  return PassMetrics{.loss = totals[0] / totals[2], .accuracy = totals[1] / totals[2],
-                     .images = static_cast<int64_t>(totals[2]), .seconds = seconds};
+  return PassMetrics{.loss = totals[0] / totals[2],
+                     .accuracy = totals[1] / totals[2],
+                     .images = static_cast<int64_t>(totals[2]),
+                     .seconds = seconds};
 }
 
 PassMetrics Trainer::evaluate() {
@@ -390,10 +404,12 @@ PassMetrics Trainer::evaluate() {
   }
   evaluated->train();
   const PendingSteps::Values values = batches.read();
-  const auto totals = sum_over_ranks(
-      {values.loss_sum, values.correct, static_cast<double>(values.images)});
-  return {.loss = totals[0] / std::max(totals[2], 1.0), .accuracy = totals[1] / std::max(totals[2], 1.0),
-          .images = static_cast<int64_t>(totals[2]), .seconds = seconds_since(start)};
+  const auto totals =
+      sum_over_ranks({values.loss_sum, values.correct, static_cast<double>(values.images)});
+  return {.loss = totals[0] / std::max(totals[2], 1.0),
+          .accuracy = totals[1] / std::max(totals[2], 1.0),
+          .images = static_cast<int64_t>(totals[2]),
+          .seconds = seconds_since(start)};
 }
 
 void Trainer::print_header() {
@@ -405,20 +421,23 @@ void Trainer::print_header() {
   } else if (options_.mode == Mode::Distributed) {
     where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str() +
             (options_.sync_bn ? ", SyncBatchNorm" : "") +
-            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients" : "") +
+            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
+                                                 : "") +
             (uneven_shares_ ? ", uneven shares joined" : "");
   } else {
     where = device_.str();
   }
-  std::printf("train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
-              "%s, %s data: %s train / %s test images, %d threads, %s\n",
-              options_.arch.c_str(), thousands(network_->parameter_count()).c_str(),
-              mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
-              options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
-              options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
-              thousands(test_set_->size()).c_str(), num_threads(),
-              memory_format_name(memory_format_));
-  if (start_epoch_ > 0) std::printf("resuming after epoch %d (step %lld)\n", start_epoch_, static_cast<long long>(step_));
+  std::printf(
+      "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
+      "%s, %s data: %s train / %s test images, %d threads, %s\n",
+      options_.arch.c_str(), thousands(network_->parameter_count()).c_str(),
+      mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
+      options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
+      options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
+      thousands(test_set_->size()).c_str(), num_threads(), memory_format_name(memory_format_));
+  if (start_epoch_ > 0)
+    std::printf("resuming after epoch %d (step %lld)\n", start_epoch_,
+                static_cast<long long>(step_));
   std::fflush(stdout);
 }
 
@@ -428,8 +447,8 @@ RunSummary Trainer::run() {
   if (options_.eval_only) {
     const PassMetrics test = evaluate();
     if (is_leader()) {
-      std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss, 100 * test.accuracy,
-                  static_cast<long long>(test.images));
+      std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss,
+                  100 * test.accuracy, static_cast<long long>(test.images));
       log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
     }
     summary.last_accuracy = summary.best_accuracy = test.accuracy;
@@ -444,7 +463,8 @@ RunSummary Trainer::run() {
     const std::optional<PassMetrics> train = train_epoch(epoch);
     if (!train) {
       summary.interrupted = true;
-      if (is_leader()) std::printf("\ninterrupted during epoch %d; the last checkpoint is intact\n", epoch + 1);
+      if (is_leader())
+        std::printf("\ninterrupted during epoch %d; the last checkpoint is intact\n", epoch + 1);
       break;
     }
     const PassMetrics test = evaluate();
@@ -456,16 +476,24 @@ RunSummary Trainer::run() {
     summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
     const double images_per_second = static_cast<double>(train->images) / train->seconds;
     if (is_leader()) {
-      std::printf("epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
-                  "%.0f img/s, lr %.4g\n",
-                  epoch + 1, options_.epochs, train->loss, 100 * train->accuracy, test.loss,
-                  100 * test.accuracy, train->seconds, images_per_second, static_cast<double>(lr));
+      std::printf(
+          "epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+          "%.0f img/s, lr %.4g\n",
+          epoch + 1, options_.epochs, train->loss, 100 * train->accuracy, test.loss,
+          100 * test.accuracy, train->seconds, images_per_second, static_cast<double>(lr));
       std::fflush(stdout);
-      log_.write({{"type", "epoch"}, {"epoch", epoch + 1}, {"train_loss", train->loss},
-                  {"train_accuracy", train->accuracy}, {"test_loss", test.loss},
-                  {"test_accuracy", test.accuracy}, {"seconds", train->seconds},
-                  {"images_per_second", images_per_second}, {"lr", lr}, {"step", step_},
-                  {"mode", mode_name(options_.mode)}, {"world_size", world_}});
+      log_.write({{"type", "epoch"},
+                  {"epoch", epoch + 1},
+                  {"train_loss", train->loss},
+                  {"train_accuracy", train->accuracy},
+                  {"test_loss", test.loss},
+                  {"test_accuracy", test.accuracy},
+                  {"seconds", train->seconds},
+                  {"images_per_second", images_per_second},
+                  {"lr", lr},
+                  {"step", step_},
+                  {"mode", mode_name(options_.mode)},
+                  {"world_size", world_}});
     }
   }
   if (summary.train_seconds > 0) {
@@ -473,19 +501,24 @@ RunSummary Trainer::run() {
   }
   if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
     std::printf("stopped after epoch %d of %d (--run-epochs): continue with --resume %s\n",
-                last_epoch, options_.epochs, options_.save.empty() ? "PATH" : options_.save.c_str());
+                last_epoch, options_.epochs,
+                options_.save.empty() ? "PATH" : options_.save.c_str());
   }
   if (is_leader()) {
-    std::printf("done: %d epochs, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
-                summary.epochs_done, 100 * summary.best_accuracy, 100 * summary.last_accuracy,
-                summary.train_seconds, summary.images_per_second);
-    log_.write({{"type", "summary"}, {"epochs_done", summary.epochs_done},
+    std::printf(
+        "done: %d epochs, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
+        summary.epochs_done, 100 * summary.best_accuracy, 100 * summary.last_accuracy,
+        summary.train_seconds, summary.images_per_second);
+    log_.write({{"type", "summary"},
+                {"epochs_done", summary.epochs_done},
                 {"best_test_accuracy", summary.best_accuracy},
                 {"last_test_accuracy", summary.last_accuracy},
                 {"train_seconds", summary.train_seconds},
                 {"images_per_second", summary.images_per_second},
-                {"interrupted", summary.interrupted}, {"mode", mode_name(options_.mode)},
-                {"world_size", world_}, {"arch", options_.arch}});
+                {"interrupted", summary.interrupted},
+                {"mode", mode_name(options_.mode)},
+                {"world_size", world_},
+                {"arch", options_.arch}});
   }
   return summary;
 }

@@ -192,7 +192,7 @@ TEST(BenchCifar, AConfigurationThatCannotRunIsReportedAndTheOthersRun) {
 
 void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
   EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.rfind("[bench_cifar] ", 0), 0u) << run.output;
+  EXPECT_EQ(run.output.rfind("bench_cifar: error: ", 0), 0u) << run.output;
   EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
   EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
 }

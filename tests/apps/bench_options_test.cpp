@@ -42,9 +42,10 @@ TEST(BenchOptions, OverlapBothGivesDdpTwoRowsPerCount) {
 TEST(BenchOptions, EachGradientCompressionIsADdpRow) {
   const BenchOptions o =
       parse({"--modes", "single,ddp", "--devices", "2", "--grad-compression", "none,bf16,fp16"});
-  EXPECT_EQ(labels(expand_matrix(o)),
-            (std::vector<std::string>{"single x1 b128", "ddp x2 b128 overlap on",
-                                      "ddp x2 b128 overlap on bf16", "ddp x2 b128 overlap on fp16"}));
+  EXPECT_EQ(
+      labels(expand_matrix(o)),
+      (std::vector<std::string>{"single x1 b128", "ddp x2 b128 overlap on",
+                                "ddp x2 b128 overlap on bf16", "ddp x2 b128 overlap on fp16"}));
   const auto args = worker_arguments(o, expand_matrix(o)[2], "r.json");
   EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).compression, "bf16");
 }

@@ -126,10 +126,17 @@ TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormTracksOneProcess) {
 
 TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
   TempDir dir;
-  const ProgramRun run = train_cifar(
-      {"--synthetic", "--subset", "257", "--batch-size", "32", "--workers", "1", "--no-progress",
-       "--log-json", dir.file("log.jsonl"), "--lr", "0.05", "--epochs", "3", "--mode", "ddp",
-       "--nproc", "2", "--threads", "1", "--save", dir.file("run.ckpt")});
+  const ProgramRun run = train_cifar({"--synthetic", "--subset",
+                                      "257",         "--batch-size",
+                                      "32",          "--workers",
+                                      "1",           "--no-progress",
+                                      "--log-json",  dir.file("log.jsonl"),
+                                      "--lr",        "0.05",
+                                      "--epochs",    "3",
+                                      "--mode",      "ddp",
+                                      "--nproc",     "2",
+                                      "--threads",   "1",
+                                      "--save",      dir.file("run.ckpt")});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("uneven shares joined"), std::string::npos) << run.output;
   const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
@@ -141,7 +148,8 @@ TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
 }
 
 TEST(TrainCifarMultiprocess, DistributedWithBf16GradientsLossFalls) {
-  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--grad-compression", "bf16"});
+  expect_loss_falls(
+      {"--mode", "ddp", "--nproc", "2", "--threads", "1", "--grad-compression", "bf16"});
 }
 
 TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {

@@ -32,15 +32,62 @@ TEST(TrainOptions, DefaultsAreThePapersRecipe) {
 }
 
 TEST(TrainOptions, ParsesEveryFlag) {
-  const TrainOptions o = parse({"--mode", "ddp", "--arch", "resnet56", "--nproc", "4", "--backend", "gloo",
-                                "--epochs", "3", "--run-epochs", "1", "--batch-size", "256", "--lr", "0.2",
-                                "--momentum", "0.8", "--nesterov", "--weight-decay", "5e-4",
-                                "--schedule", "cosine", "--warmup-epochs", "1.5", "--workers", "3",
-                                "--data-dir", "/d", "--subset", "1000", "--synthetic", "--seed", "9",
-                                "--save", "a.ckpt", "--resume", "b.ckpt", "--bucket-cap-mb", "5",
-                                "--no-overlap", "--threads", "1", "--log-json", "m.jsonl", "--no-progress",
-                                "--sync-bn", "--timeout", "12.5", "--memory-format", "nchw",
-                                "--accumulate", "4", "--grad-compression", "bf16", "--drop-last"});
+  const TrainOptions o = parse({"--mode",
+                                "ddp",
+                                "--arch",
+                                "resnet56",
+                                "--nproc",
+                                "4",
+                                "--backend",
+                                "gloo",
+                                "--epochs",
+                                "3",
+                                "--run-epochs",
+                                "1",
+                                "--batch-size",
+                                "256",
+                                "--lr",
+                                "0.2",
+                                "--momentum",
+                                "0.8",
+                                "--nesterov",
+                                "--weight-decay",
+                                "5e-4",
+                                "--schedule",
+                                "cosine",
+                                "--warmup-epochs",
+                                "1.5",
+                                "--workers",
+                                "3",
+                                "--data-dir",
+                                "/d",
+                                "--subset",
+                                "1000",
+                                "--synthetic",
+                                "--seed",
+                                "9",
+                                "--save",
+                                "a.ckpt",
+                                "--resume",
+                                "b.ckpt",
+                                "--bucket-cap-mb",
+                                "5",
+                                "--no-overlap",
+                                "--threads",
+                                "1",
+                                "--log-json",
+                                "m.jsonl",
+                                "--no-progress",
+                                "--sync-bn",
+                                "--timeout",
+                                "12.5",
+                                "--memory-format",
+                                "nchw",
+                                "--accumulate",
+                                "4",
+                                "--grad-compression",
+                                "bf16",
+                                "--drop-last"});
   EXPECT_EQ(o.mode, Mode::Distributed);
   EXPECT_EQ(o.grad_compression, "bf16");
   EXPECT_TRUE(o.drop_last);
@@ -95,7 +142,8 @@ TEST(TrainOptions, BadFlagsAndValuesAreOneClearLine) {
 TEST(TrainOptions, CombinationsAreChecked) {
   TrainOptions o;
   o.eval_only = true;
-  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--eval-only needs a checkpoint"), std::string::npos);
+  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--eval-only needs a checkpoint"),
+            std::string::npos);
   o = {};
   o.devices = "cpu:0,cpu:1";
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("only --mode dp uses"), std::string::npos);
@@ -109,11 +157,15 @@ TEST(TrainOptions, CombinationsAreChecked) {
   o = {};
   o.mode = Mode::Distributed;
   o.batch_size = 100;
-  EXPECT_NE(error_message([&] { validate(o, 3); }).find("--batch-size 100 does not split evenly over 3 ranks"),
+  EXPECT_NE(error_message([&] {
+              validate(o, 3);
+            }).find("--batch-size 100 does not split evenly over 3 ranks"),
             std::string::npos);
   o.batch_size = 99;
   o.subset = 2;
-  EXPECT_NE(error_message([&] { validate(o, 3); }).find("--subset 2 leaves fewer training images than the 3 ranks"),
+  EXPECT_NE(error_message([&] {
+              validate(o, 3);
+            }).find("--subset 2 leaves fewer training images than the 3 ranks"),
             std::string::npos);
 }
 
