@@ -74,7 +74,7 @@ parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig&
   for (std::string& arg : worker_arguments(o, config, result.string())) {
     launch.command.push_back(std::move(arg));
   }
-  // Note [Thread budget]: the processes of a configuration share --threads between them, so
+  // The processes of a configuration share --threads between them, so
   // every row uses the same cores; dp splits its share over its replicas itself.
   launch.env["TANDEM_NUM_THREADS"] = std::to_string(std::max(1, total_threads(o) / ranks));
   launch.timeout = kConfigTimeout;
