@@ -8,22 +8,13 @@ namespace tandem::nn {
 
 namespace {
 
-// The 3×3 and 1×1 convolutions of a ResNet: no bias, the batch norm after them has one.
-std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
+// A ResNet's convolutions: 3×3 or 1×1, "same" padding, no bias (the batch norm after has one).
+std::shared_ptr<Conv2d> conv(int64_t in, int64_t out, int64_t kernel, int64_t stride) {
   return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in,
                                                .out_channels = out,
-                                               .kernel_size = 3,
+                                               .kernel_size = kernel,
                                                .stride = stride,
-                                               .padding = 1,
-                                               .bias = false});
-}
-
-std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(Conv2dConfig{.in_channels = in,
-                                               .out_channels = out,
-                                               .kernel_size = 1,
-                                               .stride = stride,
-                                               .padding = 0,
+                                               .padding = kernel / 2,
                                                .bias = false});
 }
 
@@ -35,14 +26,14 @@ std::shared_ptr<BatchNorm2d> batch_norm(int64_t channels) {
 
 BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
   const int64_t in = config.in_channels, out = config.out_channels;
-  conv1_ = register_module("conv1", conv3x3(in, out, config.stride));
+  conv1_ = register_module("conv1", conv(in, out, 3, config.stride));
   bn1_ = register_module("bn1", batch_norm(out));
-  conv2_ = register_module("conv2", conv3x3(out, out, 1));
+  conv2_ = register_module("conv2", conv(out, out, 3, 1));
   bn2_ = register_module("bn2", batch_norm(out));
   if (config.stride != 1 || in != out) {  // Note [Shortcut] in resnet.h
     downsample_ = register_module("downsample",
                                   std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
-                                      conv1x1(in, out, config.stride), batch_norm(out)}));
+                                      conv(in, out, 1, config.stride), batch_norm(out)}));
   }
 }
 
@@ -62,7 +53,7 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
   TANDEM_CHECK(!config.blocks.empty() && config.blocks.size() == config.widths.size(),
                "[ResNet] blocks and widths must have one entry per stage");
   const int64_t stem = config.widths[0];
-  conv1_ = register_module("conv1", conv3x3(3, stem, 1));
+  conv1_ = register_module("conv1", conv(3, stem, 3, 1));
   bn1_ = register_module("bn1", batch_norm(stem));
   int64_t channels = stem;
   for (size_t s = 0; s < config.blocks.size(); ++s) {
