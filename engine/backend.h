@@ -62,6 +62,13 @@ struct SgdTensors {
   Tensor momentum_buffer;  ///< may be undefined when momentum is 0
 };
 
+/// One device's stream as some thread saw it, captured as a value another thread can wait for:
+/// for CUDA the cudaStream_t (nullptr is the legacy default stream), for the CPU nothing.
+struct StreamRef {
+  Device device = Device::cpu();
+  void* stream = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -74,6 +81,14 @@ class Backend {
   virtual int device_count() = 0;
   /// Blocks until all queued work on the device is done (no-op on CPU).
   virtual void synchronize(Device device) = 0;
+
+  // --- stream order between threads (Note [Current stream] in engine/cuda/stream.h). On the CPU
+  // both are no-ops: CPU work is done when the call that queued it returns.
+  /// The calling thread's current stream of `device`.
+  virtual StreamRef current_stream(Device device) = 0;
+  /// Later work on the calling thread's current stream of producer.device waits for everything
+  /// queued on `producer` so far, without blocking the host; a no-op when both are one stream.
+  virtual void wait_for(const StreamRef& producer) = 0;
 
   // --- memory. copy() may be called with src or dst on another device (one of them is this
   // backend's); src may be strided, dst is contiguous; same dtype and numel.

@@ -91,7 +91,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   check_parameters_device(*group_, device_);
   hook_ = make_comm_hook(GradCompression::None);
   divisor_ = group_->size();
-  forward_stream_ = grad_stream_ = current_stream_of(device_);
+  forward_stream_ = grad_stream_ = backend_for(device_).current_stream(device_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
     TANDEM_CHECK(
@@ -200,7 +200,8 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   }
   used_work_.reset();
   next_to_launch_ = 0;
-  forward_stream_ = current_stream_of(device_);  // unused parameters' buckets are zeroed on it
+  forward_stream_ =
+      backend_for(device_).current_stream(device_);  // unused parameters' buckets are zeroed on it
   expect_hooks_ = true;
   finalize_queued_ = false;
   unused_.clear();
@@ -231,7 +232,8 @@ void Reducer::mark_ready(size_t index) {
     autograd::queue_callback([this] { finalize(); });
     finalize_queued_ = true;
   }
-  grad_stream_ = current_stream_of(device_);  // the autograd worker's, where the copies go
+  grad_stream_ =
+      backend_for(device_).current_stream(device_);  // the autograd worker's, where the copies go
   // Note [Unused parameters]: now that a backward runs, the parameters it cannot reach.
   for (size_t unused : std::exchange(unused_, {})) mark_ready_locked(unused, false);
   mark_ready_locked(index, true);
@@ -294,7 +296,7 @@ void Reducer::launch_used_counts() {
 //   and the copies back into .grad are queued on it behind the wait.
 // Work queued by one thread and used by another (the worker's gradients in finalize(), the
 // forward thread's zeroed unused buckets on the worker) is ordered with
-// current_stream_wait_for() (parallel/stream_order.h), a no-op when both threads use the same
+// Backend::wait_for() (engine/backend.h), a no-op when both threads use the same
 // stream, as they do by default (the legacy default stream, Note [Current stream]).
 // Where the host must read a result (the used-parameter counts, the rebuilt bucket order),
 // the Reducer calls Work::synchronize() first, so a failed collective throws instead of
@@ -304,8 +306,8 @@ void Reducer::launch_used_counts() {
 // gradient worker's; the group orders its all-reduce after the launching thread's current
 // stream, which therefore waits for both first (no-ops when they are one).
 void Reducer::launch(size_t index) {
-  current_stream_wait_for(forward_stream_);
-  current_stream_wait_for(grad_stream_);
+  backend_for(device_).wait_for(forward_stream_);
+  backend_for(device_).wait_for(grad_stream_);
   Bucket& bucket = buckets_[index];
   bucket.work = hook_->reduce(
       *group_,
@@ -344,7 +346,7 @@ void Reducer::finalize() {
                "DDP with find_unused_parameters = true");
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   wait_for_buckets();
-  current_stream_wait_for(grad_stream_);  // .grad tensors were last written by the worker
+  backend_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
   write_back();
   record_step(backward_end);
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
@@ -382,7 +384,7 @@ void Reducer::shadow_backward() {
                "[DDP] a rank joined in the middle of a step: call Join::finish() only after "
                "its last backward pass has ended");
   if (rebuild_due()) rebuild_buckets();
-  forward_stream_ = grad_stream_ = current_stream_of(device_);
+  forward_stream_ = grad_stream_ = backend_for(device_).current_stream(device_);
   for (size_t k = 0; k < buckets_.size(); ++k) {
     buckets_[k].flat.zero_();
     buckets_[k].ready_at = Clock::now();

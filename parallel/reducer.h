@@ -60,10 +60,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tensor.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
-#include "parallel/stream_order.h"
 
 namespace tandem::parallel {
 

@@ -13,6 +13,8 @@ class CpuBackend final : public Backend {
   bool channels_last_kernels() const override { return true; }
   int device_count() override;
   void synchronize(Device) override {}
+  StreamRef current_stream(Device device) override { return {.device = device}; }
+  void wait_for(const StreamRef&) override {}
 
   // copy.cpp
   void copy(const Tensor& src, Tensor& dst) override;

@@ -7,6 +7,7 @@
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/stream.h"
 
 namespace tandem {
 namespace {
@@ -39,6 +40,18 @@ void CudaBackend::synchronize(Device device) {
   TANDEM_CHECK(device.is_cuda(), "[synchronize] CUDA backend asked for ", device);
   DeviceGuard guard(device.index);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+StreamRef CudaBackend::current_stream(Device device) {
+  TANDEM_CHECK(device.is_cuda(), "[current_stream] CUDA backend asked for ", device);
+  return {.device = device, .stream = cuda::current_stream(device.index)};
+}
+
+void CudaBackend::wait_for(const StreamRef& producer) {
+  TANDEM_CHECK(producer.device.is_cuda(), "[wait_for] CUDA backend asked for ", producer.device);
+  const int index = producer.device.index;
+  stream_wait_stream(cuda::current_stream(index), index, static_cast<cudaStream_t>(producer.stream),
+                     index);
 }
 
 CudaBackend& backend() {

@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   Allocator& allocator(Device device) override;
   int device_count() override;
   void synchronize(Device device) override;
+  StreamRef current_stream(Device device) override;
+  void wait_for(const StreamRef& producer) override;
 
   // copy.cpp
   void copy(const Tensor& src, Tensor& dst) override;
