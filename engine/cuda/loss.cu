@@ -3,6 +3,7 @@
 #include <cub/block/block_reduce.cuh>
 
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/loss.h"
 #include "engine/cuda/launch.cuh"
 
 namespace tandem::cuda::kernels {
@@ -106,19 +107,6 @@ __global__ void mean_kernel(const float* row_loss, int64_t rows, float* loss) {
   if (threadIdx.x == 0) *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
-// grad_loss: (), log_probs, grad_logits: (rows, cols), labels: (rows)
-__global__ void cross_entropy_backward_kernel(const float* grad_loss, const float* log_probs,
-                                              const int64_t* labels, int64_t rows, int64_t cols,
-                                              float* grad_logits) {
-  const float scale = *grad_loss / static_cast<float>(rows);
-  TANDEM_GRID_STRIDE_LOOP(i, rows * cols) {
-    const int64_t row = i / cols;
-    float g = expf(log_probs[i]) * scale;
-    if (i - row * cols == labels[row]) g -= scale;
-    grad_logits[i] = g;
-  }
-}
-
 unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>(std::clamp<int64_t>(rows, 1, 1 << 16));
 }
@@ -155,8 +143,9 @@ void cross_entropy_forward(const float* logits, const int64_t* labels, int64_t r
 void cross_entropy_backward(const float* grad_loss, const float* log_probs, const int64_t* labels,
                             int64_t rows, int64_t cols, float* grad_logits, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  cross_entropy_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(
-      grad_loss, log_probs, labels, rows, cols, grad_logits);
+  launch_grid_stride(
+      CrossEntropyBackwardBody{grad_loss, log_probs, labels, rows, cols, grad_logits, rows * cols},
+      stream);
   CUDA_CHECK_LAUNCH();
 }
 
