@@ -1,9 +1,7 @@
 // Reductions: sums over any set of dims (double accumulation, deterministic: no atomics) and the
-// row argmax. kernels/sum_plan.h says how a sum is split; kernels/reduce.h has the per-thread
-// bodies.
+// row argmax. kernels/sum_plan.h says how a sum is split; kernels/reduce.h has the bodies.
 
-#include <cub/block/block_reduce.cuh>
-
+#include "engine/cuda/block.cuh"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/reduce.h"
 #include "engine/cuda/kernels/sum_plan.h"
@@ -12,61 +10,19 @@
 namespace tandem::cuda::kernels {
 namespace {
 
-// in: contiguous → out: (outputs) when gridDim.y == 1, else partials: (outputs, gridDim.y).
-// grid: (outputs, splits); each block sums terms [split * chunk, (split + 1) * chunk).
+// grid: (outputs, splits) of kSumBlock threads (sum_per_block in kernels/reduce.h).
 __global__ void sum_per_block_kernel(const float* in, ReduceLayout layout, int64_t chunk,
                                      double* partials, float* out) {
-  const int64_t o = blockIdx.x;
-  const int64_t split = blockIdx.y;
-  const float* base = in + offset_of(o, layout.kept);
-  const int64_t begin = split * chunk;
-  const int64_t end = min_of(begin + chunk, layout.reduce_count);
-  double total = 0.0;
-  for (int64_t r = begin + threadIdx.x; r < end; r += kSumBlock) {
-    total += base[offset_of(r, layout.reduced)];
-  }
-  using BlockReduce = cub::BlockReduce<double, kSumBlock>;
-  __shared__ typename BlockReduce::TempStorage storage;
-  const double block_total = BlockReduce(storage).Sum(total);
-  if (threadIdx.x == 0) {
-    if (gridDim.y == 1) {
-      out[o] = static_cast<float>(block_total);
-    } else {
-      partials[o * gridDim.y + split] = block_total;
-    }
-  }
+  using Block = CudaBlock<double, kSumBlock>;
+  __shared__ Block::Storage storage;
+  Block block(storage);
+  sum_per_block(block, blockIdx.x, blockIdx.y, gridDim.y, in, layout, chunk, partials, out);
 }
 
-// in: (rows, cols) → out: (rows); one warp per row.
+// One warp per row (argmax_rows_warps in kernels/reduce.h).
 __global__ void argmax_rows_kernel(const float* in, int64_t rows, int64_t cols, int64_t* out) {
-  constexpr int64_t kNone = INT64_MAX;
-  const int lane = threadIdx.x % 32;
-  const int64_t warps_per_block = blockDim.x / 32;
-  for (int64_t row = blockIdx.x * warps_per_block + threadIdx.x / 32; row < rows;
-       row += static_cast<int64_t>(gridDim.x) * warps_per_block) {
-    const float* values = in + row * cols;
-    float best = -INFINITY;
-    int64_t best_index = kNone;
-    if (lane < cols) {
-      best = values[lane];
-      best_index = lane;
-    }
-    for (int64_t c = lane + 32; c < cols; c += 32) {
-      if (values[c] > best) {  // strict: the first maximum of this lane's columns stays
-        best = values[c];
-        best_index = c;
-      }
-    }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const float other = __shfl_down_sync(0xffffffffu, best, offset);
-      const int64_t other_index = __shfl_down_sync(0xffffffffu, best_index, offset);
-      if (other > best || (other == best && other_index < best_index)) {
-        best = other;
-        best_index = other_index;
-      }
-    }
-    if (lane == 0) out[row] = best_index;
-  }
+  CudaWarp warp;
+  argmax_rows_warps(warp, blockIdx.x, gridDim.x, blockDim.x, in, rows, cols, out);
 }
 
 }  // namespace
