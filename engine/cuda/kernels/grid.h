@@ -45,6 +45,7 @@ TANDEM_HD inline void grid_stride(const Body& body, int64_t block, int64_t threa
 // host compiler builds the same bodies for the unit tests, which run them on a CPU grid
 // (tests/support/cpu_grid.h) against the CPU backend: indexing, tie-breaking, bin edges and the
 // grid-stride wrap are tested on machines without a GPU. Kernels whose threads cooperate within
-// a block (sums per block, row softmax, argmax) are not bodies of this kind.
+// a block (sums per block, row softmax, argmax) are templates on a block policy instead (Note
+// [Block policy] in block.h).
 
 }  // namespace tandem::cuda::kernels
