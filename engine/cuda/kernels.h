@@ -6,22 +6,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
+#include "engine/cuda/kernels/sum_plan.h"
+#include "engine/cuda/kernels/types.h"
+
 namespace tandem::cuda::kernels {
-
-constexpr int kMaxDims = 8;
-
-/// A strided view: `rank` dims of (size, stride in elements), outermost first.
-struct StridedLayout {
-  int rank = 0;
-  int64_t size[kMaxDims] = {};
-  int64_t stride[kMaxDims] = {};
-};
-
-/// BFloat16 and Float16 are engine/half.h's types: casts widen them to float or round to them
-/// (Note [Half conversions]), bit for bit as the CPU backend does.
-enum class ElementType { Float32, Int64, UInt8, BFloat16, Float16 };
 
 // --- memory.cu
 
@@ -39,20 +30,9 @@ void spin(long long nanoseconds, cudaStream_t stream);
 
 // --- elementwise.cu
 
-enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
-enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward, AddRelu };
-
 /// out: (n) = op(in: (n), scalar). out may alias in.
 void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream);
 
-/// A broadcast binary op: out is contiguous with `size`; a and b are read at their strides,
-/// 0 along the dims where they are broadcast.
-struct BroadcastLayout {
-  int rank = 0;
-  int64_t size[kMaxDims] = {};
-  int64_t a_stride[kMaxDims] = {};
-  int64_t b_stride[kMaxDims] = {};
-};
 /// out: (n) float32 = op(a, b); a and b are float32, or int64 when `int64_inputs` (Equal only).
 /// out may alias a when a is not broadcast.
 void binary(Binary op, const void* a, const void* b, bool int64_inputs,
@@ -62,24 +42,12 @@ void binary(Binary op, const void* a, const void* b, bool int64_inputs,
 void add_channel_bias(float* y, const float* bias, int64_t n, int64_t k, int64_t pq,
                       cudaStream_t stream);
 
-struct SgdParams {
-  float lr, momentum, dampening, weight_decay;
-  bool nesterov, first_step;
-};
 /// One torch.optim.SGD step over param, grad, momentum_buffer: (n); momentum_buffer is null when
 /// momentum is 0.
 void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n,
               const SgdParams& params, cudaStream_t stream);
-/// One tensor of sgd_step_multi: param, grad, momentum_buffer: (n); momentum_buffer is null
-/// when momentum is 0.
-struct SgdTensorPointers {
-  float* param;
-  const float* grad;
-  float* momentum_buffer;
-  int64_t n;
-};
 /// sgd_step() over `count` tensors, one launch per chunk of tensors rather than per tensor
-/// (Note [Multi-tensor SGD] in elementwise.cu).
+/// (Note [Multi-tensor SGD] in kernels/sgd.h).
 void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdParams& params,
                     cudaStream_t stream);
 
@@ -89,18 +57,8 @@ void var_to_inv_std(const float* var, float eps, float* inv_std, int64_t c, cuda
 
 // --- reduce.cu
 
-/// A sum over some dims of a contiguous input: the `kept` dims index the outputs (row-major),
-/// the `reduced` dims are summed; both as (size, stride in elements), outermost first.
-struct ReduceLayout {
-  StridedLayout kept;
-  StridedLayout reduced;
-  int64_t outputs = 1;       ///< product of the kept sizes
-  int64_t reduce_count = 1;  ///< product of the reduced sizes (> 0)
-};
-/// Bytes of device scratch that sum() needs for `layout` on a device with `sm_count`
-/// multiprocessors (0 when it needs none).
-size_t sum_workspace_bytes(const ReduceLayout& layout, int sm_count);
-/// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes() says.
+/// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes()
+/// (kernels/sum_plan.h) says.
 void sum(const float* in, const ReduceLayout& layout, int sm_count, void* workspace, float* out,
          cudaStream_t stream);
 /// in: (rows, cols) → out: (rows) int64, the index of the first maximum of each row.
@@ -125,11 +83,6 @@ void cross_entropy_backward(const float* grad_loss, const float* log_probs, cons
 
 // --- pool.cu
 
-/// Input (N, C, H, W), output (N, C, P, Q); kernel, stride, padding for max pooling only.
-struct PoolShape {
-  int64_t n, c, h, w, p, q;
-  int64_t kernel = 1, stride = 1, padding = 0;
-};
 /// x: (N, C, H, W) → y: (N, C, P, Q) and argmax: (N, C, P, Q), the index of each window's first
 /// maximum in its H×W plane (padding never wins).
 void max_pool2d_forward(const float* x, const PoolShape& shape, float* y, int32_t* argmax,

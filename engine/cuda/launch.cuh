@@ -1,34 +1,26 @@
 #pragma once
-// Shared by the .cu files: grid sizes and the grid-stride loop.
+// Shared by the .cu files: the one __global__ wrapper of the per-element kernel bodies (Note
+// [Kernel bodies] in kernels/grid.h) and its launch.
 
-#include <algorithm>
-#include <cstdint>
+#include <cuda_runtime_api.h>
 
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/kernels/grid.h"
 
 namespace tandem::cuda::kernels {
 
-constexpr int kThreads = 256;
-
-// min/max for device code whatever the argument types (CUDA's overloads are not templates).
-template <typename T>
-__host__ __device__ __forceinline__ T min_of(T a, T b) {
-  return b < a ? b : a;
-}
-template <typename T>
-__host__ __device__ __forceinline__ T max_of(T a, T b) {
-  return a < b ? b : a;
+// Runs `body` over [0, body.n) with the grid-stride loop.
+template <typename Body>
+__global__ void grid_stride_kernel(Body body) {
+  grid_stride(body, blockIdx.x, threadIdx.x, blockDim.x, gridDim.x);
 }
 
-// Blocks for n elements at one element per thread, capped: kernels loop (grid-stride) over the
-// rest, so a huge tensor never needs more than 2^20 blocks.
-inline unsigned blocks_for(int64_t n, int threads = kThreads) {
-  return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 1 << 20));
+// Queues `body` on `stream` with blocks_for(body.n) blocks of kThreads (the caller checks the
+// launch). Kernel arguments travel by value, so a body stays well under the 4 KB limit.
+template <typename Body>
+void launch_grid_stride(const Body& body, cudaStream_t stream) {
+  static_assert(sizeof(Body) <= 4096, "kernel arguments over 4 KB");
+  grid_stride_kernel<<<blocks_for(body.n), kThreads, 0, stream>>>(body);
 }
 
 }  // namespace tandem::cuda::kernels
-
-// for (int64_t i = <global thread index>; i < n; i += <grid size>)
-#define TANDEM_GRID_STRIDE_LOOP(i, n)                                                    \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)

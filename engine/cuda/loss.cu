@@ -1,122 +1,51 @@
-// Row-wise log-softmax and the fused softmax cross-entropy: one block per row of the logits.
+// Row-wise log-softmax and the fused softmax cross-entropy: one block per row of the logits. The
+// bodies are in kernels/rows.h (block-cooperative) and kernels/loss.h (per element).
 
-#include <cub/block/block_reduce.cuh>
-
+#include "engine/cuda/block.cuh"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/loss.h"
+#include "engine/cuda/kernels/rows.h"
 #include "engine/cuda/launch.cuh"
 
 namespace tandem::cuda::kernels {
 namespace {
 
-constexpr int kRowBlock = 128;
-using FloatReduce = cub::BlockReduce<float, kRowBlock>;
-using DoubleReduce = cub::BlockReduce<double, kThreads>;
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return a > b ? a : b; }
-};
-
-struct RowStats {
-  float max;
-  float log_sum;  ///< log(sum(exp(x - max)))
-};
-
-// The max and log-sum-exp of one row, for every thread of the block.
-__device__ RowStats row_stats(const float* x, int64_t cols, FloatReduce::TempStorage& storage,
-                              float* broadcast) {
-  float local_max = -INFINITY;
-  for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) local_max = MaxOp()(local_max, x[c]);
-  const float block_max = FloatReduce(storage).Reduce(local_max, MaxOp());
-  if (threadIdx.x == 0) broadcast[0] = block_max;
-  __syncthreads();
-  const float max = broadcast[0];
-  float local_sum = 0.0f;
-  for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) local_sum += expf(x[c] - max);
-  const float block_sum = FloatReduce(storage).Sum(local_sum);
-  if (threadIdx.x == 0) broadcast[1] = logf(block_sum);
-  __syncthreads();
-  const RowStats stats{max, broadcast[1]};
-  __syncthreads();  // storage and broadcast are reused for the next row
-  return stats;
-}
+using RowBlock = CudaBlock<float, kRowBlock>;
 
 // x, y: (rows, cols); one block per row (block-stride over rows).
 __global__ void log_softmax_forward_kernel(const float* x, int64_t rows, int64_t cols, float* y) {
-  __shared__ FloatReduce::TempStorage storage;
+  __shared__ RowBlock::Storage storage;
   __shared__ float broadcast[2];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* in = x + row * cols;
-    const RowStats stats = row_stats(in, cols, storage, broadcast);
-    // (x - max) first: folding max into the shift would lose precision for large logits.
-    for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) {
-      y[row * cols + c] = (in[c] - stats.max) - stats.log_sum;
-    }
-  }
+  RowBlock block(storage);
+  log_softmax_forward_rows(block, broadcast, blockIdx.x, gridDim.x, x, rows, cols, y);
 }
 
 // grad_y, y, grad_x: (rows, cols)
 __global__ void log_softmax_backward_kernel(const float* grad_y, const float* y, int64_t rows,
                                             int64_t cols, float* grad_x) {
-  __shared__ FloatReduce::TempStorage storage;
+  __shared__ RowBlock::Storage storage;
   __shared__ float total;
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* g = grad_y + row * cols;
-    float local = 0.0f;
-    for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) local += g[c];
-    const float block_total = FloatReduce(storage).Sum(local);
-    if (threadIdx.x == 0) total = block_total;
-    __syncthreads();
-    for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) {
-      grad_x[row * cols + c] = g[c] - expf(y[row * cols + c]) * total;
-    }
-    __syncthreads();
-  }
+  RowBlock block(storage);
+  log_softmax_backward_rows(block, &total, blockIdx.x, gridDim.x, grad_y, y, rows, cols, grad_x);
 }
 
 // logits, log_probs: (rows, cols), labels: (rows) → row_loss: (rows), bad_row: ()
 __global__ void cross_entropy_rows_kernel(const float* logits, const int64_t* labels, int64_t rows,
                                           int64_t cols, float* log_probs, float* row_loss,
                                           int* bad_row) {
-  __shared__ FloatReduce::TempStorage storage;
+  __shared__ RowBlock::Storage storage;
   __shared__ float broadcast[2];
-  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-    const float* in = logits + row * cols;
-    const RowStats stats = row_stats(in, cols, storage, broadcast);
-    for (int64_t c = threadIdx.x; c < cols; c += kRowBlock) {
-      log_probs[row * cols + c] = (in[c] - stats.max) - stats.log_sum;
-    }
-    if (threadIdx.x == 0) {
-      const int64_t label = labels[row];
-      if (label < 0 || label >= cols) {
-        atomicMin(bad_row, static_cast<int>(row));  // rows < INT32_MAX: checked at launch
-        row_loss[row] = NAN;
-      } else {
-        row_loss[row] = -((in[label] - stats.max) - stats.log_sum);
-      }
-    }
-  }
+  RowBlock block(storage);
+  cross_entropy_rows(block, broadcast, blockIdx.x, gridDim.x, logits, labels, rows, cols, log_probs,
+                     row_loss, bad_row);
 }
 
-// row_loss: (rows) → loss: () mean, in one block (a fixed order: deterministic).
+// row_loss: (rows) → loss: () mean, in one block of kThreads.
 __global__ void mean_kernel(const float* row_loss, int64_t rows, float* loss) {
-  __shared__ DoubleReduce::TempStorage storage;
-  double local = 0.0;
-  for (int64_t r = threadIdx.x; r < rows; r += kThreads) local += row_loss[r];
-  const double total = DoubleReduce(storage).Sum(local);
-  if (threadIdx.x == 0) *loss = static_cast<float>(total / static_cast<double>(rows));
-}
-
-// grad_loss: (), log_probs, grad_logits: (rows, cols), labels: (rows)
-__global__ void cross_entropy_backward_kernel(const float* grad_loss, const float* log_probs,
-                                              const int64_t* labels, int64_t rows, int64_t cols,
-                                              float* grad_logits) {
-  const float scale = *grad_loss / static_cast<float>(rows);
-  TANDEM_GRID_STRIDE_LOOP(i, rows * cols) {
-    const int64_t row = i / cols;
-    float g = expf(log_probs[i]) * scale;
-    if (i - row * cols == labels[row]) g -= scale;
-    grad_logits[i] = g;
-  }
+  using Block = CudaBlock<double, kThreads>;
+  __shared__ Block::Storage storage;
+  Block block(storage);
+  mean_of_rows(block, row_loss, rows, loss);
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -155,8 +84,9 @@ void cross_entropy_forward(const float* logits, const int64_t* labels, int64_t r
 void cross_entropy_backward(const float* grad_loss, const float* log_probs, const int64_t* labels,
                             int64_t rows, int64_t cols, float* grad_logits, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return;
-  cross_entropy_backward_kernel<<<blocks_for(rows * cols), kThreads, 0, stream>>>(
-      grad_loss, log_probs, labels, rows, cols, grad_logits);
+  launch_grid_stride(
+      CrossEntropyBackwardBody{grad_loss, log_probs, labels, rows, cols, grad_logits, rows * cols},
+      stream);
   CUDA_CHECK_LAUNCH();
 }
 

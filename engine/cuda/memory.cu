@@ -3,42 +3,12 @@
 #include <cstring>
 
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/memory.h"
 #include "engine/cuda/launch.cuh"
 #include "engine/half.h"
 
 namespace tandem::cuda::kernels {
 namespace {
-
-// out: (n)
-template <typename T>
-__global__ void fill_kernel(T* out, T value, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) {
-    out[i] = value;
-  }
-}
-
-// in: (n) → out: (n). A half type converts through float both ways (its explicit constructor
-// from float, its conversion to float), so half <-> int is int -> float -> half and back.
-template <typename From, typename To>
-__global__ void cast_kernel(const From* in, To* out, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) {
-    out[i] = static_cast<To>(in[i]);
-  }
-}
-
-// in: strided as `src` → out: (n) contiguous, n = numel(src)
-template <typename T>
-__global__ void copy_strided_kernel(const T* in, StridedLayout src, T* out, int64_t n) {
-  TANDEM_GRID_STRIDE_LOOP(i, n) {
-    int64_t remaining = i;
-    int64_t offset = 0;
-    for (int d = src.rank - 1; d >= 0; --d) {
-      offset += (remaining % src.size[d]) * src.stride[d];
-      remaining /= src.size[d];
-    }
-    out[i] = in[offset];
-  }
-}
 
 __device__ unsigned long long global_timer_ns() {
   unsigned long long now;
@@ -58,12 +28,12 @@ void launch_fill(void* out, int64_t n, uint64_t bits, cudaStream_t stream) {
   T value;
   static_assert(sizeof(T) <= sizeof(bits));
   std::memcpy(&value, &bits, sizeof(T));  // little-endian: the low bytes hold the pattern
-  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(out), value, n);
+  launch_grid_stride(FillBody<T>{static_cast<T*>(out), value, n}, stream);
 }
 
 template <typename From, typename To>
 void launch_cast_to(const From* in, void* out, int64_t n, cudaStream_t stream) {
-  cast_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, static_cast<To*>(out), n);
+  launch_grid_stride(CastBody<From, To>{in, static_cast<To*>(out), n}, stream);
 }
 
 template <typename From>
@@ -81,8 +51,8 @@ void launch_cast(const void* in, void* out, ElementType out_type, int64_t n, cud
 template <typename T>
 void launch_copy_strided(const void* in, const StridedLayout& src, void* out, int64_t n,
                          cudaStream_t stream) {
-  copy_strided_kernel<<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(in), src,
-                                                              static_cast<T*>(out), n);
+  launch_grid_stride(CopyStridedBody<T>{static_cast<const T*>(in), src, static_cast<T*>(out), n},
+                     stream);
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+#pragma once
+/// Bodies of the elementwise kernels (elementwise.cu): unary ops, broadcasting binary ops, the
+/// conv bias add and the batch-norm statistic conversions. One template instance per op, so the
+/// op is a compile-time constant inside each kernel. Note [Kernel bodies] in grid.h.
+
+#include <cmath>
+#include <cstdint>
+
+#include "engine/cuda/kernels/types.h"
+#include "engine/host_device.h"
+
+namespace tandem::cuda::kernels {
+
+template <Unary kOp>
+TANDEM_HD inline float apply_unary(float v, float s) {
+  if constexpr (kOp == Unary::Neg) {
+    return -v;
+  } else if constexpr (kOp == Unary::Relu) {
+    return v > 0.0f ? v : 0.0f;
+  } else if constexpr (kOp == Unary::Exp) {
+    return expf(v);
+  } else if constexpr (kOp == Unary::Log) {
+    return logf(v);
+  } else if constexpr (kOp == Unary::Sqrt) {
+    return sqrtf(v);
+  } else if constexpr (kOp == Unary::AddScalar) {
+    return v + s;
+  } else if constexpr (kOp == Unary::MulScalar) {
+    return v * s;
+  } else {
+    static_assert(kOp == Unary::PowScalar);
+    return powf(v, s);
+  }
+}
+
+template <Binary kOp, typename T>
+TANDEM_HD inline float apply_binary(T x, T y) {
+  if constexpr (kOp == Binary::Equal) {
+    return x == y ? 1.0f : 0.0f;
+  } else if constexpr (kOp == Binary::Add) {
+    return x + y;
+  } else if constexpr (kOp == Binary::Sub) {
+    return x - y;
+  } else if constexpr (kOp == Binary::Mul) {
+    return x * y;
+  } else if constexpr (kOp == Binary::Div) {
+    return x / y;
+  } else if constexpr (kOp == Binary::ReluBackward) {
+    return y > 0.0f ? x : 0.0f;  // x: grad, y: output
+  } else {
+    static_assert(kOp == Binary::AddRelu);
+    return fmaxf(x + y, 0.0f);
+  }
+}
+
+/// in, out: (n); out may alias in
+template <Unary kOp>
+struct UnaryBody {
+  const float* in;
+  float scalar;
+  float* out;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const { out[i] = apply_unary<kOp>(in[i], scalar); }
+};
+
+/// a, b, out: (n), no broadcasting
+template <Binary kOp, typename T>
+struct BinaryContiguousBody {
+  const T* a;
+  const T* b;
+  float* out;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const { out[i] = apply_binary<kOp, T>(a[i], b[i]); }
+};
+
+/// out: (n) contiguous over layout.size; a and b read at their (broadcast) strides
+template <Binary kOp, typename T>
+struct BinaryBroadcastBody {
+  const T* a;
+  const T* b;
+  BroadcastLayout layout;
+  float* out;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const {
+    int64_t remaining = i;
+    int64_t offset_a = 0;
+    int64_t offset_b = 0;
+    for (int d = layout.rank - 1; d >= 0; --d) {
+      const int64_t index = remaining % layout.size[d];
+      remaining /= layout.size[d];
+      offset_a += index * layout.a_stride[d];
+      offset_b += index * layout.b_stride[d];
+    }
+    out[i] = apply_binary<kOp, T>(a[offset_a], b[offset_b]);
+  }
+};
+
+/// y: (N, K, PQ) += bias: (K); n = N * K * PQ
+struct AddChannelBiasBody {
+  float* y;
+  const float* bias;
+  int64_t k, pq;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const { y[i] += bias[(i / pq) % k]; }
+};
+
+/// var: (n) = 1 / inv_std² - eps, from inv_std: (n)
+struct InvStdToVarBody {
+  const float* inv_std;
+  float eps;
+  float* var;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const {
+    // max(0, ·): rounding may push a zero variance a hair below 0.
+    var[i] = fmaxf(1.0f / (inv_std[i] * inv_std[i]) - eps, 0.0f);
+  }
+};
+
+/// inv_std: (n) = 1 / sqrt(var + eps), from var: (n)
+struct VarToInvStdBody {
+  const float* var;
+  float eps;
+  float* inv_std;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const { inv_std[i] = 1.0f / sqrtf(var[i] + eps); }
+};
+
+}  // namespace tandem::cuda::kernels

@@ -1,0 +1,74 @@
+#pragma once
+/// The plain argument structs of Tandem's own CUDA kernels (engine/cuda/kernels.h launches
+/// them). No CUDA include: the kernel bodies in this folder and their CPU tests use them too.
+
+#include <cstdint>
+
+#include "engine/host_device.h"
+
+namespace tandem::cuda::kernels {
+
+constexpr int kMaxDims = 8;
+
+/// A strided view: `rank` dims of (size, stride in elements), outermost first.
+struct StridedLayout {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t stride[kMaxDims] = {};
+};
+
+/// The offset in elements of the index-th element (row-major over layout.size) of `layout`.
+TANDEM_HD inline int64_t offset_of(int64_t index, const StridedLayout& layout) {
+  int64_t offset = 0;
+  for (int d = layout.rank - 1; d >= 0; --d) {
+    offset += (index % layout.size[d]) * layout.stride[d];
+    index /= layout.size[d];
+  }
+  return offset;
+}
+
+/// BFloat16 and Float16 are engine/half.h's types: casts widen them to float or round to them
+/// (Note [Half conversions]), bit for bit as the CPU backend does.
+enum class ElementType { Float32, Int64, UInt8, BFloat16, Float16 };
+
+enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
+enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward, AddRelu };
+
+/// A broadcast binary op: out is contiguous with `size`; a and b are read at their strides,
+/// 0 along the dims where they are broadcast.
+struct BroadcastLayout {
+  int rank = 0;
+  int64_t size[kMaxDims] = {};
+  int64_t a_stride[kMaxDims] = {};
+  int64_t b_stride[kMaxDims] = {};
+};
+
+struct SgdParams {
+  float lr, momentum, dampening, weight_decay;
+  bool nesterov, first_step;
+};
+/// One tensor of sgd_step_multi: param, grad, momentum_buffer: (n); momentum_buffer is null
+/// when momentum is 0.
+struct SgdTensorPointers {
+  float* param;
+  const float* grad;
+  float* momentum_buffer;
+  int64_t n;
+};
+
+/// A sum over some dims of a contiguous input: the `kept` dims index the outputs (row-major),
+/// the `reduced` dims are summed; both as (size, stride in elements), outermost first.
+struct ReduceLayout {
+  StridedLayout kept;
+  StridedLayout reduced;
+  int64_t outputs = 1;       ///< product of the kept sizes
+  int64_t reduce_count = 1;  ///< product of the reduced sizes (> 0)
+};
+
+/// Input (N, C, H, W), output (N, C, P, Q); kernel, stride, padding for max pooling only.
+struct PoolShape {
+  int64_t n, c, h, w, p, q;
+  int64_t kernel = 1, stride = 1, padding = 0;
+};
+
+}  // namespace tandem::cuda::kernels

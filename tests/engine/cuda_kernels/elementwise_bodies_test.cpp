@@ -1,0 +1,167 @@
+// The bodies of elementwise.cu (unary, binary contiguous and broadcast, the conv bias add, the
+// batch-norm statistic conversions) on a CPU grid, against the CPU backend.
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/kernels/elementwise.h"
+#include "engine/tandem.h"
+#include "tests/engine/cuda_kernels/body_checks.h"
+#include "tests/support/cpu_grid.h"
+
+namespace tandem::testing {
+namespace {
+
+namespace k = cuda::kernels;
+
+template <k::Unary kOp>
+void check_unary(UnaryOp op, float scalar, float low, float high) {
+  const std::string what = "unary op " + std::to_string(static_cast<int>(op));
+  for (const int64_t n : {1, 1000, 4099}) {
+    const Tensor in = random_tensor({n}, n, low, high);
+    Tensor expected = empty({n});
+    cpu().unary(op, in, scalar, expected);
+    for (const CpuGrid& grid : grids_for(n)) {
+      Tensor actual = empty({n});
+      run_grid_stride(k::UnaryBody<kOp>{in.data<float>(), scalar, actual.data<float>(), n}, grid);
+      // Host libm against the CPU backend's std:: calls: a few ulp apart at most.
+      expect_all_near(actual.to_vector<float>(), expected.to_vector<float>(), 1e-6, what);
+    }
+    Tensor in_place = in.clone();  // out aliases in, as the backend allows
+    run_grid_stride(k::UnaryBody<kOp>{in_place.data<float>(), scalar, in_place.data<float>(), n});
+    expect_all_near(in_place.to_vector<float>(), expected.to_vector<float>(), 1e-6, what);
+  }
+}
+
+TEST(UnaryBodies, MatchTheCpuBackendForEveryOp) {
+  check_unary<k::Unary::Neg>(UnaryOp::Neg, 0.0f, -3.0f, 3.0f);
+  check_unary<k::Unary::Relu>(UnaryOp::Relu, 0.0f, -3.0f, 3.0f);
+  check_unary<k::Unary::Exp>(UnaryOp::Exp, 0.0f, -10.0f, 10.0f);
+  check_unary<k::Unary::Log>(UnaryOp::Log, 0.0f, 1e-3f, 100.0f);
+  check_unary<k::Unary::Sqrt>(UnaryOp::Sqrt, 0.0f, 0.0f, 100.0f);
+  check_unary<k::Unary::AddScalar>(UnaryOp::AddScalar, 0.75f, -3.0f, 3.0f);
+  check_unary<k::Unary::MulScalar>(UnaryOp::MulScalar, -1.5f, -3.0f, 3.0f);
+  check_unary<k::Unary::PowScalar>(UnaryOp::PowScalar, 2.5f, 0.0f, 4.0f);
+}
+
+// out's shape and, per dim, whether a and b are broadcast along it (size 1 in their shape).
+struct BroadcastCase {
+  Shape out, a, b;
+};
+BroadcastCase random_broadcast(std::mt19937_64& random) {
+  BroadcastCase c;
+  const int64_t rank = random_int(random, 1, 5);
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t size = random_int(random, 1, 7);
+    c.out.push_back(size);
+    c.a.push_back(random_int(random, 0, 3) == 0 ? 1 : size);
+    c.b.push_back(random_int(random, 0, 2) == 0 ? 1 : size);
+  }
+  return c;
+}
+
+// The broadcast layout as the CUDA backend hands it over, without merging dims: a and b are
+// contiguous in their own shapes, stride 0 where broadcast.
+k::BroadcastLayout layout_of(const BroadcastCase& c) {
+  k::BroadcastLayout layout;
+  layout.rank = static_cast<int>(c.out.size());
+  const Shape a_strides = contiguous_strides(c.a), b_strides = contiguous_strides(c.b);
+  for (int d = 0; d < layout.rank; ++d) {
+    layout.size[d] = c.out[d];
+    layout.a_stride[d] = c.a[d] == 1 ? 0 : a_strides[d];
+    layout.b_stride[d] = c.b[d] == 1 ? 0 : b_strides[d];
+  }
+  return layout;
+}
+
+template <k::Binary kOp, typename T>
+void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const BroadcastCase& c,
+                  const std::string& what) {
+  Tensor expected = empty(c.out);
+  cpu().binary(op, a, b, expected);
+  const int64_t n = expected.numel();
+  for (const CpuGrid& grid : grids_for(n)) {
+    Tensor actual = full(c.out, -7.0);
+    if (c.a == c.out && c.b == c.out) {
+      run_grid_stride(
+          k::BinaryContiguousBody<kOp, T>{a.data<T>(), b.data<T>(), actual.data<float>(), n}, grid);
+    } else {
+      run_grid_stride(k::BinaryBroadcastBody<kOp, T>{a.data<T>(), b.data<T>(), layout_of(c),
+                                                     actual.data<float>(), n},
+                      grid);
+    }
+    expect_all_equal(actual.to_vector<float>(), expected.to_vector<float>(), what);
+  }
+}
+
+void check_every_binary_op(const BroadcastCase& c, uint64_t seed) {
+  const Tensor a = random_tensor(c.a, seed), b = random_tensor(c.b, seed + 1);
+  const std::string what = "seed " + std::to_string(seed);
+  check_binary<k::Binary::Add, float>(BinaryOp::Add, a, b, c, what + " add");
+  check_binary<k::Binary::Sub, float>(BinaryOp::Sub, a, b, c, what + " sub");
+  check_binary<k::Binary::Mul, float>(BinaryOp::Mul, a, b, c, what + " mul");
+  check_binary<k::Binary::Div, float>(BinaryOp::Div, a, b, c, what + " div");
+  check_binary<k::Binary::ReluBackward, float>(BinaryOp::ReluBackward, a, b, c, what + " relu'");
+  check_binary<k::Binary::AddRelu, float>(BinaryOp::AddRelu, a, b, c, what + " add_relu");
+  // Equal on float32 and int64, with values drawn from a small set so that some are equal.
+  Generator generator(seed);
+  const Tensor ia = uniform(c.a, 0.0f, 3.0f, generator).to(DType::Int64);
+  const Tensor ib = uniform(c.b, 0.0f, 3.0f, generator).to(DType::Int64);
+  check_binary<k::Binary::Equal, int64_t>(BinaryOp::Equal, ia, ib, c, what + " equal int64");
+  check_binary<k::Binary::Equal, float>(BinaryOp::Equal, ia.to(DType::Float32),
+                                        ib.to(DType::Float32), c, what + " equal float");
+}
+
+TEST(BinaryBodies, ContiguousMatchTheCpuBackendForEveryOp) {
+  for (const int64_t n : {1, 257, 3000}) check_every_binary_op({{n}, {n}, {n}}, n);
+}
+
+TEST(BinaryBodies, BroadcastMatchTheCpuBackendOnRandomShapes) {
+  std::mt19937_64 random(3);
+  for (int round = 0; round < 60; ++round) check_every_binary_op(random_broadcast(random), round);
+}
+
+TEST(AddChannelBiasBodies, MatchABroadcastAddOnTheCpuBackend) {
+  std::mt19937_64 random(5);
+  for (int round = 0; round < 30; ++round) {
+    const int64_t n = random_int(random, 1, 3), kk = random_int(random, 1, 9);
+    const int64_t pq = random_int(random, 1, 50);
+    const Tensor y = random_tensor({n, kk, pq}, round), bias = random_tensor({1, kk, 1}, 99);
+    Tensor expected = empty({n, kk, pq});
+    cpu().binary(BinaryOp::Add, y, bias, expected);
+    for (const CpuGrid& grid : grids_for(y.numel())) {
+      Tensor actual = y.clone();
+      run_grid_stride(
+          k::AddChannelBiasBody{actual.data<float>(), bias.data<float>(), kk, pq, y.numel()}, grid);
+      expect_all_equal(actual.to_vector<float>(), expected.to_vector<float>(),
+                       "round " + std::to_string(round));
+    }
+  }
+}
+
+TEST(BatchNormStatBodies, InvStdAndVarConvertBothWays) {
+  const float eps = 1e-5f;
+  std::vector<float> var = random_tensor({500}, 1, 0.0f, 10.0f).to_vector<float>();
+  var[0] = 0.0f;  // a zero variance must come back as 0, not a hair below
+  var[1] = 1e-9f;
+  const auto c = static_cast<int64_t>(var.size());
+  for (const CpuGrid& grid : grids_for(c)) {
+    std::vector<float> inv_std(var.size()), back(var.size());
+    run_grid_stride(k::VarToInvStdBody{var.data(), eps, inv_std.data(), c}, grid);
+    run_grid_stride(k::InvStdToVarBody{inv_std.data(), eps, back.data(), c}, grid);
+    for (size_t i = 0; i < var.size(); ++i) {
+      const double exact = 1.0 / std::sqrt(static_cast<double>(var[i]) + eps);
+      ASSERT_NEAR(inv_std[i], exact, 1e-6 * exact) << i;
+      ASSERT_GE(back[i], 0.0f) << i;
+      ASSERT_NEAR(back[i], var[i], 1e-5 * std::max(1.0f, var[i])) << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::testing
