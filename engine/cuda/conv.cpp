@@ -246,7 +246,9 @@ const std::vector<ConvAlgoChoice>& choose(cudnnHandle_t handle, ConvCall& call, 
   std::lock_guard lock(cache.mutex);
   if (const auto it = cache.choices.find(key); it != cache.choices.end()) return it->second;
   call.conv_desc.set_math_type(allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-  const ConvAlgoOptions policy{.allow_tf32 = allow_tf32, .deterministic = deterministic};
+  ConvAlgoOptions policy;
+  policy.allow_tf32 = allow_tf32;
+  policy.deterministic = deterministic;
   const auto it =
       cache.choices.emplace(key, search<Direction>(handle, call, device, policy, benchmark)).first;
   const ConvAlgoChoice& best = it->second.front();
