@@ -2,31 +2,31 @@
 
 #include <cstring>
 
+#include "engine/collapse_dims.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/parallel.h"
 
 namespace tandem::cpu {
 namespace {
 
-// Gathers a strided tensor into contiguous memory, one innermost row at a time.
+// Gathers a strided tensor into contiguous memory, one innermost row of its collapsed dims
+// (Note [Collapsing dims]) at a time.
 template <typename T>
 void copy_strided(const T* src, const Shape& shape, const Shape& strides, T* dst) {
-  const int64_t rank = static_cast<int64_t>(shape.size());
-  if (rank == 0) {
-    dst[0] = src[0];
-    return;
-  }
-  const int64_t inner = shape.back();
-  const int64_t inner_stride = strides.back();
-  const int64_t rows = shape_numel(shape) / std::max<int64_t>(inner, 1);
+  const CollapsedDims dims = collapse_dims(shape, {strides}, "copy");
+  const Shape& stride = dims.strides[0];
+  const int64_t rank = static_cast<int64_t>(dims.rank());
+  const int64_t inner = dims.shape.back();
+  const int64_t inner_stride = stride.back();
+  const int64_t rows = shape_numel(dims.shape) / std::max<int64_t>(inner, 1);
   parallel_for(rows, 256, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
       // Offset of this row: unravel the row index over the outer dims.
       int64_t remaining = row;
       int64_t offset = 0;
       for (int64_t d = rank - 2; d >= 0; --d) {
-        offset += (remaining % shape[d]) * strides[d];
-        remaining /= shape[d];
+        offset += (remaining % dims.shape[d]) * stride[d];
+        remaining /= dims.shape[d];
       }
       const T* in = src + offset;
       T* out = dst + row * inner;

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "engine/collapse_dims.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/parallel.h"
 
@@ -18,36 +19,6 @@ void map_unary(const float* in, float* out, int64_t n, Fn fn) {
   });
 }
 
-// A broadcast binary op seen as rows of the (coalesced) innermost dimension.
-struct BroadcastLayout {
-  Shape shape;     // coalesced output shape
-  Shape a_stride;  // per dim, 0 where a is broadcast
-  Shape b_stride;
-};
-
-BroadcastLayout coalesce(const Shape& out_shape, Shape a_stride, Shape b_stride) {
-  BroadcastLayout layout;
-  for (size_t i = 0; i < out_shape.size(); ++i) {
-    if (out_shape[i] == 1) continue;  // size-1 dims carry no data
-    if (!layout.shape.empty()) {
-      const size_t last = layout.shape.size() - 1;
-      const bool mergeable = layout.a_stride[last] == a_stride[i] * out_shape[i] &&
-                             layout.b_stride[last] == b_stride[i] * out_shape[i];
-      if (mergeable) {
-        layout.shape[last] *= out_shape[i];
-        layout.a_stride[last] = a_stride[i];
-        layout.b_stride[last] = b_stride[i];
-        continue;
-      }
-    }
-    layout.shape.push_back(out_shape[i]);
-    layout.a_stride.push_back(a_stride[i]);
-    layout.b_stride.push_back(b_stride[i]);
-  }
-  if (layout.shape.empty()) layout = {{1}, {0}, {0}};
-  return layout;
-}
-
 template <typename T, typename Fn>
 void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
   const T* pa = static_cast<const T*>(a.data_ptr());
@@ -61,12 +32,17 @@ void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
     });
     return;
   }
-  const BroadcastLayout layout = coalesce(out.shape(), broadcast_strides(a.shape(), out.shape()),
-                                          broadcast_strides(b.shape(), out.shape()));
-  const int64_t rank = static_cast<int64_t>(layout.shape.size());
+  // A broadcast op seen as rows of the innermost collapsed dim (Note [Collapsing dims]).
+  const CollapsedDims layout = collapse_dims(
+      out.shape(),
+      {broadcast_strides(a.shape(), out.shape()), broadcast_strides(b.shape(), out.shape())},
+      "binary");
+  const Shape& a_stride = layout.strides[0];
+  const Shape& b_stride = layout.strides[1];
+  const int64_t rank = static_cast<int64_t>(layout.rank());
   const int64_t inner = layout.shape.back();
-  const int64_t sa = layout.a_stride.back();
-  const int64_t sb = layout.b_stride.back();
+  const int64_t sa = a_stride.back();
+  const int64_t sb = b_stride.back();
   const int64_t rows = n / inner;
   parallel_for(rows, std::max<int64_t>(1, kGrain / inner), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
@@ -76,8 +52,8 @@ void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
       for (int64_t d = rank - 2; d >= 0; --d) {
         const int64_t index = remaining % layout.shape[d];
         remaining /= layout.shape[d];
-        oa += index * layout.a_stride[d];
-        ob += index * layout.b_stride[d];
+        oa += index * a_stride[d];
+        ob += index * b_stride[d];
       }
       float* o = po + row * inner;
       for (int64_t i = 0; i < inner; ++i) o[i] = fn(pa[oa + i * sa], pb[ob + i * sb]);

@@ -3,24 +3,29 @@
 // Note [Convolution algorithms]: cuDNN offers several algorithms per direction (implicit GEMM,
 // FFT, Winograd, ...) whose speed depends on the shape and the GPU. The first call for a shape
 // runs every candidate once on the real tensors (cudnnFind*Ex, like
-// torch.backends.cudnn.benchmark) and the fastest that keeps the TF32 policy is cached for the
-// process, keyed by device, direction, shapes, stride, padding and policy; with benchmarking off
-// cuDNN's heuristics pick instead (cudnnGet*_v7). Workspaces come from the caching allocator.
+// torch.backends.cudnn.benchmark); with benchmarking off cuDNN's heuristics rank them instead
+// (cudnnGet*_v7). The ranking that keeps the TF32 and determinism policies and the workspace cap
+// (Note [Convolution algorithm choice] in conv_algorithm.h) is cached for the process, per device
+// (Note [Algorithm caches]) and keyed by direction, shapes, stride, padding and policy.
+// Workspaces come from the caching allocator; when one does not fit, the next algorithm runs.
 // With TF32 off the descriptor asks for FMA math only, so no tensor-core TF32 kernel is used.
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
+#include "engine/cuda/device.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
@@ -58,6 +63,7 @@ struct Forward {
   static constexpr const char* kName = "conv2d";
   static constexpr int kAlgoCount = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   static constexpr Algo kFallback = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  static constexpr Algo kDeterministicFallback = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
     return cudnnGetConvolutionForwardWorkspaceSize(h, c.x_desc.get(), c.w_desc.get(),
@@ -81,7 +87,8 @@ struct BackwardData {
   using Algo = cudnnConvolutionBwdDataAlgo_t;
   static constexpr const char* kName = "conv2d_backward_input";
   static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;  // atomics
+  static constexpr Algo kDeterministicFallback = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
     return cudnnGetConvolutionBackwardDataWorkspaceSize(
@@ -105,7 +112,8 @@ struct BackwardFilter {
   using Algo = cudnnConvolutionBwdFilterAlgo_t;
   static constexpr const char* kName = "conv2d_backward_weight";
   static constexpr int kAlgoCount = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  static constexpr Algo kFallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;  // atomics
+  static constexpr Algo kDeterministicFallback = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
 
   static cudnnStatus_t workspace(cudnnHandle_t h, const ConvCall& c, Algo algo, size_t* bytes) {
     return cudnnGetConvolutionBackwardFilterWorkspaceSize(
@@ -126,18 +134,16 @@ struct BackwardFilter {
 
 // TANDEM_CUDNN_LOG=1 prints each algorithm choice to stderr (once per shape).
 bool log_choices() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("TANDEM_CUDNN_LOG");
-    return value != nullptr && value[0] != '\0' && value[0] != '0';
-  }();
+  static const bool enabled = environment_flag(std::getenv("TANDEM_CUDNN_LOG"));
   return enabled;
 }
 
-struct Choice {
-  int algo = 0;
-  size_t workspace = 0;
-  cudnnMathType_t math = CUDNN_FMA_MATH;
-};
+// TANDEM_CUDNN_DETERMINISTIC=1 keeps only deterministic algorithms (Note [Convolution
+// algorithm choice]), so GPU runs and resumed runs repeat bit for bit.
+bool deterministic_algorithms() {
+  static const bool enabled = environment_flag(std::getenv("TANDEM_CUDNN_DETERMINISTIC"));
+  return enabled;
+}
 
 // The largest workspace any algorithm asks for, capped: what the search may use.
 template <typename Direction>
@@ -154,61 +160,116 @@ size_t search_workspace(cudnnHandle_t handle, const ConvCall& call) {
   return largest;
 }
 
+// cudnnFind*Ex over a workspace as large as any candidate needs (0 when that does not fit).
 template <typename Direction>
-Choice search(cudnnHandle_t handle, const ConvCall& call, int device, bool allow_tf32,
-              bool benchmark) {
+int find(cudnnHandle_t handle, const ConvCall& call, int device,
+         std::vector<typename Direction::Perf>& perf) {
+  size_t bytes = search_workspace<Direction>(handle, call);
+  void* workspace = nullptr;
+  CachingAllocator& allocator = caching_allocator(device);
+  try {
+    workspace = allocator.allocate(bytes);
+  } catch (const Error&) {
+    bytes = 0;  // short of memory: search among the algorithms that need no workspace
+  }
+  int count = 0;
+  try {
+    Direction::find(handle, call, &count, perf.data(), workspace, bytes);
+  } catch (...) {
+    allocator.deallocate(workspace, bytes);
+    throw;
+  }
+  allocator.deallocate(workspace, bytes);
+  return count;
+}
+
+// Both fallbacks are described, though only one can be used: where cuDNN cannot size one for
+// this shape it is left at 0 bytes, and only running it (if it is ever chosen) reports the error.
+template <typename Direction>
+ConvAlgoChoice fallback(cudnnHandle_t handle, const ConvCall& call, typename Direction::Algo algo) {
+  ConvAlgoChoice choice{static_cast<int>(algo), 0, CUDNN_FMA_MATH};
+  if (Direction::workspace(handle, call, algo, &choice.workspace) != CUDNN_STATUS_SUCCESS) {
+    choice.workspace = 0;
+  }
+  return choice;
+}
+
+// Note [Convolution algorithm choice] (conv_algorithm.h) over cudnnFind or the heuristics; both
+// are capped at kMaxSearchWorkspace.
+template <typename Direction>
+std::vector<ConvAlgoChoice> search(cudnnHandle_t handle, const ConvCall& call, int device,
+                                   const ConvAlgoOptions& policy, bool benchmark) {
   std::vector<typename Direction::Perf> perf(Direction::kAlgoCount);
   int count = 0;
   if (benchmark) {
-    size_t bytes = search_workspace<Direction>(handle, call);
-    void* workspace = nullptr;
-    CachingAllocator& allocator = caching_allocator(device);
-    try {
-      workspace = allocator.allocate(bytes);
-    } catch (const Error&) {
-      bytes = 0;  // short of memory: search among the algorithms that need no workspace
-    }
-    try {
-      Direction::find(handle, call, &count, perf.data(), workspace, bytes);
-    } catch (...) {
-      allocator.deallocate(workspace, bytes);
-      throw;
-    }
-    allocator.deallocate(workspace, bytes);
+    count = find<Direction>(handle, call, device, perf);
   } else {
     Direction::heuristics(handle, call, &count, perf.data());
   }
-  for (int i = 0; i < count; ++i) {  // sorted fastest first
+  std::vector<ConvAlgoPerf> results;
+  for (int i = 0; i < count; ++i) {
     const auto& p = perf[static_cast<size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
-    if (!allow_tf32 && p.mathType != CUDNN_FMA_MATH) continue;  // Note [TF32]
-    return {static_cast<int>(p.algo), p.memory, p.mathType};
+    results.push_back({static_cast<int>(p.algo), p.status == CUDNN_STATUS_SUCCESS, p.memory,
+                       static_cast<int>(p.mathType), p.mathType == CUDNN_FMA_MATH,
+                       p.determinism == CUDNN_DETERMINISTIC});
   }
-  // Nothing suitable came back: the plain implicit GEMM works for every float32 shape.
-  Choice fallback{static_cast<int>(Direction::kFallback), 0, CUDNN_FMA_MATH};
-  CUDNN_CHECK(Direction::workspace(handle, call, Direction::kFallback, &fallback.workspace));
-  return fallback;
+  ConvAlgoOptions options = policy;
+  options.max_workspace = kMaxSearchWorkspace;
+  options.fallback = fallback<Direction>(handle, call, Direction::kFallback);
+  options.deterministic_fallback =
+      fallback<Direction>(handle, call, Direction::kDeterministicFallback);
+  return rank_algorithms(results.data(), static_cast<int>(results.size()), options);
+}
+
+// Note [Algorithm caches]: one cache per device, so DataParallel replicas on different GPUs
+// search and look up at once; within a device the lock is held across the search, which keeps
+// two threads from timing algorithms against each other on one GPU. Entries are never erased,
+// so a reference into the map stays valid after the lock is released.
+struct AlgorithmCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::vector<ConvAlgoChoice>> choices;
+};
+
+template <typename Direction>
+AlgorithmCache& algorithm_cache(int device) {
+  // Never destroyed: a thread may still convolve during static destruction.
+  static auto* caches = new std::vector<AlgorithmCache>(static_cast<size_t>(device_count()));
+  return (*caches)[static_cast<size_t>(device)];
 }
 
 template <typename Direction>
-Choice choose(cudnnHandle_t handle, ConvCall& call, int device, const std::string& shape_key,
-              bool allow_tf32, bool benchmark) {
-  static std::mutex mutex;  // also keeps two threads from benchmarking the same shape at once
-  static std::unordered_map<std::string, Choice> cache;
+const std::vector<ConvAlgoChoice>& choose(cudnnHandle_t handle, ConvCall& call, int device,
+                                          const std::string& shape_key, bool allow_tf32,
+                                          bool benchmark) {
+  const bool deterministic = deterministic_algorithms();
   // detail::concat rather than operator+: GCC 12 warns falsely (-Wrestrict) on the chain.
-  const std::string key = tandem::detail::concat(
-      "cuda:", device, shape_key, allow_tf32 ? "tf32" : "fp32", benchmark ? "find" : "heuristic");
-  std::lock_guard lock(mutex);
-  if (const auto it = cache.find(key); it != cache.end()) return it->second;
+  const std::string key =
+      tandem::detail::concat(shape_key, allow_tf32 ? "tf32" : "fp32",
+                             benchmark ? "find" : "heuristic", deterministic ? "det" : "");
+  AlgorithmCache& cache = algorithm_cache<Direction>(device);
+  std::lock_guard lock(cache.mutex);
+  if (const auto it = cache.choices.find(key); it != cache.choices.end()) return it->second;
   call.conv_desc.set_math_type(allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
-  const Choice choice = search<Direction>(handle, call, device, allow_tf32, benchmark);
-  cache.emplace(key, choice);
+  ConvAlgoOptions policy;
+  policy.allow_tf32 = allow_tf32;
+  policy.deterministic = deterministic;
+  const auto it =
+      cache.choices.emplace(key, search<Direction>(handle, call, device, policy, benchmark)).first;
+  const ConvAlgoChoice& best = it->second.front();
   if (log_choices()) {
-    std::fprintf(stderr, "[%s] %s: algorithm %d, workspace %zu bytes, math type %d\n",
-                 Direction::kName, key.c_str(), choice.algo, choice.workspace,
-                 static_cast<int>(choice.math));
+    std::fprintf(stderr, "[%s] cuda:%d %s: algorithm %d, workspace %zu bytes, math type %d\n",
+                 Direction::kName, device, key.c_str(), best.algo, best.workspace, best.math);
   }
-  return choice;
+  return it->second;
+}
+
+// The first choice whose workspace the allocator can give now (Note [Convolution algorithm
+// choice]): when memory is tight a leaner algorithm runs instead of the op failing.
+const ConvAlgoChoice& with_workspace(const std::vector<ConvAlgoChoice>& choices, int device,
+                                     std::optional<DeviceBuffer>& workspace) {
+  const size_t index =
+      first_that_fits(choices, [&](size_t bytes) { workspace.emplace(device, bytes); });
+  return choices[index];
 }
 
 std::string shape_key(const Tensor& x, const Tensor& w, const Conv2dOptions& options) {
@@ -224,15 +285,17 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
   if (y.numel() == 0) return;
   ConvCall call(x, w, y, options);
   const cudnnHandle_t handle = cudnn_handle(on.index);
-  const Choice choice = choose<Forward>(handle, call, on.index, shape_key(x, w, options),
-                                        allow_tf32(), cudnn_benchmark());
-  call.conv_desc.set_math_type(choice.math);
-  const DeviceBuffer workspace(on.index, choice.workspace);
+  std::optional<DeviceBuffer> workspace;
+  const ConvAlgoChoice& choice =
+      with_workspace(choose<Forward>(handle, call, on.index, shape_key(x, w, options), allow_tf32(),
+                                     cudnn_benchmark()),
+                     on.index, workspace);
+  call.conv_desc.set_math_type(static_cast<cudnnMathType_t>(choice.math));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionForward(
       handle, &one, call.x_desc.get(), call.x_data, call.w_desc.get(), call.w_data,
-      call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace.data(),
-      workspace.size(), &zero, call.y_desc.get(), call.y_data));
+      call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace->data(),
+      workspace->size(), &zero, call.y_desc.get(), call.y_data));
   if (bias.defined()) {
     kernels::add_channel_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1),
                               y.size(2) * y.size(3), on.stream);
@@ -245,15 +308,17 @@ void CudaBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
   if (grad_x.numel() == 0) return;
   ConvCall call(grad_x, w, grad_y, options);
   const cudnnHandle_t handle = cudnn_handle(on.index);
-  const Choice choice = choose<BackwardData>(handle, call, on.index, shape_key(grad_x, w, options),
-                                             allow_tf32(), cudnn_benchmark());
-  call.conv_desc.set_math_type(choice.math);
-  const DeviceBuffer workspace(on.index, choice.workspace);
+  std::optional<DeviceBuffer> workspace;
+  const ConvAlgoChoice& choice =
+      with_workspace(choose<BackwardData>(handle, call, on.index, shape_key(grad_x, w, options),
+                                          allow_tf32(), cudnn_benchmark()),
+                     on.index, workspace);
+  call.conv_desc.set_math_type(static_cast<cudnnMathType_t>(choice.math));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardData(
       handle, &one, call.w_desc.get(), call.w_data, call.y_desc.get(), call.y_data,
       call.conv_desc.get(), static_cast<cudnnConvolutionBwdDataAlgo_t>(choice.algo),
-      workspace.data(), workspace.size(), &zero, call.x_desc.get(), call.x_data));
+      workspace->data(), workspace->size(), &zero, call.x_desc.get(), call.x_data));
 }
 
 void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
@@ -268,15 +333,17 @@ void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
   }
   ConvCall call(x, grad_w, grad_y, options);
   const cudnnHandle_t handle = cudnn_handle(on.index);
-  const Choice choice = choose<BackwardFilter>(
-      handle, call, on.index, shape_key(x, grad_w, options), allow_tf32(), cudnn_benchmark());
-  call.conv_desc.set_math_type(choice.math);
-  const DeviceBuffer workspace(on.index, choice.workspace);
+  std::optional<DeviceBuffer> workspace;
+  const ConvAlgoChoice& choice =
+      with_workspace(choose<BackwardFilter>(handle, call, on.index, shape_key(x, grad_w, options),
+                                            allow_tf32(), cudnn_benchmark()),
+                     on.index, workspace);
+  call.conv_desc.set_math_type(static_cast<cudnnMathType_t>(choice.math));
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(
       handle, &one, call.x_desc.get(), call.x_data, call.y_desc.get(), call.y_data,
       call.conv_desc.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
-      workspace.data(), workspace.size(), &zero, call.w_desc.get(), call.w_data));
+      workspace->data(), workspace->size(), &zero, call.w_desc.get(), call.w_data));
   // grad_bias: (K) = grad_y summed over (N, P, Q), with the deterministic reduction kernel.
   if (grad_bias.defined()) sum(grad_y, {0, 2, 3}, grad_bias);
 }

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
@@ -51,24 +52,15 @@ uint64_t fill_bits(DType dtype, double value) {
   return bits;
 }
 
-// The view's dims without the size-1 ones, neighbours that are contiguous with each other merged.
+// The kernel's fixed-size copy of the view's collapsed dims (Note [Collapsing dims]).
 kernels::StridedLayout strided_layout(const Tensor& tensor) {
+  const CollapsedDims dims = collapse_dims(tensor.shape(), {tensor.strides()}, "copy");
+  check_collapsed_rank(dims, kernels::kMaxDims, tensor.shape(), "copy");
   kernels::StridedLayout layout;
-  const Shape& shape = tensor.shape();
-  const Shape& strides = tensor.strides();
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    const int last = layout.rank - 1;
-    if (last >= 0 && layout.stride[last] == strides[i] * shape[i]) {
-      layout.size[last] *= shape[i];
-      layout.stride[last] = strides[i];
-      continue;
-    }
-    TANDEM_CHECK(layout.rank < kernels::kMaxDims, "[copy] views of more than ", kernels::kMaxDims,
-                 " non-mergeable dims are not supported (shape ", shape_str(shape), ")");
-    layout.size[layout.rank] = shape[i];
-    layout.stride[layout.rank] = strides[i];
-    ++layout.rank;
+  layout.rank = static_cast<int>(dims.rank());
+  for (size_t d = 0; d < dims.rank(); ++d) {
+    layout.size[d] = dims.shape[d];
+    layout.stride[d] = dims.strides[0][d];
   }
   return layout;
 }

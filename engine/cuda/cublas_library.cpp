@@ -39,6 +39,7 @@ CublasLibrary load() {
   CublasLibrary functions{};
   resolve(library, file, "cublasCreate_v2", functions.create);
   resolve(library, file, "cublasSetStream_v2", functions.set_stream);
+  resolve(library, file, "cublasSetWorkspace_v2", functions.set_workspace);
   resolve(library, file, "cublasSetMathMode", functions.set_math_mode);
   resolve(library, file, "cublasSgemm_v2", functions.sgemm);
   resolve(library, file, "cublasGetStatusName", functions.status_name);

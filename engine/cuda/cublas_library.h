@@ -15,6 +15,7 @@ namespace tandem::cuda {
 struct CublasLibrary {
   decltype(&cublasCreate_v2) create;
   decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
   decltype(&cublasSetMathMode) set_math_mode;
   decltype(&cublasSgemm_v2) sgemm;
   decltype(&cublasGetStatusName) status_name;

@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
@@ -41,33 +42,18 @@ kernels::Binary to_kernel(BinaryOp op) {
   TANDEM_FAIL("[binary] unknown op");
 }
 
-// The output's dims without the size-1 ones, merged where both inputs stay contiguous across
-// the boundary (as the CPU kernel does): a same-shape op becomes one dim with strides (1, 1).
+// The kernel's fixed-size copy of the output's collapsed dims (Note [Collapsing dims]): a
+// same-shape op becomes one dim with strides (1, 1), the kernel's contiguous fast path.
 kernels::BroadcastLayout broadcast_layout(const Shape& out, const Shape& a_strides,
                                           const Shape& b_strides) {
+  const CollapsedDims dims = collapse_dims(out, {a_strides, b_strides}, "binary");
+  check_collapsed_rank(dims, kernels::kMaxDims, out, "binary");
   kernels::BroadcastLayout layout;
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i] == 1) continue;
-    const int last = layout.rank - 1;
-    if (last >= 0 && layout.a_stride[last] == a_strides[i] * out[i] &&
-        layout.b_stride[last] == b_strides[i] * out[i]) {
-      layout.size[last] *= out[i];
-      layout.a_stride[last] = a_strides[i];
-      layout.b_stride[last] = b_strides[i];
-      continue;
-    }
-    TANDEM_CHECK(layout.rank < kernels::kMaxDims, "[binary] more than ", kernels::kMaxDims,
-                 " non-mergeable dims are not supported (shape ", shape_str(out), ")");
-    layout.size[layout.rank] = out[i];
-    layout.a_stride[layout.rank] = a_strides[i];
-    layout.b_stride[layout.rank] = b_strides[i];
-    ++layout.rank;
-  }
-  if (layout.rank == 0) {  // a single element
-    layout.rank = 1;
-    layout.size[0] = 1;
-    layout.a_stride[0] = 1;
-    layout.b_stride[0] = 1;
+  layout.rank = static_cast<int>(dims.rank());
+  for (size_t d = 0; d < dims.rank(); ++d) {
+    layout.size[d] = dims.shape[d];
+    layout.a_stride[d] = dims.strides[0][d];
+    layout.b_stride[d] = dims.strides[1][d];
   }
   return layout;
 }

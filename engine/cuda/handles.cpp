@@ -1,9 +1,11 @@
 #include "engine/cuda/handles.h"
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
@@ -104,12 +106,44 @@ class ThreadLease {
   std::vector<HandlePool<Handle>*> pools_;
 };
 
+// Note [cuBLAS workspaces]: cublasSetStream resets the handle to cuBLAS's default workspace
+// pool, which all the streams the handle is used on share, so two GEMMs of one handle on streams
+// that run at once would share scratch memory. Each (handle, stream) pair therefore gets its own
+// workspace, set after every cublasSetStream, as PyTorch does. It comes from the caching
+// allocator on that stream, in cuBLAS's recommended size, and is kept for the process like the
+// handles (Note [Handle pools]).
+size_t cublas_workspace_bytes(int device) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  return device_properties(device).major >= 9 ? 32 * kMiB : 4 * kMiB;  // Hopper and later: 32
+}
+
+void* cublas_workspace(cublasHandle_t handle, cudaStream_t stream, int device, size_t bytes) {
+  static std::mutex mutex;
+  static auto* workspaces = new std::map<std::pair<cublasHandle_t, cudaStream_t>, void*>();
+  std::lock_guard lock(mutex);
+  const auto [it, inserted] = workspaces->try_emplace({handle, stream}, nullptr);
+  if (inserted) {
+    try {
+      it->second = caching_allocator(device).allocate(bytes, stream);
+    } catch (...) {
+      workspaces->erase(it);
+      throw;
+    }
+  }
+  return it->second;
+}
+
 }  // namespace
 
 cublasHandle_t cublas_handle(int device) {
   thread_local ThreadLease<cublasHandle_t> lease;
   const cublasHandle_t handle = lease.get(device, &create_cublas);
-  CUBLAS_CHECK(cublas().set_stream(handle, current_stream(device)));
+  const cudaStream_t stream = current_stream(device);
+  const CublasLibrary& library = cublas();
+  CUBLAS_CHECK(library.set_stream(handle, stream));
+  const size_t bytes = cublas_workspace_bytes(device);
+  CUBLAS_CHECK(
+      library.set_workspace(handle, cublas_workspace(handle, stream, device, bytes), bytes));
   return handle;
 }
 

@@ -4,8 +4,8 @@
 
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels.h"
+#include "engine/cuda/label_check.h"
 #include "engine/cuda/on_device.h"
 
 namespace tandem::cuda {
@@ -21,34 +21,24 @@ void CudaBackend::log_softmax_backward(const Tensor& grad_y, const Tensor& y, Te
                                 grad_x.data<float>(), on.stream);
 }
 
-// Note [Label check]: the backend contract says a label outside [0, K) throws, so the forward
-// copies the first bad row back to the host and waits for it: one small synchronisation per
-// loss. The host is usually ahead of the GPU by then, so the cost is its lead, not GPU time.
-// (PyTorch uses a device-side assert instead, which kills the CUDA context.)
+// Note [Label check] (label_check.h): labels are checked without waiting for the GPU, so a bad
+// label is reported by a later call on the device.
 void CudaBackend::cross_entropy_forward(const Tensor& logits, const Tensor& labels, Tensor& loss,
                                         Tensor& log_probs) {
   OnDevice on(loss, "cross_entropy");
+  raise_bad_labels(on.index, false);
   const int64_t rows = logits.size(0);
   const int64_t cols = logits.size(1);
   // Scratch: the per-row losses, then the bad-row flag (int32, 4-byte aligned after floats).
   const DeviceBuffer scratch(on.index, static_cast<size_t>(rows) * sizeof(float) + sizeof(int));
   auto* row_loss = static_cast<float*>(scratch.data());
   auto* bad_row = reinterpret_cast<int*>(row_loss + rows);
-  const int none = INT_MAX;
-  CUDA_CHECK(cudaMemcpyAsync(bad_row, &none, sizeof(int), cudaMemcpyHostToDevice, on.stream));
+  kernels::fill(bad_row, 1, static_cast<int>(sizeof(int)), static_cast<uint64_t>(INT_MAX),
+                on.stream);
   kernels::cross_entropy_forward(logits.data<float>(), labels.data<int64_t>(), rows, cols,
                                  log_probs.data<float>(), row_loss, bad_row, loss.data<float>(),
                                  on.stream);
-  int first_bad = none;
-  CUDA_CHECK(cudaMemcpyAsync(&first_bad, bad_row, sizeof(int), cudaMemcpyDeviceToHost, on.stream));
-  CUDA_CHECK(cudaStreamSynchronize(on.stream));
-  if (first_bad != none) {
-    int64_t label = 0;
-    CUDA_CHECK(cudaMemcpy(&label, labels.data<int64_t>() + first_bad, sizeof(label),
-                          cudaMemcpyDeviceToHost));
-    TANDEM_FAIL("[cross_entropy] label ", label, " at row ", first_bad, " is outside [0, ", cols,
-                ")");
-  }
+  queue_label_check(bad_row, labels, cols, on.stream, on.index);
 }
 
 void CudaBackend::cross_entropy_backward(const Tensor& grad_loss, const Tensor& log_probs,
