@@ -20,6 +20,10 @@
 #include "engine/tandem.h"
 #include "tests/support/cuda_skip.h"
 
+#if TANDEM_WITH_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
 namespace tandem {
 namespace {
 
@@ -547,6 +551,85 @@ TEST(CudaBackendGpu, CopyBetweenTwoDevices) {
   expect_close(on_1, host, 0.0, "cuda:0 -> cuda:1");
   expect_close(relu(on_1).to(Device::cuda(0)), relu(host), 0.0, "cuda:1 -> cuda:0");
 }
+
+// --- the paths the default settings never take (review §2): TF32 tensor cores, cuDNN's
+// heuristics instead of its measured search, and kernel loops past their first pass.
+
+#if TANDEM_WITH_CUDA
+
+// The CUDA backend's TF32 and algorithm-search switches for one scope.
+class CudaSettings {
+ public:
+  CudaSettings(bool allow_tf32, bool cudnn_benchmark)
+      : allow_tf32_(cuda::backend().allow_tf32()),
+        cudnn_benchmark_(cuda::backend().cudnn_benchmark()) {
+    cuda::backend().set_allow_tf32(allow_tf32);
+    cuda::backend().set_cudnn_benchmark(cudnn_benchmark);
+  }
+  ~CudaSettings() {
+    cuda::backend().set_allow_tf32(allow_tf32_);
+    cuda::backend().set_cudnn_benchmark(cudnn_benchmark_);
+  }
+  CudaSettings(const CudaSettings&) = delete;
+  CudaSettings& operator=(const CudaSettings&) = delete;
+
+ private:
+  bool allow_tf32_;
+  bool cudnn_benchmark_;
+};
+
+void compare_every_case(double min_tolerance) {
+  for (OpCase c : cases()) {
+    SCOPED_TRACE(c.name);
+    c.forward_tolerance = std::max(c.forward_tolerance, min_tolerance);
+    c.backward_tolerance = std::max(c.backward_tolerance, min_tolerance);
+    compare(c, Device::cpu(), Device::cuda(0));
+  }
+}
+
+// TF32 keeps 10 mantissa bits: about 1e-3 relative per product, so 1e-2 over the table's sums.
+TEST(CudaPathsGpu, EveryOpMatchesCpuWithTf32Allowed) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const CudaSettings settings(/*allow_tf32=*/true, /*cudnn_benchmark=*/true);
+  compare_every_case(1e-2);
+}
+
+TEST(CudaPathsGpu, EveryOpMatchesCpuWithCudnnHeuristics) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const CudaSettings settings(/*allow_tf32=*/false, /*cudnn_benchmark=*/false);
+  compare_every_case(0.0);
+}
+
+// 2^28 + 3 elements: more than the largest grid (2^20 blocks of 256 threads), so every thread of
+// the elementwise and reduction kernels loops a second time.
+TEST(CudaPathsGpu, GridStrideLoopsWrapPastTheirFirstPass) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const int64_t n = (int64_t{1} << 28) + 3;
+  const Tensor y = relu(full({n}, 1.5, {.device = Device::cuda(0)})) * 2.0f;
+  EXPECT_EQ(y.slice(n - 4, n).to_vector<float>(), std::vector<float>(4, 3.0f));
+  EXPECT_NEAR(sum(y).item(), 3.0 * static_cast<double>(n), 1e-6 * 3.0 * static_cast<double>(n));
+}
+
+// 70,000 rows: more than the row kernels' 65,536 blocks, so blocks take a second row.
+TEST(CudaPathsGpu, RowLoopsWrapPastTheirFirstPass) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  using I = const Inputs&;
+  const int64_t rows = 70000;
+  compare({"log_softmax_many_rows", {normal({rows, 10})}, [](I x) { return log_softmax(x[0]); }},
+          Device::cpu(), Device::cuda(0));
+  compare({"cross_entropy_many_rows",
+           {normal({rows, 10}), labels(rows, 10)},
+           [](I x) { return cross_entropy(x[0], x[1]); },
+           1e-5,
+           1e-4},
+          Device::cpu(), Device::cuda(0));
+  compare({"count_correct_many_rows",
+           {constant({rows, 10}), labels(rows, 10)},
+           [](I x) { return count_correct(x[0], x[1]); }},
+          Device::cpu(), Device::cuda(0));
+}
+
+#endif  // TANDEM_WITH_CUDA
 
 }  // namespace
 }  // namespace tandem

@@ -6,6 +6,7 @@
 #include "nn/sgd.h"
 #include "parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
+#include "tests/support/cuda_skip.h"
 #include "tests/support/error_message.h"
 #include "tests/support/image_batch.h"
 #include "tests/support/tensor_compare.h"
@@ -269,6 +270,47 @@ TEST(DataParallel, BadDeviceListsAreRejected) {
               elsewhere.forward(ones({2, 3, 32, 32}));
             }).find("must have its parameters and buffers on cpu:1"),
             std::string::npos);
+}
+
+// The default GPU training mode (scripts/train.sh): DataParallel over two GPUs against the same
+// model on one GPU, gradients and three SGD steps. Replica threads lease cuDNN/cuBLAS handles,
+// copies go GPU to GPU (peer access where the GPUs allow it), gradients are reduced on cuda:0.
+TEST(DataParallelGpu, ResNet20OnTwoGpusMatchesOneGpuOverThreeSteps) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  if (backend_for(Device::cuda(0)).device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  const Device gpu0 = Device::cuda(0), gpu1 = Device::cuda(1);
+  auto single = resnet20();
+  single->to(gpu0);
+  single->eval();
+  auto master = resnet20();
+  master->to(gpu0);
+  DataParallel model(master, {gpu0, gpu1});
+  model.eval();
+  const nn::SgdConfig options{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
+  nn::Sgd single_sgd(single->parameters(), options);
+  nn::Sgd model_sgd(model.parameters(), options);
+  const auto expected = single->named_parameters();
+  const auto actual = model.module().named_parameters();
+  ASSERT_EQ(actual.size(), expected.size());
+  for (int step = 0; step < 3; ++step) {
+    const Batch batch = random_image_batch(32, 20 + static_cast<uint64_t>(step));
+    const Batch on_gpu{batch.images.to(gpu0), batch.labels.to(gpu0)};
+    single_sgd.zero_grad();
+    model_sgd.zero_grad();
+    const Tensor single_loss = loss_and_backward(*single, on_gpu);
+    const Tensor loss = loss_and_backward(model, on_gpu);
+    EXPECT_NEAR(loss.item(), single_loss.item(), 1e-4) << "step " << step;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      expect_close(actual[i].second.grad(), expected[i].second.grad(),
+                   expected[i].first + ".grad at step " + std::to_string(step));
+    }
+    single_sgd.step();
+    model_sgd.step();
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(actual[i].second.device(), gpu0) << expected[i].first;
+    expect_close(actual[i].second, expected[i].second, expected[i].first + " after 3 steps");
+  }
 }
 
 }  // namespace

@@ -6,7 +6,13 @@
 // NEVER RUN ON A GPU YET: the Gpu tests were written and compiled on a machine without one.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "engine/tandem.h"
 #include "engine/tensor_impl.h"
@@ -368,6 +374,67 @@ TEST(DdpNcclGpu, TwoRanksAllReduceAndMatchOneProcess) {
     testing::expect_close_to_reference(actual[i].second.grad(), expected[i].second.grad(),
                                        expected[i].first + ".grad");
   }
+  group->barrier()->wait();
+}
+
+// The processes nvidia-smi lists as holding a context on each GPU: (pid, GPU UUID) pairs; empty
+// where nvidia-smi is missing or cannot see this process (another PID namespace).
+std::vector<std::pair<int, std::string>> compute_apps() {
+  std::vector<std::pair<int, std::string>> apps;
+  FILE* pipe =
+      popen("nvidia-smi --query-compute-apps=pid,gpu_uuid --format=csv,noheader 2>/dev/null", "r");
+  if (pipe == nullptr) return apps;
+  char line[256];
+  while (fgets(line, sizeof line, pipe) != nullptr) {
+    int pid = 0;
+    char uuid[128] = {};
+    if (sscanf(line, "%d, %127s", &pid, uuid) == 2) apps.emplace_back(pid, uuid);
+  }
+  pclose(pipe);
+  return apps;
+}
+
+// The UUID of a CUDA device as nvidia-smi prints it (CUDA and nvidia-smi may number GPUs
+// differently, so the UUID is what identifies one).
+std::string uuid_of(int device) {
+  const cudaUUID_t& uuid = cuda::device_properties(device).uuid;
+  std::string text = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    char hex[3];
+    snprintf(hex, sizeof hex, "%02x", static_cast<unsigned char>(uuid.bytes[i]));
+    text += hex;
+    if (i == 3 || i == 5 || i == 7 || i == 9) text += '-';
+  }
+  return text;
+}
+
+// Review D1: every backend call's DeviceGuard used to make GPU 0 current again on exit, so each
+// rank also created a context on GPU 0 (hundreds of MiB each; a crash under EXCLUSIVE_PROCESS).
+// After a DDP step, a rank must hold a context on its own GPU only.
+TEST(DdpNcclGpu, EachRankHoldsAContextOnItsOwnGpuOnly) {
+  std::string reason;
+  if (fewer_than_two_gpus(reason)) GTEST_SKIP() << reason;
+  TANDEM_RUN_AS_RANKS(2, testing::SpawnOptions{.timeout = 180s});
+  const DistributedEnv env = from_environment();
+  auto group = init_process_group("nccl", env, {.timeout = 60s});
+  const Device gpu = Device::cuda(env.local_rank);
+  const auto [images, labels] = eight_images(gpu);
+  DistributedDataParallel model(resnet20_on(gpu, 7), group, small_buckets());
+  cross_entropy(model.forward(images), labels).backward();
+  backend_for(gpu).synchronize(gpu);
+  group->barrier()->wait();
+
+  const int pid = static_cast<int>(getpid());
+  std::vector<std::string> held;
+  for (const auto& [app_pid, uuid] : compute_apps()) {
+    if (app_pid == pid) held.push_back(uuid);
+  }
+  if (held.empty()) {
+    group->barrier()->wait();
+    GTEST_SKIP() << "nvidia-smi does not list this process (another PID namespace?)";
+  }
+  EXPECT_EQ(held, std::vector<std::string>{uuid_of(env.local_rank)})
+      << "rank " << env.rank << " holds contexts on other GPUs";
   group->barrier()->wait();
 }
 
