@@ -31,9 +31,10 @@ NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_si
                                    " on this machine) sees one CUDA device: using it as cuda:0, "
                                    "the GPU the launcher gave this rank")};
   }
-  const char* remedy = "; start at most as many processes per machine (--nproc-per-node) as it "
-                       "has GPUs, or give each process one GPU of its own (CUDA_VISIBLE_DEVICES, "
-                       "srun --gpus-per-task=1)";
+  const char* remedy =
+      "; start at most as many processes per machine (--nproc-per-node) as it "
+      "has GPUs, or give each process one GPU of its own (CUDA_VISIBLE_DEVICES, "
+      "srun --gpus-per-task=1)";
   TANDEM_CHECK(local_rank < device_count, "[nccl] rank ", rank, " needs cuda:", local_rank,
                " (its local rank), but this machine has ", device_count, " CUDA device(s)", remedy);
   TANDEM_CHECK(local_world_size <= device_count, "[nccl] rank ", rank, ": ", local_world_size,
@@ -51,8 +52,7 @@ void check_nccl_version(int library_version, int header_version) {
   const int header = header_version / 100;
   TANDEM_CHECK(library / 100 == header / 100 && library >= header, "[nccl] libnccl is ",
                text(library_version), ", but Tandem was built with the NCCL ", header / 100, ".",
-               header % 100,
-               " headers: put that NCCL or a newer ", header / 100,
+               header % 100, " headers: put that NCCL or a newer ", header / 100,
                ".x first on the library path (LD_LIBRARY_PATH), or rebuild Tandem against this "
                "one");
 }

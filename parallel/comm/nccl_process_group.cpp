@@ -424,7 +424,7 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce(std::vector<Tensor> tensors, R
           if (t.numel() == 0) continue;
           const ncclResult_t result =
               nccl.all_reduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                            nccl_type(t.dtype()), nccl_op, comm, stream);
+                              nccl_type(t.dtype()), nccl_op, comm, stream);
           if (result != ncclSuccess) return result;
         }
         return ncclSuccess;
@@ -443,7 +443,7 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast(std::vector<Tensor> tensors, i
           if (t.numel() == 0) continue;
           const ncclResult_t result =
               nccl.broadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                            nccl_type(t.dtype()), root, comm, stream);
+                             nccl_type(t.dtype()), root, comm, stream);
           if (result != ncclSuccess) return result;
         }
         return ncclSuccess;
@@ -475,7 +475,7 @@ std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& outputs,
       [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
         if (n == 0) return ncclSuccess;
         return nccl.all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<size_t>(n),
-                             nccl_type(input.dtype()), comm, stream);
+                               nccl_type(input.dtype()), comm, stream);
       },
       [&](cudaStream_t stream) {
         if (n == 0) return;
@@ -495,7 +495,7 @@ std::shared_ptr<Work> NcclProcessGroup::barrier() {
       "barrier", {token},
       [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
         return nccl.all_reduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, comm,
-                             stream);
+                               stream);
       },
       nullptr, /*host_blocking_wait=*/true);
 }

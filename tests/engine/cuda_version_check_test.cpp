@@ -19,10 +19,11 @@ TEST(CudaVersionCheck, SameMajorPassesWhateverTheMinor) {
 
 TEST(CudaVersionCheck, AnotherMajorNamesBothVersionsAndTheWheel) {
   const std::string message = error_message([] { check_cuda_major("cudnn", 12080, 13000); });
-  EXPECT_TRUE(contains(message,
-                       "[cudnn] libcudnn was built for CUDA 12.8, but Tandem for CUDA 13.0: install "
-                       "cudnn for CUDA 13 (pip install nvidia-cudnn-cu13) and put it first on the "
-                       "library path (LD_LIBRARY_PATH)"))
+  EXPECT_TRUE(
+      contains(message,
+               "[cudnn] libcudnn was built for CUDA 12.8, but Tandem for CUDA 13.0: install "
+               "cudnn for CUDA 13 (pip install nvidia-cudnn-cu13) and put it first on the "
+               "library path (LD_LIBRARY_PATH)"))
       << message;
   const std::string newer = error_message([] { check_cuda_major("cudnn", 13000, 12040); });
   EXPECT_TRUE(contains(newer, "built for CUDA 13.0, but Tandem for CUDA 12.4")) << newer;

@@ -87,9 +87,10 @@ TEST_F(NcclStateMachine, InitThatNeverFinishesTimesOutAndAborts) {
 TEST_F(NcclStateMachine, InitErrorQuotesNccl) {
   nccl.script(FakeNccl::Call::Init, {.in_progress_polls = 2, .result = ncclSystemError});
   const std::string message = error_message([&] { make_group(); });
-  EXPECT_TRUE(contains(message,
-                       "[nccl] creating the communicator failed on rank 0 of 2 (cuda:1): NCCL error "
-                       "2: unhandled system error"))
+  EXPECT_TRUE(
+      contains(message,
+               "[nccl] creating the communicator failed on rank 0 of 2 (cuda:1): NCCL error "
+               "2: unhandled system error"))
       << message;
   EXPECT_EQ(nccl.count("comm_abort"), 1);
 }
@@ -147,8 +148,8 @@ TEST_F(NcclStateMachine, GroupEndErrorFailsTheCollective) {
   nccl.script(FakeNccl::Call::GroupEnd, {.result = ncclInvalidUsage});
   auto work = group->allreduce({}, ReduceOp::Sum);
   const std::string message = failure_of(*work);
-  EXPECT_TRUE(contains(message,
-                       "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 5: invalid usage"))
+  EXPECT_TRUE(
+      contains(message, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 5: invalid usage"))
       << message;
 }
 
@@ -192,8 +193,7 @@ TEST_F(NcclStateMachine, AbortFailsEveryPendingWorkBeforeAbortingTheCommunicator
   const std::string last = failure_of(*works.back());
   EXPECT_EQ(failed_at_abort, std::vector<bool>(3, true));
   const std::string first = failure_of(*works.front());
-  EXPECT_TRUE(contains(first, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 6"))
-      << first;
+  EXPECT_TRUE(contains(first, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 6")) << first;
   EXPECT_TRUE(contains(last,
                        "[nccl] allreduce #3 on rank 0 of 2 was aborted with the communicator "
                        "([nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 6"))
