@@ -16,6 +16,7 @@
 
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/store.h"
+#include "tests/engine/cuda_host/fake_cuda_fixture.h"
 #include "tests/parallel/comm/fake_nccl/fake_nccl.h"
 #include "tests/support/error_message.h"
 #include "tests/support/fake_cuda/fake_cuda_runtime.h"
@@ -32,16 +33,13 @@ using testing::FakeNccl;
 // gives "did not complete within 30 s", which the test's message check then rejects.
 constexpr auto kBound = 30s;
 
-class NcclStateMachine : public ::testing::Test {
+// A fresh fake CUDA runtime of two devices per test, checked for broken CUDA rules and leftover
+// errors at the end (FakeCudaTest), and NCCL's rules checked the same way.
+class NcclStateMachine : public fake_cuda::FakeCudaTest {
  protected:
-  void SetUp() override { fake_cuda::reset({.device_count = 2}); }
-
   void TearDown() override {
-    fake_cuda::run_all();
-    for (const std::string& line : nccl.misuse()) ADD_FAILURE() << "NCCL misuse: " << line;
-    for (const std::string& line : fake_cuda::violations()) {
-      ADD_FAILURE() << "CUDA violation: " << line;
-    }
+    FakeCudaTest::TearDown();
+    EXPECT_EQ(nccl.misuse(), std::vector<std::string>{});
   }
 
   // Rank 0 of 2 on cuda:1, its thread bound as init_process_group() binds it. Rank 0 makes the
@@ -165,6 +163,7 @@ TEST_F(NcclStateMachine, PeersAsyncErrorFailsThePendingWorkAtOnce) {
                        "exited or there was a network error (rank 1 exited); the communicator was "
                        "aborted"))
       << message;
+  group.reset();  // the watchdog aborts the communicator right after it failed the Work
   EXPECT_EQ(nccl.count("comm_abort"), 1);
 }
 
@@ -191,6 +190,7 @@ TEST_F(NcclStateMachine, AbortFailsEveryPendingWorkBeforeAbortingTheCommunicator
   });
   nccl.fail_async(ncclRemoteError, "");
   const std::string last = failure_of(*works.back());
+  group.reset();  // the watchdog aborts the communicator right after it failed the Works
   EXPECT_EQ(failed_at_abort, std::vector<bool>(3, true));
   const std::string first = failure_of(*works.front());
   EXPECT_TRUE(contains(first, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 6")) << first;
