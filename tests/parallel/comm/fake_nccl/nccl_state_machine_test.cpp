@@ -167,6 +167,21 @@ TEST_F(NcclStateMachine, PeersAsyncErrorFailsThePendingWorkAtOnce) {
   EXPECT_EQ(nccl.count("comm_abort"), 1);
 }
 
+// The design note on comm_mutex: a collective whose launch waits for its peers holds the lock
+// until its deadline, unless NCCL reports the failure; then it ends at once.
+TEST_F(NcclStateMachine, PeersAsyncErrorEndsALaunchStillInProgress) {
+  auto group = make_group(kBound);
+  nccl.script(FakeNccl::Call::GroupEnd, {.in_progress_polls = FakeNccl::kNever});
+  nccl.fail_async(ncclRemoteError, "rank 1 exited");
+  auto work = group->allreduce({}, ReduceOp::Sum);
+  const std::string message = failure_of(*work);
+  EXPECT_TRUE(contains(message,
+                       "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 6: remote process "
+                       "exited or there was a network error (rank 1 exited); the communicator was "
+                       "aborted"))
+      << message;
+}
+
 TEST_F(NcclStateMachine, WorkOlderThanTheTimeoutAbortsTheGroup) {
   auto group = make_group(50ms);
   auto work = group->allreduce({}, ReduceOp::Sum);  // never run by the fake device
