@@ -16,8 +16,10 @@ int bind_nccl_device(int rank, int, int) {
   return 0;
 }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>&, int rank, int,
-                                                      int device, ProcessGroupOptions) {
+// By value as in the CUDA build, whose group keeps the options.
+std::shared_ptr<ProcessGroup> make_nccl_process_group(
+    const std::shared_ptr<Store>&, int rank, int, int device,
+    ProcessGroupOptions) {          // NOLINT(performance-unnecessary-value-param)
   check_nccl_device(rank, device);  // throws
   return nullptr;
 }
