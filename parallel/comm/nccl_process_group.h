@@ -7,7 +7,7 @@
 /// NEVER RUN ON A GPU YET: written and compiled against NCCL 2.28 on a machine without one; the
 /// tests that exercise it on a GPU (NcclProcessGroupGpu.*, DdpNcclGpu.*) skip there. Its state
 /// machine (below) is unit-tested on CPUs against a scripted fake NCCL (NcclApi) and a fake CUDA
-/// runtime (NcclStateMachine.* in tests/parallel/comm/nccl_state_machine_test.cpp).
+/// runtime (NcclStateMachine.* in tests/parallel/comm/fake_nccl/).
 ///
 /// Note [NCCL rendezvous]: rank 0 makes an ncclUniqueId and sets it in the store under a key of
 /// this group's own (groups created one after another on a store count generations, as Gloo's
@@ -94,22 +94,24 @@ void check_nccl_device(int rank, int device);
 /// Note [NCCL device]: the GPU of a rank is cuda:local_rank, as with torchrun; except where each
 /// rank sees a single GPU while several run on the machine (srun --gpus-per-task=1 or
 /// --gpu-bind, any launcher that sets one CUDA_VISIBLE_DEVICES per rank): then it is cuda:0,
-/// its own GPU, and `note` says so (a message to log, empty otherwise). Fewer devices than
-/// processes otherwise is ambiguous (shared GPUs? a wrong --nproc-per-node?), so every rank
-/// throws "[nccl] rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s)
-/// ...", ranks below the count too. Where two ranks were given the same GPU after all,
-/// creating the communicator fails with NCCL's "Duplicate GPU detected". `device_count` > 0.
+/// its own GPU, and `note` says so. Fewer devices than processes otherwise is ambiguous (shared
+/// GPUs? a wrong --nproc-per-node?), so every rank throws, those below the count too: "[nccl]
+/// rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s); ..." or "[nccl]
+/// rank 0: 4 processes on this machine need a GPU each, but it has 2 CUDA device(s); ...". Where
+/// two ranks were given the same GPU after all, creating the communicator fails with NCCL's
+/// "Duplicate GPU detected".
 struct NcclDeviceChoice {
-  int device = 0;
-  std::string note;
+  int device = 0;    ///< the CUDA device this rank uses
+  std::string note;  ///< why it is not cuda:local_rank, a line to log; empty when it is
 };
 NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_size,
                                     int device_count);
 
 /// The nccl branch of init_process_group(), before it touches the store (so a machine without a
-/// GPU fails at once): check_nccl_device(), choose_nccl_device() (logging its note to stderr)
-/// and cuda::set_device() on the calling thread once, so that this thread (the training loop)
-/// never initialises a context on another rank's GPU. Returns the device.
+/// GPU fails at once): check_nccl_device(), choose_nccl_device() (its note logged to stderr with
+/// CUDA_VISIBLE_DEVICES) and cuda::set_device() on the calling thread once, so that this thread
+/// (the training loop) never initialises a context on another rank's GPU. Returns the device.
+/// A build without CUDA throws "[nccl] this build has no CUDA ...".
 int bind_nccl_device(int rank, int local_rank, int local_world_size);
 
 /// Throws "[nccl] libnccl is 2.21.5, but Tandem was built with the NCCL 2.28 headers: ..."
