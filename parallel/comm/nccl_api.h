@@ -9,6 +9,9 @@
 #include <nccl.h>
 
 #include <cstddef>
+#include <string>
+
+#include "engine/error.h"
 
 namespace tandem::parallel {
 
@@ -45,6 +48,13 @@ class NcclApi {
   virtual const char* last_error(ncclComm_t comm) = 0;
   /// The library's version code, e.g. 22805 for 2.28.5.
   virtual ncclResult_t get_version(int* version) = 0;
+
+  /// "NCCL error 6: remote process exited or there was a network error (<NCCL's detail>)".
+  std::string message(ncclResult_t result, ncclComm_t comm) {
+    const char* last = last_error(comm);
+    return detail::concat("NCCL error ", static_cast<int>(result), ": ", error_string(result),
+                          last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : "");
+  }
 };
 
 /// libnccl itself.

@@ -38,13 +38,6 @@ ncclDataType_t nccl_type(DType dtype) {
   TANDEM_FAIL("[nccl] unknown dtype");
 }
 
-// "NCCL error 6: remote process exited or there was a network error (<NCCL's detail>)".
-std::string nccl_message(NcclApi& nccl, ncclResult_t status, ncclComm_t comm) {
-  const char* last = nccl.last_error(comm);
-  return detail::concat("NCCL error ", static_cast<int>(status), ": ", nccl.error_string(status),
-                        last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : "");
-}
-
 cuda::Event event_on(int device) {
   const cuda::DeviceGuard guard(device);  // an event belongs to the device current at creation
   return cuda::Event(/*enable_timing=*/false);
@@ -135,7 +128,7 @@ struct NcclProcessGroup::State {
 
   std::string where() const { return detail::concat("rank ", rank, " of ", size); }
   void check(ncclResult_t result) const {
-    TANDEM_CHECK(result == ncclSuccess, nccl_message(nccl, result, comm));
+    TANDEM_CHECK(result == ncclSuccess, nccl.message(result, comm));
   }
   void init_communicator(const ncclUniqueId& id);
   void finish_call(ncclResult_t result, Clock::time_point deadline);
@@ -305,7 +298,7 @@ std::string NcclProcessGroup::State::poll(const std::vector<std::shared_ptr<Nccl
     std::unique_lock comm_lock(comm_mutex, std::try_to_lock);  // busy: look next time
     if (comm_lock.owns_lock() && comm != nullptr) nccl.comm_get_async_error(comm, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
-      const std::string message = nccl_message(nccl, state, comm);
+      const std::string message = nccl.message(state, comm);
       for (const std::shared_ptr<NcclWork>& work : works) {
         if (work->Work::completed()) continue;
         culprit = work.get();
