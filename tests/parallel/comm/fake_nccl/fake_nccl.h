@@ -5,9 +5,10 @@
 /// ncclInProgress and then reports `result` through comm_get_async_error() after
 /// `in_progress_polls` polls, or never (kNever). fail_async() makes every later
 /// comm_get_async_error() report an error, as NCCL does when a peer dies mid-collective. Every
-/// call is traced, and NCCL's rules are checked as the calls come: no call but
-/// comm_get_async_error/comm_abort while a non-blocking call is in progress, none on a
-/// communicator after its abort or destroy, one abort or destroy at most. Thread-safe.
+/// call is traced (comm_get_async_error only counted: polls()), and NCCL's rules are checked as
+/// the calls come: a non-blocking communicator; no call but comm_get_async_error/comm_abort
+/// while a non-blocking call is in progress; none on a communicator after its abort or destroy
+/// (so one abort or destroy at most). Thread-safe.
 
 #include <functional>
 #include <mutex>
