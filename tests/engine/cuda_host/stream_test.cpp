@@ -104,8 +104,9 @@ TEST_F(CudaHostStream, WaitsFromManyThreadsNeedFewEvents) {
 
 TEST_F(CudaHostStream, DestroyFailuresAreClearedNotBlamedOnTheNextKernel) {
   fake_cuda::fail_next("cudaStreamDestroy", cudaErrorLaunchFailure);
-  fake_cuda::fail_next("cudaEventDestroy", cudaErrorLaunchFailure);
   { const Stream side = Stream::create(0); }
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  fake_cuda::fail_next("cudaEventDestroy", cudaErrorLaunchFailure);
   { const Event event; }
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_NO_THROW(busy_wait(nullptr, 0, 1.0));
