@@ -28,6 +28,14 @@ find_package(CUDAToolkit QUIET)
 find_package(CUDNN QUIET)
 find_package(NCCL QUIET)
 
+# NVIDIA's wheels of cuDNN and NCCL are built per CUDA major (nvidia-cudnn-cu13 for CUDA 13):
+# the hints name the toolkit's. At run time the CUDA backend checks that the libraries loaded
+# suit it (engine/cuda_version_check.h, check_nccl_version()).
+set(_tandem_cu "cu13")
+if(CUDAToolkit_VERSION_MAJOR)
+  set(_tandem_cu "cu${CUDAToolkit_VERSION_MAJOR}")
+endif()
+
 set(_missing "")
 if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
   tandem_report("nvcc + CUDA toolkit" TRUE "${CUDAToolkit_VERSION} (${CMAKE_CUDA_COMPILER})")
@@ -38,19 +46,31 @@ endif()
 if(TARGET CUDA::cublas)
   tandem_report("cuBLAS" TRUE "${CUDAToolkit_LIBRARY_DIR}")
 else()
-  tandem_report("cuBLAS" FALSE "not found: comes with the CUDA toolkit (or pip install nvidia-cublas-cu12)")
+  tandem_report("cuBLAS" FALSE "not found: comes with the CUDA toolkit")
   list(APPEND _missing "cuBLAS")
 endif()
+# cuDNN from a wheel for another CUDA major configures fine and then fails at run time (it was
+# built against that major's runtime and cuBLAS): refuse it here. (NCCL carries its own CUDA runtime, so its wheel's
+# major does not matter; check_nccl_version() compares its version with the headers at run time.)
+if(CUDNN_WHEEL_CUDA_MAJOR AND CUDAToolkit_VERSION_MAJOR
+   AND NOT CUDNN_WHEEL_CUDA_MAJOR STREQUAL CUDAToolkit_VERSION_MAJOR)
+  set(CUDNN_FOUND FALSE)
+  set(_tandem_cudnn_why "${CUDNN_LIBRARY} is from the nvidia-cudnn-cu${CUDNN_WHEEL_CUDA_MAJOR} wheel, built for CUDA ${CUDNN_WHEEL_CUDA_MAJOR}, but the toolkit is CUDA ${CUDAToolkit_VERSION_MAJOR}: pip install nvidia-cudnn-${_tandem_cu} (or set CUDNN_ROOT) and configure a fresh build directory")
+endif()
+
 if(CUDNN_FOUND AND CUDNN_VERSION VERSION_GREATER_EQUAL 9)
   tandem_report("cuDNN" TRUE "${CUDNN_VERSION} (${CUDNN_LIBRARY})")
+elseif(_tandem_cudnn_why)
+  tandem_report("cuDNN" FALSE "${_tandem_cudnn_why}")
+  list(APPEND _missing "cuDNN")
 else()
-  tandem_report("cuDNN" FALSE "9.x not found: set CUDNN_ROOT, or install cuDNN 9 (pip install nvidia-cudnn-cu12)")
+  tandem_report("cuDNN" FALSE "9.x not found: set CUDNN_ROOT, or install cuDNN 9 (pip install nvidia-cudnn-${_tandem_cu})")
   list(APPEND _missing "cuDNN")
 endif()
 if(NCCL_FOUND)
   tandem_report("NCCL" TRUE "${NCCL_VERSION} (${NCCL_LIBRARY})")
 else()
-  tandem_report("NCCL" FALSE "2.x not found: set NCCL_ROOT, or install NCCL (pip install nvidia-nccl-cu12)")
+  tandem_report("NCCL" FALSE "2.x not found: set NCCL_ROOT, or install NCCL (pip install nvidia-nccl-${_tandem_cu})")
   list(APPEND _missing "NCCL")
 endif()
 

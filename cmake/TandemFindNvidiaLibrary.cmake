@@ -7,6 +7,8 @@
 #                            LIBRARIES <names...> MACROS <MAJOR MINOR PATCH macro names>)
 # sets <prefix>_INCLUDE_DIR, <prefix>_LIBRARY and <prefix>_VERSION, then calls
 # find_package_handle_standard_args and creates the imported target <prefix>::<lowercase>.
+# When the library comes from a wheel, <prefix>_WHEEL_CUDA_MAJOR is the CUDA major it was built
+# for (12 for nvidia-cudnn-cu12), read from the wheel's .dist-info; empty otherwise.
 
 function(tandem_nvidia_wheel_roots out_var)
   set(roots "")
@@ -45,6 +47,14 @@ macro(tandem_find_nvidia_library)
       list(APPEND _tfn_parts "${_tfn_value}")
     endforeach()
     list(JOIN _tfn_parts "." ${_tfn_NAME}_VERSION)
+  endif()
+
+  set(${_tfn_NAME}_WHEEL_CUDA_MAJOR "")
+  if(${_tfn_NAME}_LIBRARY MATCHES "^(.*)/nvidia/${_tfn_WHEEL}/")
+    file(GLOB _tfn_dist_info "${CMAKE_MATCH_1}/nvidia_${_tfn_WHEEL}_cu*.dist-info")
+    if(_tfn_dist_info MATCHES "nvidia_${_tfn_WHEEL}_cu([0-9]+)-")
+      set(${_tfn_NAME}_WHEEL_CUDA_MAJOR "${CMAKE_MATCH_1}")
+    endif()
   endif()
 
   include(FindPackageHandleStandardArgs)

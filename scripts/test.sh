@@ -10,7 +10,8 @@
 #                                        # in build-asan (CUDA off); CI runs it second
 #   scripts/test.sh --sanitize thread    # ThreadSanitizer over the threaded parts (autograd,
 #                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
-#                                        # groups, store), in build-tsan (CUDA off); CI runs it third
+#                                        # groups, store, the CUDA host code and the NCCL group on
+#                                        # fakes), in build-tsan (CUDA off); CI runs it third
 #
 # Note [TSan and OpenMP]: Debian's libgomp is not built with ThreadSanitizer, so its barriers are
 # invisible to TSan and every OpenMP team would be reported as racing. The TSan run therefore sets
@@ -66,9 +67,11 @@ elif [ "$sanitize" = "thread" ]; then
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp}"
   export TANDEM_NUM_THREADS=1  # Note [TSan and OpenMP]
-  targets=(--target engine_tests data_tests parallel_tests comm_tests)
+  targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
+  suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
+  suites+="|NcclStateMachine"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi
 cmake -S "$root" -B "$build_dir" "${configure[@]}"

@@ -5,7 +5,7 @@
 #   scripts/train.sh                      # a sensible default for this machine (below)
 #   scripts/train.sh --mode ddp --nproc 2 --epochs 20    # your own train_cifar flags instead
 #
-# Defaults: on a machine whose Tandem build has GPUs, ResNet-20 on every GPU (DataParallel: DDP
+# Defaults: on a machine where nvidia-smi lists GPUs, ResNet-20 on every one of them (DataParallel: DDP
 # over NCCL is written but has not run on a GPU yet) with the paper's schedule (182 epochs, lr 0.1 ÷10 at
 # 50 % and 75 %); on a CPU-only
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
@@ -28,13 +28,23 @@ if [ $# -gt 0 ]; then
   exec "$train" "${data_flag[@]}" "$@"
 fi
 
+# The GPUs are counted with nvidia-smi, not by Tandem, and named explicitly: a GPU machine whose
+# CUDA cannot be used (a driver older than CUDA 13's R580, a build without the CUDA backend) then
+# stops with train_cifar's one-line error instead of training on the CPU for 182 epochs.
 gpus=0
-if grep -q "^TANDEM_WITH_CUDA:INTERNAL=ON" "$build_dir/CMakeCache.txt" 2>/dev/null && command -v nvidia-smi >/dev/null; then
+if command -v nvidia-smi >/dev/null; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
 fi
 if [ "$gpus" -gt 0 ]; then
-  echo "== ResNet-20 on $gpus GPU(s), the paper's schedule"
-  exec "$train" "${data_flag[@]}" --mode dp --arch resnet20 --epochs 182 \
+  if ! grep -q "^TANDEM_WITH_CUDA:INTERNAL=ON" "$build_dir/CMakeCache.txt" 2>/dev/null; then
+    echo "error: nvidia-smi lists $gpus GPU(s) but this Tandem build has no CUDA backend (the" \
+      "configure summary in $build_dir says what is missing); to train on the CPU anyway, pass" \
+      "your own flags: scripts/train.sh --mode single ..." >&2
+    exit 1
+  fi
+  devices=$(seq -s, -f "cuda:%g" 0 $((gpus - 1)))
+  echo "== ResNet-20 on $gpus GPU(s) ($devices), the paper's schedule"
+  exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 182 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
     --log-json "$root/resnet20.jsonl"
 fi

@@ -12,6 +12,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
+#include "engine/device.h"
 #include "engine/ops/elementwise.h"
 #include "engine/threads.h"
 
@@ -149,6 +150,7 @@ class DeviceWorker {
 
  private:
   void loop() {
+    bind_thread_to(device_);  // Note [Device contexts] (engine/cuda/device.h)
     inside_engine_worker = true;
     set_grad_mode_enabled(false);  // backward itself is never recorded
     while (true) {

@@ -73,4 +73,13 @@ std::string cuda_unavailable_reason() {
   return cuda::unavailable_reason();
 }
 
+void bind_thread_to(Device device) noexcept {
+  if (!device.is_cuda()) return;
+  try {
+    cuda::set_device(device.index);
+  } catch (const Error&) {
+    // The thread's first CUDA call on the device reports the same failure, where it matters.
+  }
+}
+
 }  // namespace tandem

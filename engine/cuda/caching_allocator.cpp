@@ -17,19 +17,34 @@
 namespace tandem::cuda {
 namespace {
 
+/// A stream that used a block besides its own (record_stream).
+struct StreamUse {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  bool operator==(const StreamUse&) const = default;
+};
+
 /// A piece of a segment (one cudaMalloc). Blocks of a segment are chained by prev/next in
 /// address order; all of them belong to the segment's stream.
 struct Block {
   size_t size = 0;
   size_t requested = 0;  ///< bytes asked for while allocated
   char* ptr = nullptr;
-  cudaStream_t stream = nullptr;
+  uint64_t stream = 0;     ///< the stream's id (Note [Stream ids]); 0: the default stream
   bool small = false;      ///< which pool it returns to
   bool allocated = false;  ///< handed out to a caller
   int pending_events = 0;  ///< events of other streams to pass before reuse
   Block* prev = nullptr;
   Block* next = nullptr;
-  std::vector<cudaStream_t> stream_uses;  ///< other streams that used it (record_stream)
+  std::vector<StreamUse> stream_uses;  ///< other streams that used it (record_stream)
+};
+
+/// An event that a block (or a retired stream) waits for.
+struct PendingEvent {
+  cudaEvent_t event = nullptr;
+  int device = 0;               ///< the event's (and its stream's) device
+  Block* block = nullptr;       ///< freed once all its events have passed; nullptr for a retirement
+  uint64_t retired_stream = 0;  ///< whose blocks move to the default stream when it has passed
 };
 
 bool is_free(const Block* block) {
@@ -40,9 +55,7 @@ bool is_free(const Block* block) {
 // stream that fits (best fit).
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
-    const auto sa = reinterpret_cast<uintptr_t>(a->stream);
-    const auto sb = reinterpret_cast<uintptr_t>(b->stream);
-    if (sa != sb) return sa < sb;
+    if (a->stream != b->stream) return a->stream < b->stream;
     if (a->size != b->size) return a->size < b->size;
     return std::less<const char*>()(a->ptr, b->ptr);
   }
@@ -60,14 +73,13 @@ struct CachingAllocator::State {
   mutable std::mutex mutex;  // guards everything below
   Pool small_pool;
   Pool large_pool;
-  std::unordered_map<void*, Block*> active;             ///< allocated blocks by address
-  std::vector<std::pair<cudaEvent_t, Block*>> pending;  ///< cross-stream frees in flight
-  std::vector<cudaEvent_t> spare_events;
+  std::unordered_map<void*, Block*> active;  ///< allocated blocks by address
+  std::vector<PendingEvent> pending;         ///< cross-stream frees and retirements in flight
   CachingAllocatorStats stats;
 
   Pool& pool_of(const Block* block) { return block->small ? small_pool : large_pool; }
 
-  Block* take_free(Pool& pool, cudaStream_t stream, size_t size) {
+  Block* take_free(Pool& pool, uint64_t stream, size_t size) {
     Block key;
     key.stream = stream;
     key.size = size;
@@ -78,7 +90,7 @@ struct CachingAllocator::State {
     return block;
   }
 
-  Block* new_segment(size_t size, cudaStream_t stream, bool small) {
+  Block* new_segment(size_t size, uint64_t stream, bool small) {
     size_t segment = kSmallSegment;
     if (!small) {
       segment = size <= kLargeRequest ? kMediumSegment
@@ -154,44 +166,83 @@ struct CachingAllocator::State {
     pool.insert(block);
   }
 
-  void event_done(size_t index) {
-    auto [event, block] = pending[index];
-    spare_events.push_back(event);
-    if (--block->pending_events == 0) {
+  // Every block of the stream `id`, wherever it is: free, allocated or waiting for events.
+  std::vector<Block*> blocks_of(uint64_t id) const {
+    std::vector<Block*> found;
+    for (const Pool* pool : {&small_pool, &large_pool}) {
+      for (Block* block : *pool) {
+        if (block->stream == id) found.push_back(block);
+      }
+    }
+    for (const auto& [ptr, block] : active) {
+      if (block->stream == id) found.push_back(block);
+    }
+    for (const PendingEvent& entry : pending) {
+      if (entry.block != nullptr && entry.block->stream == id) found.push_back(entry.block);
+    }
+    return found;
+  }
+
+  // Note [Stream ids]: the blocks of a destroyed stream, whose work has run, become the default
+  // stream's. Free ones are re-sorted into their pool under the new key.
+  void move_to_default_stream(uint64_t id) {
+    for (Block* block : blocks_of(id)) {
+      const bool in_pool = is_free(block) && pool_of(block).erase(block) > 0;
+      block->stream = 0;
+      if (in_pool) pool_of(block).insert(block);
+    }
+  }
+
+  void event_done(const PendingEvent& entry) {
+    release_event(entry.device, entry.event);
+    if (entry.block == nullptr) return move_to_default_stream(entry.retired_stream);
+    if (--entry.block->pending_events == 0) {
       --stats.pending_free_blocks;
-      free_block(block);
+      free_block(entry.block);
     }
   }
 
   // Frees the blocks whose cross-stream events have all completed.
   void process_events() {
-    std::vector<std::pair<cudaEvent_t, Block*>> still_pending;
-    std::vector<size_t> done;
-    for (size_t i = 0; i < pending.size(); ++i) {
-      const cudaError_t status = cudaEventQuery(pending[i].first);
+    std::vector<PendingEvent> still_pending;
+    std::vector<PendingEvent> done;
+    for (const PendingEvent& entry : pending) {
+      const cudaError_t status = cudaEventQuery(entry.event);
       if (status == cudaErrorNotReady) {
         cudaGetLastError();
-        still_pending.push_back(pending[i]);
+        still_pending.push_back(entry);
         continue;
       }
       CUDA_CHECK(status);
-      done.push_back(i);
+      done.push_back(entry);
     }
-    for (size_t i : done) event_done(i);
     pending = std::move(still_pending);
+    for (const PendingEvent& entry : done) event_done(entry);
   }
 
   void synchronize_events() {
-    for (size_t i = 0; i < pending.size(); ++i) {
-      CUDA_CHECK(cudaEventSynchronize(pending[i].first));
-      event_done(i);
-    }
+    for (const PendingEvent& entry : pending) CUDA_CHECK(cudaEventSynchronize(entry.event));
+    const std::vector<PendingEvent> done = std::move(pending);
     pending.clear();
+    for (const PendingEvent& entry : done) event_done(entry);
   }
 
-  // cudaFree for every segment that is one free block.
+  bool holds_free_segment() const {
+    for (const Pool* pool : {&small_pool, &large_pool}) {
+      for (const Block* block : *pool) {
+        if (block->prev == nullptr && block->next == nullptr) return true;
+      }
+    }
+    return false;
+  }
+
+  // cudaFree for every segment that is one free block. A free block may still be in use by
+  // kernels queued before its free (stream order makes reuse safe, not cudaFree, which only
+  // "may" synchronise), so the device is synchronised first. The device is current.
   void release_cached() {
     synchronize_events();
+    if (!holds_free_segment()) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
     for (Pool* pool : {&small_pool, &large_pool}) {
       for (auto it = pool->begin(); it != pool->end();) {
         Block* block = *it;
@@ -209,41 +260,52 @@ struct CachingAllocator::State {
     }
   }
 
-  // Records an event on every other stream that used `block`. Never throws: when an event
-  // cannot be recorded, the host waits for that stream instead.
+  // Records an event on every other stream that used `block`. Never throws.
   void record_uses(Block* block) noexcept {
-    for (cudaStream_t stream : block->stream_uses) {
-      cudaEvent_t event = nullptr;
-      if (!spare_events.empty()) {
-        event = spare_events.back();
-        spare_events.pop_back();
-      } else if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess) {
-        event = nullptr;
-      }
-      if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) {
-        pending.emplace_back(event, block);
-        ++block->pending_events;
-        continue;
-      }
-      cudaGetLastError();
-      if (event != nullptr) spare_events.push_back(event);
-      cudaStreamSynchronize(stream);
+    for (const StreamUse& use : block->stream_uses) {
+      cudaEvent_t event = record_event_or_wait(use.stream, use.device);
+      if (event == nullptr) continue;
+      pending.push_back({event, use.device, block, 0});
+      ++block->pending_events;
     }
     block->stream_uses.clear();
   }
 };
 
+namespace {
+
+// Every live allocator, for retire_stream_blocks (Note [Stream ids]). Locked before any
+// allocator's own mutex.
+struct LiveAllocators {
+  std::mutex mutex;
+  std::vector<CachingAllocator*> allocators;
+};
+
+LiveAllocators& live_allocators() {
+  static auto* live = new LiveAllocators;  // Note [Leaked singletons]
+  return *live;
+}
+
+}  // namespace
+
 CachingAllocator::CachingAllocator(int device) : state_(std::make_unique<State>()) {
   check_device(device, "cuda allocator");
   state_->device = device;
+  LiveAllocators& live = live_allocators();
+  std::lock_guard lock(live.mutex);
+  live.allocators.push_back(this);
 }
 
 CachingAllocator::~CachingAllocator() {
+  {
+    LiveAllocators& live = live_allocators();
+    std::lock_guard lock(live.mutex);
+    std::erase(live.allocators, this);
+  }
   std::lock_guard lock(state_->mutex);
   try {
     DeviceGuard guard(state_->device);
     state_->release_cached();
-    for (cudaEvent_t event : state_->spare_events) cudaEventDestroy(event);
   } catch (...) {
     // Destructors never throw; at worst the driver reclaims the memory with the process.
   }
@@ -264,16 +326,17 @@ void* CachingAllocator::allocate(size_t nbytes) {
 void* CachingAllocator::allocate(size_t nbytes, cudaStream_t stream) {
   if (nbytes == 0) return nullptr;
   State& s = *state_;
+  const uint64_t id = stream_info(stream, s.device).id;
   std::lock_guard lock(s.mutex);
   DeviceGuard guard(s.device);
   s.process_events();
   const size_t size = round_size(nbytes);
   const bool small = size <= kSmallRequest;
-  Block* block = s.take_free(small ? s.small_pool : s.large_pool, stream, size);
+  Block* block = s.take_free(small ? s.small_pool : s.large_pool, id, size);
   if (block != nullptr) {
     ++s.stats.cache_hits;
   } else {
-    block = s.new_segment(size, stream, small);
+    block = s.new_segment(size, id, small);
     ++s.stats.cache_misses;
   }
   s.split(block, size);
@@ -297,13 +360,7 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
   s.stats.allocated_bytes -= static_cast<int64_t>(block->requested);
   block->requested = 0;
   block->allocated = false;
-  if (!block->stream_uses.empty()) {
-    int previous = -1;
-    const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != s.device;
-    if (switch_device) cudaSetDevice(s.device);
-    s.record_uses(block);
-    if (switch_device) cudaSetDevice(previous);
-  }
+  s.record_uses(block);
   if (block->pending_events > 0) {
     ++s.stats.pending_free_blocks;
   } else {
@@ -314,14 +371,33 @@ void CachingAllocator::deallocate(void* ptr, size_t) noexcept {
 void CachingAllocator::record_stream(void* ptr, cudaStream_t stream) {
   if (ptr == nullptr) return;
   State& s = *state_;
+  const StreamInfo info = stream_info(stream, s.device);
   std::lock_guard lock(s.mutex);
   const auto it = s.active.find(ptr);
   TANDEM_CHECK(it != s.active.end(), "[record_stream] ", ptr,
                " is not the start of a live allocation on cuda:", s.device);
   Block* block = it->second;
-  if (stream == block->stream) return;
+  if (info.id == block->stream && info.device == s.device) return;
+  const StreamUse use{stream, info.device};
   auto& uses = block->stream_uses;
-  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  if (std::find(uses.begin(), uses.end(), use) == uses.end()) uses.push_back(use);
+}
+
+void CachingAllocator::retire_stream(uint64_t id, cudaStream_t stream) noexcept {
+  State& s = *state_;
+  std::lock_guard lock(s.mutex);
+  if (id == 0 || s.blocks_of(id).empty()) return;
+  cudaEvent_t event = record_event_or_wait(stream, s.device);
+  if (event == nullptr) return s.move_to_default_stream(id);  // the host waited for it
+  s.pending.push_back({event, s.device, nullptr, id});
+}
+
+void retire_stream_blocks(int device, uint64_t id, cudaStream_t stream) noexcept {
+  LiveAllocators& live = live_allocators();
+  std::lock_guard lock(live.mutex);
+  for (CachingAllocator* allocator : live.allocators) {
+    if (allocator->device() == device) allocator->retire_stream(id, stream);
+  }
 }
 
 void CachingAllocator::empty_cache() {

@@ -8,13 +8,16 @@
 ///   their size rounded up to 2 MiB (the large pool);
 /// - a free block big enough for a request is split, the rest stays free; freed neighbours in a
 ///   segment merge again;
-/// - a block belongs to the stream it was allocated on (the calling thread's current stream)
-///   and is reused only for allocations on that stream, where stream order makes reuse safe
-///   without synchronising. A block also used on other streams is announced with
+/// - a block belongs to the stream it was allocated on (the calling thread's current stream,
+///   known by its id: Note [Stream ids] in engine/cuda/stream.h) and is reused only for
+///   allocations on that stream, where stream order makes reuse safe without synchronising. A
+///   block also used on other streams, of this device or another, is announced with
 ///   record_stream(); when it is freed, an event is recorded on each of those streams and the
 ///   block is reused only once all of them have passed it;
-/// - when cudaMalloc fails, the cache is emptied (after waiting for pending events) and the
-///   call retried once before "out of memory" is thrown.
+/// - when a stream is destroyed, its blocks go to the default stream once its work has run;
+/// - when cudaMalloc fails, the cache is emptied (after waiting for pending events, then for the
+///   device: cudaFree of memory that queued kernels still use is not safe) and the call retried
+///   once before "out of memory" is thrown.
 /// After the first training step the cache holds every size the step needs, so later steps
 /// make no cudaMalloc or cudaFree calls (detailed_stats().cache_misses stops growing).
 
@@ -72,11 +75,17 @@ class CachingAllocator final : public Allocator {
   CachingAllocatorStats detailed_stats() const;
 
   /// Marks the block that starts at `ptr` as used on `stream` too: when it is freed, it is not
-  /// reused before `stream` has run everything queued on it up to the free.
+  /// reused before `stream` has run everything queued on it up to the free. A stream of
+  /// Stream::create may belong to another device; any other handle is taken as one of this
+  /// device.
   void record_stream(void* ptr, cudaStream_t stream);
   /// Gives every cached segment that is entirely free back to the driver (cudaFree), after
-  /// waiting for pending cross-stream frees.
+  /// waiting for pending cross-stream frees and for the device.
   void empty_cache();
+  /// `stream` (with id `id`, of this device) is about to be destroyed: its blocks, free and
+  /// live, move to the default stream once the work queued on it so far has run (Note [Stream
+  /// ids]). Never throws.
+  void retire_stream(uint64_t id, cudaStream_t stream) noexcept;
   void reset_peak_stats();
   int device() const;
 
@@ -91,6 +100,10 @@ class CachingAllocator final : public Allocator {
 /// The allocator of CUDA tensors on `device` (created on first use, never destroyed: tensors
 /// may be freed during static destruction).
 CachingAllocator& caching_allocator(int device);
+
+/// CachingAllocator::retire_stream() on every allocator of `device` that exists (Stream's
+/// destructor calls it).
+void retire_stream_blocks(int device, uint64_t id, cudaStream_t stream) noexcept;
 
 /// record_stream() for the storage of a CUDA tensor: it is used on `stream` as well.
 void record_stream(const Tensor& tensor, cudaStream_t stream);

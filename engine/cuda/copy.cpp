@@ -105,6 +105,7 @@ void copy_between_devices(const Tensor& src, Tensor& dst) {
   const int to = dst.device().index;
   const cudaStream_t from_stream = current_stream(from);
   const cudaStream_t to_stream = current_stream(to);
+  enable_peer_access(from, to);  // once per pair; otherwise the copy is staged through the host
   stream_wait_stream(from_stream, from, to_stream, to);
   {
     DeviceGuard guard(from);

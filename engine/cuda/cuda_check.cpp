@@ -1,10 +1,9 @@
 #include "engine/cuda/cuda_check.h"
 
-#include "engine/cuda/cublas_library.h"
-#include "engine/cuda/cudnn_check.h"
-
 namespace tandem::cuda::detail {
 
+// cuBLAS's and cuDNN's counterparts are in library_errors.cpp: this file needs libcudart only,
+// so the unit tests on the fake runtime (tests/support/fake_cuda) compile it as it is.
 void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
   // Clears the runtime's last error so that a later cudaGetLastError() reports a new one.
   cudaGetLastError();
@@ -12,25 +11,6 @@ void throw_cuda_error(cudaError_t status, const char* call, const char* file, in
       file, line, call,
       ::tandem::detail::concat("[cuda] CUDA error ", cudaGetErrorName(status), ": ",
                                cudaGetErrorString(status)));
-}
-
-void throw_cublas_error(cublasStatus_t status, const char* call, const char* file, int line) {
-  const CublasLibrary& library = cublas();  // loaded: a status came from it
-  ::tandem::detail::throw_error(
-      file, line, call,
-      ::tandem::detail::concat("[cublas] cuBLAS error ", library.status_name(status), ": ",
-                               library.status_string(status)));
-}
-
-void throw_cudnn_error(cudnnStatus_t status, const char* call, const char* file, int line) {
-  // cuDNN 9 keeps a per-thread detail message (which parameter was bad) beside the status.
-  char detail[512] = {0};
-  cudnnGetLastErrorString(detail, sizeof(detail));
-  ::tandem::detail::throw_error(
-      file, line, call,
-      ::tandem::detail::concat("[cudnn] cuDNN error ", cudnnGetErrorString(status),
-                               detail[0] != '\0' ? " (" : "", detail,
-                               detail[0] != '\0' ? ")" : ""));
 }
 
 }  // namespace tandem::cuda::detail

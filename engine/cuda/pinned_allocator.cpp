@@ -10,6 +10,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/stream.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem::cuda {
@@ -22,13 +23,20 @@ struct HostBlock {
   std::vector<std::pair<cudaStream_t, int>> stream_uses;  ///< (stream, device)
 };
 
+/// A copy that may still read or write a block: the block is reused once `event` has passed.
+struct PendingUse {
+  cudaEvent_t event = nullptr;  ///< from the event pool of `device` (Note [Event pool])
+  int device = 0;
+  void* ptr = nullptr;
+};
+
 }  // namespace
 
 struct PinnedHostAllocator::State {
   mutable std::mutex mutex;                     // guards everything below
   std::unordered_map<void*, HostBlock> blocks;  ///< every block, by address
   std::multimap<size_t, void*> free_blocks;     ///< size → address
-  std::vector<std::pair<cudaEvent_t, void*>> pending;
+  std::vector<PendingUse> pending;
   int64_t allocated_bytes = 0;
   int64_t reserved_bytes = 0;
   int64_t peak_bytes = 0;
@@ -41,18 +49,18 @@ struct PinnedHostAllocator::State {
   }
 
   void process_events(bool wait) {
-    std::vector<std::pair<cudaEvent_t, void*>> still_pending;
-    for (const auto& [event, ptr] : pending) {
-      const cudaError_t status = wait ? cudaEventSynchronize(event) : cudaEventQuery(event);
+    std::vector<PendingUse> still_pending;
+    for (const PendingUse& use : pending) {
+      const cudaError_t status = wait ? cudaEventSynchronize(use.event) : cudaEventQuery(use.event);
       if (status == cudaErrorNotReady) {
         cudaGetLastError();
-        still_pending.emplace_back(event, ptr);
+        still_pending.push_back(use);
         continue;
       }
-      cudaEventDestroy(event);
+      release_event(use.device, use.event);
       CUDA_CHECK(status);
-      --blocks.at(ptr).pending_events;
-      release(ptr);
+      --blocks.at(use.ptr).pending_events;
+      release(use.ptr);
     }
     pending = std::move(still_pending);
   }
@@ -102,21 +110,10 @@ void PinnedHostAllocator::deallocate(void* ptr, size_t) noexcept {
   block.allocated = false;
   s.allocated_bytes -= static_cast<int64_t>(block.size);
   for (const auto& [stream, device] : block.stream_uses) {
-    // Never throws: when an event cannot be recorded, wait for the stream instead.
-    int previous = -1;
-    const bool switch_device = cudaGetDevice(&previous) == cudaSuccess && previous != device;
-    if (switch_device) cudaSetDevice(device);
-    cudaEvent_t event = nullptr;
-    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess &&
-        cudaEventRecord(event, stream) == cudaSuccess) {
-      s.pending.emplace_back(event, ptr);
-      ++block.pending_events;
-    } else {
-      cudaGetLastError();
-      if (event != nullptr) cudaEventDestroy(event);
-      cudaStreamSynchronize(stream);
-    }
-    if (switch_device) cudaSetDevice(previous);
+    cudaEvent_t event = record_event_or_wait(stream, device);
+    if (event == nullptr) continue;  // the host waited for the stream
+    s.pending.push_back({event, device, ptr});
+    ++block.pending_events;
   }
   block.stream_uses.clear();
   s.release(ptr);

@@ -1,8 +1,12 @@
 #include "engine/cuda/stream.h"
 
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/kernels.h"
@@ -16,7 +20,115 @@ std::vector<cudaStream_t>& thread_streams() {
   return streams;
 }
 
+// Note [Stream ids]: the ids of the live streams by handle.
+struct StreamRegistry {
+  std::shared_mutex mutex;
+  std::unordered_map<cudaStream_t, StreamInfo> streams;
+  uint64_t next_id = 1;
+};
+
+StreamRegistry& stream_registry() {
+  static auto* registry = new StreamRegistry;  // Note [Leaked singletons]
+  return *registry;
+}
+
+StreamInfo register_stream(cudaStream_t handle, int device) {
+  StreamRegistry& registry = stream_registry();
+  std::unique_lock lock(registry.mutex);
+  const StreamInfo info{registry.next_id++, device};
+  registry.streams[handle] = info;  // replaces an earlier stream's entry for a reused handle
+  return info;
+}
+
+void forget_stream(cudaStream_t handle, uint64_t id) noexcept {
+  StreamRegistry& registry = stream_registry();
+  std::unique_lock lock(registry.mutex);
+  const auto it = registry.streams.find(handle);
+  if (it != registry.streams.end() && it->second.id == id) registry.streams.erase(it);
+}
+
+// Note [Event pool]: free events per device.
+struct EventPool {
+  std::mutex mutex;
+  std::vector<std::vector<cudaEvent_t>> free;
+};
+
+EventPool& event_pool() {
+  static auto* pool = new EventPool;  // Note [Leaked singletons]
+  return *pool;
+}
+
+// An event of the pool for one scope.
+class PooledEvent {
+ public:
+  explicit PooledEvent(int device) : device_(device), handle_(acquire_event(device)) {}
+  ~PooledEvent() { release_event(device_, handle_); }
+  PooledEvent(const PooledEvent&) = delete;
+  PooledEvent& operator=(const PooledEvent&) = delete;
+  cudaEvent_t handle() const { return handle_; }
+
+ private:
+  int device_;
+  cudaEvent_t handle_;
+};
+
 }  // namespace
+
+StreamInfo stream_info(cudaStream_t stream, int device) {
+  if (stream == nullptr || stream == cudaStreamLegacy) return {0, device};
+  StreamRegistry& registry = stream_registry();
+  {
+    std::shared_lock lock(registry.mutex);
+    const auto it = registry.streams.find(stream);
+    if (it != registry.streams.end()) return it->second;
+  }
+  std::unique_lock lock(registry.mutex);
+  const auto [it, added] = registry.streams.try_emplace(stream, StreamInfo{0, device});
+  if (added) it->second.id = registry.next_id++;
+  return it->second;
+}
+
+cudaEvent_t acquire_event(int device) {
+  EventPool& pool = event_pool();
+  {
+    std::lock_guard lock(pool.mutex);
+    if (static_cast<size_t>(device) < pool.free.size()) {
+      auto& free = pool.free[static_cast<size_t>(device)];
+      if (!free.empty()) {
+        cudaEvent_t event = free.back();
+        free.pop_back();
+        return event;
+      }
+    }
+  }
+  const DeviceGuard guard(device);  // an event belongs to the device it is created on
+  cudaEvent_t event = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return event;
+}
+
+void release_event(int device, cudaEvent_t event) noexcept {
+  if (event == nullptr) return;
+  EventPool& pool = event_pool();
+  std::lock_guard lock(pool.mutex);
+  if (pool.free.size() <= static_cast<size_t>(device)) pool.free.resize(device + 1);
+  pool.free[static_cast<size_t>(device)].push_back(event);
+}
+
+cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept {
+  const QuietDeviceGuard guard(device);  // the legacy stream is the current device's
+  cudaEvent_t event = nullptr;
+  try {
+    if (guard.active()) event = acquire_event(device);
+  } catch (...) {
+    event = nullptr;
+  }
+  if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) return event;
+  cudaGetLastError();
+  release_event(device, event);
+  if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
+  return nullptr;
+}
 
 // --- Stream
 
@@ -24,7 +136,7 @@ Stream Stream::create(int device, int priority) {
   DeviceGuard guard(device);
   cudaStream_t handle = nullptr;
   CUDA_CHECK(cudaStreamCreateWithPriority(&handle, cudaStreamNonBlocking, priority));
-  return Stream(device, handle, true);
+  return Stream(device, handle, true, register_stream(handle, device).id);
 }
 
 Stream::~Stream() {
@@ -32,7 +144,7 @@ Stream::~Stream() {
 }
 
 Stream::Stream(Stream&& other) noexcept
-    : device_(other.device_), handle_(other.handle_), owned_(other.owned_) {
+    : device_(other.device_), handle_(other.handle_), owned_(other.owned_), id_(other.id_) {
   other.owned_ = false;
 }
 
@@ -41,15 +153,21 @@ Stream& Stream::operator=(Stream&& other) noexcept {
     release();
     device_ = other.device_;
     handle_ = other.handle_;
+    id_ = other.id_;
     owned_ = std::exchange(other.owned_, false);
   }
   return *this;
 }
 
 void Stream::release() noexcept {
-  // cudaStreamDestroy returns at once; queued work still completes.
-  if (owned_) cudaStreamDestroy(handle_);
+  if (!owned_) return;
   owned_ = false;
+  retire_stream_blocks(device_, id_, handle_);  // Note [Stream ids]
+  // Forgotten before the handle can be handed out again.
+  forget_stream(handle_, id_);
+  // cudaStreamDestroy returns at once; queued work still completes. A failure is ignored here,
+  // and cleared so that the next launch check does not report it (Note [Device contexts]).
+  if (cudaStreamDestroy(handle_) != cudaSuccess) cudaGetLastError();
 }
 
 void Stream::synchronize() const {
@@ -95,7 +213,7 @@ Event& Event::operator=(Event&& other) noexcept {
 }
 
 void Event::release() noexcept {
-  if (handle_ != nullptr) cudaEventDestroy(handle_);
+  if (handle_ != nullptr && cudaEventDestroy(handle_) != cudaSuccess) cudaGetLastError();
   handle_ = nullptr;
 }
 
@@ -146,14 +264,13 @@ StreamGuard::~StreamGuard() {
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device) {
   if (waiting == producer && waiting_device == producer_device) return;
-  Event event = [&] {
-    const DeviceGuard guard(producer_device);  // an event belongs to the device it is created on
-    Event created;
-    created.record(producer, producer_device);
-    return created;
-  }();
-  DeviceGuard guard(waiting_device);
-  // An event of another device is fine here; destroying it while the wait is queued is too.
+  const PooledEvent event(producer_device);  // recorded on a stream of its own device
+  {
+    const DeviceGuard guard(producer_device);
+    CUDA_CHECK(cudaEventRecord(event.handle(), producer));
+  }
+  const DeviceGuard guard(waiting_device);
+  // An event of another device is fine here; reusing it while the wait is queued is too.
   CUDA_CHECK(cudaStreamWaitEvent(waiting, event.handle(), 0));
 }
 

@@ -12,8 +12,22 @@
 ///
 /// The current stream is per thread and is not carried into backward: a forward run under a
 /// StreamGuard has its backward run on the default stream of the autograd worker.
+///
+/// Note [Stream ids]: the caching allocator keeps freed blocks per stream. A driver may give a
+/// new stream the handle of a destroyed one, so blocks are keyed by process-unique ids that are
+/// never reused (stream_info()), not by handles; and a Stream, before destroying its stream,
+/// has the allocators of its device move that stream's cached blocks to the default stream once
+/// its queued work has run (CachingAllocator::retire_stream), instead of keeping them for a
+/// stream that will never allocate again.
+///
+/// Note [Event pool]: ordering one stream after another takes an event; creating and destroying
+/// one per wait costs host time on the hot path (every cross-device copy waits twice). Events
+/// therefore come from a pool per device (acquire_event), and go back to it as soon as nothing
+/// will query them: a queued cudaStreamWaitEvent has captured the event's state already.
 
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 namespace tandem::cuda {
 
@@ -27,7 +41,7 @@ class Stream {
   /// Lower priority numbers run first (cudaDeviceGetStreamPriorityRange); 0 is the default.
   static Stream create(int device, int priority = 0);
   /// The legacy default stream of `device` (handle nullptr), not owned.
-  static Stream default_stream(int device) { return Stream(device, nullptr, false); }
+  static Stream default_stream(int device) { return Stream(device, nullptr, false, 0); }
 
   ~Stream();
   Stream(Stream&& other) noexcept;
@@ -37,6 +51,8 @@ class Stream {
 
   cudaStream_t handle() const { return handle_; }
   int device() const { return device_; }
+  /// Process-unique and never reused (Note [Stream ids]); 0 for the legacy default stream.
+  uint64_t id() const { return id_; }
 
   /// Blocks the host until everything queued so far has run.
   void synchronize() const;
@@ -46,14 +62,37 @@ class Stream {
   void wait(const Event& event) const;
 
  private:
-  Stream(int device, cudaStream_t handle, bool owned)
-      : device_(device), handle_(handle), owned_(owned) {}
+  Stream(int device, cudaStream_t handle, bool owned, uint64_t id)
+      : device_(device), handle_(handle), owned_(owned), id_(id) {}
   void release() noexcept;
 
   int device_;
   cudaStream_t handle_;
   bool owned_;
+  uint64_t id_;
 };
+
+/// What the allocators know of a stream handle (Note [Stream ids]).
+struct StreamInfo {
+  uint64_t id = 0;  ///< 0: the legacy default stream
+  int device = 0;
+};
+/// For a stream of Stream::create: its id and device. For the legacy default stream (nullptr):
+/// id 0 and `device`. For a stream created elsewhere: an id given on first sight, and `device`.
+/// Thread-safe.
+StreamInfo stream_info(cudaStream_t stream, int device);
+
+/// An event of `device` without timing from the pool (Note [Event pool]), created when the pool
+/// is empty.
+cudaEvent_t acquire_event(int device);
+/// Gives an event of acquire_event() back once nothing will query or synchronise with it (a
+/// queued stream wait does not count). Never throws; nullptr is ignored.
+void release_event(int device, cudaEvent_t event) noexcept;
+/// For code that cannot throw (deallocate()): a pooled event of `device` recorded on `stream`
+/// (of that device), to give back with release_event() once it has passed. Where none can be
+/// recorded, the host waits for the stream instead and nullptr is returned; failures are cleared
+/// (Note [Device contexts]).
+cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept;
 
 /// A CUDA event (owned) of the device current at its creation: record it only on streams of
 /// that device (any device's stream may wait for it). Timing is off unless asked for: timed
@@ -101,7 +140,7 @@ class StreamGuard {
 };
 
 /// Later work on `waiting` (a stream of `waiting_device`) waits for all work queued so far on
-/// `producer` (of `producer_device`): records a fresh event on one and waits for it on the
+/// `producer` (of `producer_device`): records a pooled event on one and waits for it on the
 /// other, without blocking the host. No-op for the same stream of the same device.
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device);

@@ -41,6 +41,9 @@ class CudaUploadStream final : public UploadStream {
   Device device() const override { return Device::cuda(device_); }
 
   Tensor empty_host(const Shape& shape, DType dtype) const override {
+    // Pinned memory belongs to the device current at cudaHostAlloc: on a DataLoader worker (a
+    // new thread, device 0) that would make a context on GPU 0 (Note [Device contexts]).
+    const cuda::DeviceGuard guard(device_);
     return cuda::empty_pinned(shape, dtype);
   }
 

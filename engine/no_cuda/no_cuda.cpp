@@ -2,6 +2,7 @@
 // a clear message instead of a link error or a crash.
 
 #include "engine/backend.h"
+#include "engine/device.h"
 #include "engine/upload.h"
 
 namespace tandem {
@@ -19,6 +20,8 @@ bool cuda_available() {
 std::string cuda_unavailable_reason() {
   return "built without CUDA";
 }
+
+void bind_thread_to(Device /*device*/) noexcept {}  // no CUDA device can exist
 
 namespace detail {
 

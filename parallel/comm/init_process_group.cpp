@@ -124,15 +124,15 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  ProcessGroupOptions options) {
   TANDEM_CHECK(backend == "gloo" || backend == "nccl", "[process_group] unknown backend '", backend,
                "'; choose gloo (CPU tensors) or nccl (CUDA tensors)");
-  // One GPU per process: the local rank picks it, as with torchrun (cuda:LOCAL_RANK). Checked
-  // before the store, so a machine without one fails at once.
-  if (backend == "nccl") check_nccl_device(env.rank, env.local_rank);
+  // One GPU per process (Note [NCCL device]), bound to this thread before the store is touched,
+  // so a machine without one fails at once.
+  const int device =
+      backend == "nccl" ? bind_nccl_device(env.rank, env.local_rank, env.local_world_size) : -1;
   auto store = connect_store(env, options.timeout);
   check_world_size(*store, env, options.timeout);
   if (backend == "nccl") {
     choose_nccl_interface(env, *store);
-    return make_nccl_process_group(store, env.rank, env.world_size, env.local_rank,
-                                   std::move(options));
+    return make_nccl_process_group(store, env.rank, env.world_size, device, std::move(options));
   }
   choose_gloo_address(env, *store, options);
   return std::make_shared<GlooProcessGroup>(std::move(store), env.rank, env.world_size,

@@ -1,5 +1,5 @@
-// The NCCL collectives' argument checks, built with or without CUDA so that their messages are
-// tested on any machine.
+// The NCCL process group's pure decisions and checks (collective arguments, the rank's device, the
+// library version), built with or without CUDA so that they are tested on any machine.
 #include "engine/error.h"
 #include "parallel/comm/nccl_process_group.h"
 
@@ -18,6 +18,43 @@ void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensor
                  "tensors)");
     check_collective_dtype("nccl", op, i, t.dtype(), allow_int64);
   }
+}
+
+// Note [NCCL device].
+NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_size,
+                                    int device_count) {
+  TANDEM_CHECK(device_count > 0, "[nccl] rank ", rank, " sees no CUDA device");
+  if (device_count == 1 && local_world_size > 1) {
+    return {.device = 0,
+            .note = detail::concat("[nccl] rank ", rank, " (local rank ", local_rank, " of ",
+                                   local_world_size,
+                                   " on this machine) sees one CUDA device: using it as cuda:0, "
+                                   "the GPU the launcher gave this rank")};
+  }
+  const char* remedy =
+      "; start at most as many processes per machine (--nproc-per-node) as it "
+      "has GPUs, or give each process one GPU of its own (CUDA_VISIBLE_DEVICES, "
+      "srun --gpus-per-task=1)";
+  TANDEM_CHECK(local_rank < device_count, "[nccl] rank ", rank, " needs cuda:", local_rank,
+               " (its local rank), but this machine has ", device_count, " CUDA device(s)", remedy);
+  TANDEM_CHECK(local_world_size <= device_count, "[nccl] rank ", rank, ": ", local_world_size,
+               " processes on this machine need a GPU each, but it has ", device_count,
+               " CUDA device(s)", remedy);
+  return {.device = local_rank, .note = ""};
+}
+
+void check_nccl_version(int library_version, int header_version) {
+  // NCCL_VERSION(X, Y, Z) is X * 10000 + Y * 100 + Z since 2.9.
+  const auto text = [](int code) {
+    return detail::concat(code / 10000, ".", code / 100 % 100, ".", code % 100);
+  };
+  const int library = library_version / 100;  // major and minor
+  const int header = header_version / 100;
+  TANDEM_CHECK(library / 100 == header / 100 && library >= header, "[nccl] libnccl is ",
+               text(library_version), ", but Tandem was built with the NCCL ", header / 100, ".",
+               header % 100, " headers: put that NCCL or a newer ", header / 100,
+               ".x first on the library path (LD_LIBRARY_PATH), or rebuild Tandem against this "
+               "one");
 }
 
 }  // namespace tandem::parallel

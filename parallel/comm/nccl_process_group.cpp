@@ -1,7 +1,5 @@
 #include "parallel/comm/nccl_process_group.h"
 
-#include <nccl.h>
-
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -12,10 +10,10 @@
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/device.h"
-#include "engine/cuda/nccl_check.h"
 #include "engine/cuda/stream.h"
 #include "engine/error.h"
 #include "engine/ops/factory.h"
+#include "parallel/comm/nccl_api.h"
 #include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
@@ -38,13 +36,6 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::Float16: return ncclFloat16;
   }
   TANDEM_FAIL("[nccl] unknown dtype");
-}
-
-// "NCCL error 6: remote process exited or there was a network error (<NCCL's detail>)".
-std::string nccl_message(ncclResult_t status, ncclComm_t comm) {
-  const char* last = ncclGetLastError(comm);
-  return detail::concat("NCCL error ", static_cast<int>(status), ": ", ncclGetErrorString(status),
-                        last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : "");
 }
 
 cuda::Event event_on(int device) {
@@ -106,13 +97,16 @@ class NcclWork final : public Work {
 };
 
 // Queues NCCL calls inside one ncclGroupStart/End on (comm, stream); returns the first failure.
-using Collective = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)>;
+using Collective = std::function<ncclResult_t(NcclApi& nccl, ncclComm_t comm, cudaStream_t stream)>;
 // Queued on the NCCL stream after the collective, before the end event (allgather's copy-out).
 using AfterCollective = std::function<void(cudaStream_t stream)>;
 
 }  // namespace
 
 struct NcclProcessGroup::State {
+  explicit State(NcclApi& api) : nccl(api) {}
+
+  NcclApi& nccl;
   int rank = 0;
   int size = 1;
   int device = 0;
@@ -133,6 +127,9 @@ struct NcclProcessGroup::State {
   std::thread watchdog;
 
   std::string where() const { return detail::concat("rank ", rank, " of ", size); }
+  void check(ncclResult_t result) const {
+    TANDEM_CHECK(result == ncclSuccess, nccl.message(result, comm));
+  }
   void init_communicator(const ncclUniqueId& id);
   void finish_call(ncclResult_t result, Clock::time_point deadline);
   std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
@@ -153,9 +150,9 @@ void NcclProcessGroup::State::init_communicator(const ncclUniqueId& id) {
   const Clock::time_point deadline = net::deadline_after(timeout);
   std::lock_guard lock(comm_mutex);
   try {
-    finish_call(ncclCommInitRankConfig(&comm, size, unique_id, rank, &config), deadline);
+    finish_call(nccl.comm_init_rank_config(&comm, size, unique_id, rank, &config), deadline);
   } catch (const std::exception& e) {
-    if (comm != nullptr) ncclCommAbort(comm);
+    if (comm != nullptr) nccl.comm_abort(comm);
     comm = nullptr;
     TANDEM_FAIL("[nccl] creating the communicator failed on ", where(), " (cuda:", device,
                 "): ", message_of(e));
@@ -178,10 +175,10 @@ void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     ncclResult_t state = ncclInProgress;
-    const ncclResult_t query = ncclCommGetAsyncError(comm, &state);
+    const ncclResult_t query = nccl.comm_get_async_error(comm, &state);
     result = query != ncclSuccess ? query : state;
   }
-  TANDEM_CHECK(result == ncclSuccess, nccl_message(result, comm));
+  check(result);
 }
 
 std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
@@ -214,10 +211,10 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
       if (t.numel() > 0) cuda::record_stream(t, stream->handle());
     }
     work->start_event().record(*stream);
-    NCCL_CHECK(ncclGroupStart());
-    const ncclResult_t queued = collective(comm, stream->handle());
-    const ncclResult_t ended = ncclGroupEnd();  // always closes the group, even after a failure
-    TANDEM_CHECK(queued == ncclSuccess, nccl_message(queued, comm));
+    check(nccl.group_start());
+    const ncclResult_t queued = collective(nccl, comm, stream->handle());
+    const ncclResult_t ended = nccl.group_end();  // always closes the group, even after a failure
+    check(queued);
     finish_call(ended, net::deadline_after(timeout));
     if (after) after(stream->handle());
     work->end_event().record(*stream);
@@ -243,6 +240,13 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
 // Note [NCCL watchdog]. Never throws: a failure of its own (a CUDA error from an event query)
 // aborts the communicator like any other.
 void NcclProcessGroup::State::watchdog_loop() {
+  // A new thread's current device is 0: bound to the group's device once, its event queries and
+  // DeviceGuards never make it create a context on another rank's GPU.
+  try {
+    cuda::set_device(device);
+  } catch (const std::exception& e) {
+    abort(detail::concat("[nccl] watchdog on ", where(), " failed: ", message_of(e)), nullptr);
+  }
   std::unique_lock lock(mutex);
   while (true) {
     if (pending.empty()) {
@@ -292,9 +296,9 @@ std::string NcclProcessGroup::State::poll(const std::vector<std::shared_ptr<Nccl
   ncclResult_t state = ncclSuccess;
   {
     std::unique_lock comm_lock(comm_mutex, std::try_to_lock);  // busy: look next time
-    if (comm_lock.owns_lock() && comm != nullptr) ncclCommGetAsyncError(comm, &state);
+    if (comm_lock.owns_lock() && comm != nullptr) nccl.comm_get_async_error(comm, &state);
     if (state != ncclSuccess && state != ncclInProgress) {
-      const std::string message = nccl_message(state, comm);
+      const std::string message = nccl.message(state, comm);
       for (const std::shared_ptr<NcclWork>& work : works) {
         if (work->Work::completed()) continue;
         culprit = work.get();
@@ -329,7 +333,7 @@ void NcclProcessGroup::State::abort(const std::string& reason, NcclWork* culprit
   std::lock_guard comm_lock(comm_mutex);
   if (comm != nullptr) {
     const cuda::DeviceGuard guard(device);
-    ncclCommAbort(comm);  // also ends the NCCL kernels still waiting on the device
+    nccl.comm_abort(comm);  // also ends the NCCL kernels still waiting on the device
     comm = nullptr;
   }
 }
@@ -348,30 +352,24 @@ void NcclProcessGroup::State::shut_down() noexcept {
   if (comm == nullptr) return;
   try {
     const cuda::DeviceGuard guard(device);
-    finish_call(ncclCommFinalize(comm), net::deadline_after(timeout));
-    ncclCommDestroy(comm);
+    finish_call(nccl.comm_finalize(comm), net::deadline_after(timeout));
+    nccl.comm_destroy(comm);
   } catch (...) {
-    ncclCommAbort(comm);
+    nccl.comm_abort(comm);
   }
   comm = nullptr;
 }
 
 // --- NcclProcessGroup
 
-void check_nccl_device(int rank, int device) {
-  const int count = cuda::device_count();
-  TANDEM_CHECK(count > 0, "[nccl] rank ", rank, " needs a GPU for the NCCL process group, but ",
-               cuda::unavailable_reason(), "; use the gloo backend on CPUs");
-  TANDEM_CHECK(device >= 0 && device < count, "[nccl] rank ", rank, " needs cuda:", device,
-               " (its local rank), but this machine has ", count, " CUDA device(s); start at most ",
-               count, " processes per machine (--nproc-per-node) or check CUDA_VISIBLE_DEVICES");
-}
-
 NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size,
-                                   int device, ProcessGroupOptions options)
-    : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>()) {
+                                   int device, ProcessGroupOptions options, NcclApi& nccl)
+    : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>(nccl)) {
   TANDEM_CHECK(store != nullptr, "[nccl] NcclProcessGroup needs a store");
   check_nccl_device(rank, device);
+  int version = 0;
+  nccl.get_version(&version);
+  check_nccl_version(version, NCCL_VERSION_CODE);
   State& s = *state_;
   s.rank = rank;
   s.size = size;
@@ -385,7 +383,7 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
     const int64_t generation = store->add("nccl/groups_of_rank" + std::to_string(rank), 1);
     s.store = std::make_shared<PrefixStore>("nccl/" + std::to_string(generation) + "/", store);
     if (rank == 0) {
-      NCCL_CHECK(ncclGetUniqueId(&id));
+      s.check(s.nccl.get_unique_id(&id));
       const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
       s.store->set("unique_id", Bytes(bytes, bytes + sizeof(id)));
     } else {
@@ -414,12 +412,12 @@ std::shared_ptr<Work> NcclProcessGroup::allreduce(std::vector<Tensor> tensors, R
   const ncclRedOp_t nccl_op = op == ReduceOp::Avg ? ncclAvg : ncclSum;
   return state_->launch(
       "allreduce", tensors,
-      [&](ncclComm_t comm, cudaStream_t stream) {
+      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
         for (const Tensor& t : tensors) {
           if (t.numel() == 0) continue;
           const ncclResult_t result =
-              ncclAllReduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                            nccl_type(t.dtype()), nccl_op, comm, stream);
+              nccl.all_reduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                              nccl_type(t.dtype()), nccl_op, comm, stream);
           if (result != ncclSuccess) return result;
         }
         return ncclSuccess;
@@ -433,12 +431,12 @@ std::shared_ptr<Work> NcclProcessGroup::broadcast(std::vector<Tensor> tensors, i
   check_nccl_tensors("broadcast", tensors, tensor_device(), /*allow_int64=*/true);
   return state_->launch(
       "broadcast", tensors,
-      [&](ncclComm_t comm, cudaStream_t stream) {
+      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
         for (const Tensor& t : tensors) {
           if (t.numel() == 0) continue;
           const ncclResult_t result =
-              ncclBroadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                            nccl_type(t.dtype()), root, comm, stream);
+              nccl.broadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
+                             nccl_type(t.dtype()), root, comm, stream);
           if (result != ncclSuccess) return result;
         }
         return ncclSuccess;
@@ -467,10 +465,10 @@ std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& outputs,
   const size_t part_bytes = input.nbytes();
   return state_->launch(
       "allgather", used,
-      [&](ncclComm_t comm, cudaStream_t stream) {
+      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
         if (n == 0) return ncclSuccess;
-        return ncclAllGather(input.data_ptr(), gathered.data_ptr(), static_cast<size_t>(n),
-                             nccl_type(input.dtype()), comm, stream);
+        return nccl.all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<size_t>(n),
+                               nccl_type(input.dtype()), comm, stream);
       },
       [&](cudaStream_t stream) {
         if (n == 0) return;
@@ -488,18 +486,11 @@ std::shared_ptr<Work> NcclProcessGroup::barrier() {
   const Tensor token = zeros({1}, {.device = tensor_device()});
   return state_->launch(
       "barrier", {token},
-      [&](ncclComm_t comm, cudaStream_t stream) {
-        return ncclAllReduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, comm,
-                             stream);
+      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
+        return nccl.all_reduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, comm,
+                               stream);
       },
       nullptr, /*host_blocking_wait=*/true);
-}
-
-// The store is needed only to meet: the group keeps no reference to it.
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,
-                                                      int size, int device,
-                                                      ProcessGroupOptions options) {
-  return std::make_shared<NcclProcessGroup>(store, rank, size, device, std::move(options));
 }
 
 }  // namespace tandem::parallel

@@ -5,7 +5,9 @@
 /// CUDA throws a one-line error saying so.
 ///
 /// NEVER RUN ON A GPU YET: written and compiled against NCCL 2.28 on a machine without one; the
-/// tests that exercise it (NcclProcessGroupGpu.*, DdpNcclGpu.*) skip there.
+/// tests that exercise it on a GPU (NcclProcessGroupGpu.*, DdpNcclGpu.*) skip there. Its state
+/// machine (below) is unit-tested on CPUs against a scripted fake NCCL (NcclApi) and a fake CUDA
+/// runtime (NcclStateMachine.* in tests/parallel/comm/fake_nccl/).
 ///
 /// Note [NCCL rendezvous]: rank 0 makes an ncclUniqueId and sets it in the store under a key of
 /// this group's own (groups created one after another on a store count generations, as Gloo's
@@ -47,14 +49,17 @@
 
 namespace tandem::parallel {
 
+class NcclApi;  // parallel/comm/nccl_api.h
+
 class NcclProcessGroup final : public ProcessGroup {
  public:
   /// Rendezvous through `store` (Note [NCCL rendezvous]) and an NCCL communicator on
   /// cuda:`device`, which must exist ("[nccl] rank 3 needs cuda:3 (its local rank), but this
   /// machine has 2 CUDA device(s) ..."). Throws "[nccl] rendezvous failed on rank R of N: ..."
-  /// when the other ranks do not show up within options.timeout.
+  /// when the other ranks do not show up within options.timeout. Every NCCL call goes through
+  /// `nccl` (real_nccl_api() but in tests), which must outlive the group.
   NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size, int device,
-                   ProcessGroupOptions options = {});
+                   ProcessGroupOptions options, NcclApi& nccl);
   /// Waits for the pending collectives (each bounded by options.timeout, after which the
   /// watchdog aborts), stops the watchdog and destroys the communicator. Never throws.
   ~NcclProcessGroup() override;
@@ -75,8 +80,8 @@ class NcclProcessGroup final : public ProcessGroup {
   std::unique_ptr<State> state_;
 };
 
-/// The NCCL group of init_process_group("nccl", ...). In a build without CUDA it throws "[nccl]
-/// this build has no CUDA ...".
+/// The NCCL group of init_process_group("nccl", ...), on libnccl. In a build without CUDA it
+/// throws "[nccl] this build has no CUDA ...".
 std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,
                                                       int size, int device,
                                                       ProcessGroupOptions options);
@@ -84,8 +89,37 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Stor
 /// Throws unless this process can use cuda:`device` for NCCL: "[nccl] this build has no CUDA
 /// ...", "[nccl] rank 0 needs a GPU for the NCCL process group, but no CUDA device: ..." or
 /// "[nccl] rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s) ...".
-/// init_process_group() calls it before it touches the store, so the error comes at once.
 void check_nccl_device(int rank, int device);
+
+/// Note [NCCL device]: the GPU of a rank is cuda:local_rank, as with torchrun; except where each
+/// rank sees a single GPU while several run on the machine (srun --gpus-per-task=1 or
+/// --gpu-bind, any launcher that sets one CUDA_VISIBLE_DEVICES per rank): then it is cuda:0,
+/// its own GPU, and `note` says so. Fewer devices than processes otherwise is ambiguous (shared
+/// GPUs? a wrong --nproc-per-node?), so every rank throws, those below the count too: "[nccl]
+/// rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s); ..." or "[nccl]
+/// rank 0: 4 processes on this machine need a GPU each, but it has 2 CUDA device(s); ...". Where
+/// two ranks were given the same GPU after all, creating the communicator fails with NCCL's
+/// "Duplicate GPU detected".
+struct NcclDeviceChoice {
+  int device = 0;    ///< the CUDA device this rank uses
+  std::string note;  ///< why it is not cuda:local_rank, a line to log; empty when it is
+};
+NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_size,
+                                    int device_count);
+
+/// The nccl branch of init_process_group(), before it touches the store (so a machine without a
+/// GPU fails at once): check_nccl_device(), choose_nccl_device() (its note logged to stderr with
+/// CUDA_VISIBLE_DEVICES) and cuda::set_device() on the calling thread once, so that this thread
+/// (the training loop) never initialises a context on another rank's GPU. Returns the device.
+/// A build without CUDA throws "[nccl] this build has no CUDA ...".
+int bind_nccl_device(int rank, int local_rank, int local_world_size);
+
+/// Throws "[nccl] libnccl is 2.21.5, but Tandem was built with the NCCL 2.28 headers: ..."
+/// unless the library (ncclGetVersion: 22805 for 2.28.5) is at least the headers' major.minor:
+/// an older one may not know the fields of ncclConfig_t or the calls Tandem makes. (NCCL does not
+/// say which CUDA it was built for; it carries its own CUDA runtime, so only the driver must be
+/// new enough for it.)
+void check_nccl_version(int library_version, int header_version);
 
 /// The argument checks of the NCCL collectives, on the caller's thread (no GPU needed):
 /// defined, on `device`, contiguous, float32, bfloat16, float16 or (when allow_int64) int64.

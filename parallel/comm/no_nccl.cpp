@@ -11,8 +11,15 @@ void check_nccl_device(int, int) {
       "toolkit, cuDNN and NCCL installed, -DTANDEM_CUDA=ON); use the gloo backend on CPUs");
 }
 
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>&, int rank, int,
-                                                      int device, ProcessGroupOptions) {
+int bind_nccl_device(int rank, int, int) {
+  check_nccl_device(rank, 0);  // throws
+  return 0;
+}
+
+// By value as in the CUDA build, whose group keeps the options.
+std::shared_ptr<ProcessGroup> make_nccl_process_group(
+    const std::shared_ptr<Store>&, int rank, int, int device,
+    ProcessGroupOptions) {          // NOLINT(performance-unnecessary-value-param)
   check_nccl_device(rank, device);  // throws
   return nullptr;
 }

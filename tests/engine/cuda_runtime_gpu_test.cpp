@@ -370,6 +370,8 @@ TEST(CudaStreamGpu, CopyToHostWaitsForQueuedWork) {
 
 TEST(CudaStreamGpu, DeviceGuardRestoresTheCurrentDevice) {
   TANDEM_SKIP_WITHOUT_CUDA();
+  set_device(0);  // a guard restores only a device with a context (Note [Device contexts])
+  EXPECT_TRUE(has_context(0)) << "cuDevicePrimaryCtxGetState through the runtime";
   const int before = current_device();
   {
     const DeviceGuard guard(device_count() - 1);

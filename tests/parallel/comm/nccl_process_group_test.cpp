@@ -121,8 +121,7 @@ TEST(Nccl, DdpSaysWhenTheModelIsNotOnTheGroupsDevice) {
 std::shared_ptr<ProcessGroup> solo_nccl_group(std::chrono::milliseconds timeout = 30s) {
   auto store =
       std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
-  return std::make_shared<NcclProcessGroup>(store, 0, 1, /*device=*/0,
-                                            ProcessGroupOptions{.timeout = timeout});
+  return make_nccl_process_group(store, 0, 1, /*device=*/0, {.timeout = timeout});
 }
 
 const Device kGpu = Device::cuda(0);

@@ -1,0 +1,128 @@
+// Streams and events on the fake CUDA runtime (engine/cuda/stream.h): ids that survive handle
+// reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
+// destructors ignore and clear.
+
+#include <thread>
+#include <vector>
+
+#include "engine/cuda/device.h"
+#include "engine/cuda/stream.h"
+#include "tests/engine/cuda_host/fake_cuda_fixture.h"
+
+namespace tandem::cuda {
+namespace {
+
+using fake_cuda::calls_to;
+
+using CudaHostStream = fake_cuda::FakeCudaTest;
+
+TEST_F(CudaHostStream, GuardsMakeAStreamCurrentAndRestoreTheDefault) {
+  EXPECT_EQ(current_stream(0), nullptr);
+  {
+    const Stream side = Stream::create(0);
+    const StreamGuard guard(side);
+    EXPECT_EQ(current_stream(0), side.handle());
+    EXPECT_EQ(current_stream(1), nullptr);
+  }
+  EXPECT_EQ(current_stream(0), nullptr);
+}
+
+TEST_F(CudaHostStream, IdsAreNeverReusedWhenHandlesAre) {
+  cudaStream_t first_handle = nullptr;
+  uint64_t first_id = 0;
+  {
+    const Stream first = Stream::create(0);
+    first_handle = first.handle();
+    first_id = first.id();
+    EXPECT_NE(first_id, 0u);
+    EXPECT_EQ(stream_info(first_handle, 0).id, first_id);
+  }
+  const Stream second = Stream::create(1);
+  ASSERT_EQ(second.handle(), first_handle) << "the fake hands out the destroyed stream's handle";
+  EXPECT_NE(second.id(), first_id);
+  EXPECT_EQ(stream_info(second.handle(), 0).id, second.id());
+  EXPECT_EQ(stream_info(second.handle(), 0).device, 1);
+  EXPECT_EQ(stream_info(nullptr, 1).id, 0u);
+  EXPECT_EQ(Stream::default_stream(1).id(), 0u);
+  Stream moved = Stream::create(0);
+  const uint64_t moved_id = moved.id();
+  const Stream target = std::move(moved);
+  EXPECT_EQ(target.id(), moved_id);
+}
+
+TEST_F(CudaHostStream, AStreamCreatedElsewhereGetsAnIdOfItsOwn) {
+  cudaStream_t external = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithPriority(&external, cudaStreamNonBlocking, 0), cudaSuccess);
+  const uint64_t id = stream_info(external, 0).id;
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(stream_info(external, 0).id, id);
+  EXPECT_EQ(cudaStreamDestroy(external), cudaSuccess);
+}
+
+TEST_F(CudaHostStream, StreamWaitsReusePooledEvents) {
+  const Stream a = Stream::create(0);
+  const Stream b = Stream::create(0);
+  stream_wait_stream(b.handle(), 0, a.handle(), 0);
+  const size_t created = calls_to("cudaEventCreateWithFlags").size();
+  EXPECT_LE(created, 1u);
+  for (int i = 0; i < 50; ++i) stream_wait_stream(b.handle(), 0, a.handle(), 0);
+  EXPECT_EQ(calls_to("cudaEventCreateWithFlags").size(), created);
+  EXPECT_EQ(calls_to("cudaEventDestroy").size(), 0u);
+  EXPECT_EQ(calls_to("cudaEventRecord").size(), 51u);
+  EXPECT_EQ(calls_to("cudaStreamWaitEvent").size(), 51u);
+}
+
+TEST_F(CudaHostStream, AWaitAcrossDevicesOrdersTheWaitingStreamAfterTheProducer) {
+  set_device(0);
+  const Stream producer = Stream::create(0);
+  const Stream waiting = Stream::create(1);
+  busy_wait(producer.handle(), 0, 1.0);
+  stream_wait_stream(waiting.handle(), 1, producer.handle(), 0);
+  busy_wait(producer.handle(), 0, 1.0);  // queued after the wait: not waited for
+  EXPECT_FALSE(waiting.query());
+  fake_cuda::run(waiting.handle(), 1);
+  EXPECT_TRUE(waiting.query());
+  EXPECT_EQ(fake_cuda::queued(producer.handle(), 0), 1);
+  EXPECT_EQ(current_device(), 0);
+}
+
+TEST_F(CudaHostStream, WaitsFromManyThreadsNeedFewEvents) {
+  const Stream a = Stream::create(0);
+  const Stream b = Stream::create(1);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        if (t % 2 == 0) stream_wait_stream(b.handle(), 1, a.handle(), 0);
+        if (t % 2 == 1) stream_wait_stream(a.handle(), 0, b.handle(), 1);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_LE(calls_to("cudaEventCreateWithFlags").size(), 4u) << "at most one per waiting thread";
+}
+
+TEST_F(CudaHostStream, DestroyFailuresAreClearedNotBlamedOnTheNextKernel) {
+  fake_cuda::fail_next("cudaStreamDestroy", cudaErrorLaunchFailure);
+  { const Stream side = Stream::create(0); }
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  fake_cuda::fail_next("cudaEventDestroy", cudaErrorLaunchFailure);
+  { const Event event; }
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_NO_THROW(busy_wait(nullptr, 0, 1.0));
+}
+
+TEST_F(CudaHostStream, EventsCaptureQueuedWork) {
+  const Stream side = Stream::create(0);
+  Event event;
+  busy_wait(side.handle(), 0, 1.0);
+  event.record(side);
+  EXPECT_FALSE(event.query());
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "not ready is no error";
+  event.synchronize();
+  EXPECT_TRUE(event.query());
+  side.wait(event);
+}
+
+}  // namespace
+}  // namespace tandem::cuda
