@@ -7,8 +7,8 @@
 ///   (check `cudaMalloc(&ptr, size)` failed) at engine/cuda/caching_allocator.cpp:120
 ///
 /// CUDNN_CHECK lives in engine/cuda/cudnn_check.h, so that only the engine's own cuDNN code
-/// compiles against cuDNN (it is a private dependency), and NCCL_CHECK in engine/cuda/nccl_check.h
-/// so that the engine need not link NCCL.
+/// compiles against cuDNN (it is a private dependency); NCCL's errors are the communication
+/// layer's (parallel/comm/nccl_api.h), so the engine need not link NCCL.
 /// The checks are usable from .cu files too (they only need engine/error.h).
 
 #include <cublas_v2.h>

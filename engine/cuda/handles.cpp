@@ -11,6 +11,7 @@
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
+#include "engine/cuda/version_check.h"
 
 namespace tandem::cuda {
 namespace {
@@ -59,6 +60,10 @@ cublasHandle_t create_cublas(int device) {
 }
 
 cudnnHandle_t create_cudnn(int device) {
+  // A cuDNN built for another CUDA major fails here in one line, not later in an unrelated call.
+  static const bool cudnn_matches_the_toolkit =
+      (check_cuda_major("cudnn", static_cast<int>(cudnnGetCudartVersion()), CUDART_VERSION), true);
+  (void)cudnn_matches_the_toolkit;
   DeviceGuard guard(device);
   cudnnHandle_t handle = nullptr;
   CUDNN_CHECK(cudnnCreate(&handle));
