@@ -67,11 +67,13 @@ elif [ "$sanitize" = "thread" ]; then
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
   export TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1 second_deadlock_stack=1 suppressions=$root/scripts/tsan.supp}"
   export TANDEM_NUM_THREADS=1  # Note [TSan and OpenMP]
-  targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests)
+  targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests
+           cuda_kernels_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
   suites+="|NcclStateMachine"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
+  suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi
 cmake -S "$root" -B "$build_dir" "${configure[@]}"
