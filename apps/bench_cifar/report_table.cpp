@@ -1,13 +1,12 @@
-// The terminal side of bench_cifar's report (apps/bench/report.h): Markdown tables.
+// The terminal side of bench_cifar's report (apps/bench_cifar/report.h): Markdown tables.
 #include <algorithm>
+#include <cmath>
 #include <cstdarg>
 
-#include "apps/bench/report.h"
+#include "apps/bench_cifar/report.h"
 
 namespace tandem::apps::bench {
 namespace {
-
-constexpr double kMiB = 1024.0 * 1024.0;
 
 std::string format(const char* pattern, ...) {
   char text[256];
@@ -67,30 +66,22 @@ class TextTable {
 std::string device_cell(const BenchRow& row) {
   const Measurement& m = *row.measured;
   const char* layout = m.memory_format == "channels_last" ? "nhwc" : "nchw";
-  if (row.config.mode == "ddp") {
+  if (row.config.mode == Mode::Distributed) {
     return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes, m.threads_per_process);
   }
   return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
 }
 
 std::vector<std::string> measured_cells(const BenchRow& row) {
-  const Measurement& m = *row.measured;
-  const bool dp = row.config.mode == "dp", ddp = row.config.mode == "ddp";
-  const auto ms = [](bool applies, double value) { return applies ? format("%.1f", value) : "-"; };
-  return {row.config.label(),
-          device_cell(row),
-          format("%.1f", m.images_per_s),
-          format("%.1f", m.ms_per_step),
-          row.speedup ? format("%.2f", *row.speedup) : "-",
-          row.efficiency ? format("%.0f %%", 100 * *row.efficiency) : "-",
-          ms(ddp, m.comm_ms),
-          ddp ? format("%.0f %%", 100 * m.hidden_fraction) : "-",
-          ddp ? format("%.2f", m.grad_bytes_per_step / kMiB) : "-",
-          ms(dp, m.scatter_ms),
-          ms(dp, m.replicate_ms),
-          ms(dp, m.gather_ms),
-          ms(dp, m.reduce_ms),
-          format("%.0f", m.peak_rss_mb)};
+  std::vector<std::string> cells{row.config.label(), device_cell(row)};
+  for (const Metric& metric : kMetrics) {
+    if (!metric.heading) continue;
+    const double value = row.measured.value().*metric.field;
+    cells.push_back(applies(metric, row.config.mode) && !std::isnan(value)
+                        ? format(metric.format, value * metric.scale)
+                        : "-");
+  }
+  return cells;
 }
 
 void print_profiles(std::FILE* out, const ProjectionReport& report) {
@@ -122,9 +113,11 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps, info.threads,
                o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
                info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
-  TextTable table({"config", "device", "images/s", "ms/step", "speed-up", "eff.", "comm ms",
-                   "hidden", "grad MiB/step", "scatter ms", "replicate ms", "gather ms",
-                   "reduce ms", "peak RSS MiB"});
+  std::vector<std::string> header{"config", "device"};
+  for (const Metric& metric : kMetrics) {
+    if (metric.heading) header.emplace_back(metric.heading);
+  }
+  TextTable table(header);
   for (const BenchRow& row : rows) {
     if (row.measured) {
       table.add(measured_cells(row));
@@ -163,7 +156,7 @@ void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionRep
                    "exposed ms", "step ms", "images/s", "speed-up", "eff."});
   for (const ProjectionRow& row : report.rows) {
     const ProjectedStep& s = row.step;
-    table.add({row.link, s.mode, std::to_string(s.gpus), std::to_string(s.global_batch),
+    table.add({row.link, mode_name(s.mode), std::to_string(s.gpus), std::to_string(s.global_batch),
                std::to_string(s.local_batch), format("%.2f", s.compute_ms),
                format("%.3f", s.comm_ms), format("%.3f", s.exposed_ms), format("%.2f", s.step_ms),
                format("%.0f", s.images_per_s), format("%.2f", s.speedup),

@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "apps/run_main.h"
-#include "apps/train/train_options.h"
-#include "apps/train/trainer.h"
+#include "apps/common/run_main.h"
+#include "apps/train_cifar/train_options.h"
+#include "apps/train_cifar/trainer.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/threads.h"

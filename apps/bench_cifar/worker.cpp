@@ -1,4 +1,4 @@
-#include "apps/bench/worker.h"
+#include "apps/bench_cifar/worker.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,14 +6,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "apps/bench/host.h"
+#include "apps/bench_cifar/host.h"
+#include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/error.h"
 #include "engine/tandem.h"
-#include "nn/resnet.h"
-#include "nn/sgd.h"
-#include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 
@@ -29,31 +27,6 @@ constexpr int64_t kCifarTrainImages = 50000;
 
 double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
-// Where this process computes: dp's replicas, or the one device of single and of a ddp rank.
-std::vector<Device> devices_for(const BenchConfig& config, int local_rank) {
-  const bool gpus = cuda_available();
-  if (config.mode == "ddp") return {gpus ? Device::cuda(local_rank) : Device::cpu()};
-  if (config.mode == "single") return {gpus ? Device::cuda(0) : Device::cpu()};
-  if (gpus) {
-    const int available = cuda_backend().device_count();
-    TANDEM_CHECK(config.devices <= available, "[bench_cifar] dp over ", config.devices,
-                 " devices needs as many GPUs; this machine has ", available);
-  }
-  std::vector<Device> devices;
-  devices.reserve(static_cast<size_t>(config.devices));
-  for (int i = 0; i < config.devices; ++i)
-    devices.push_back(gpus ? Device::cuda(i) : Device::cpu(i));
-  return devices;
-}
-
-std::string describe_devices(const std::vector<Device>& devices,
-                             const parallel::ProcessGroup* group) {
-  std::string text;
-  for (const Device& device : devices) text += (text.empty() ? "" : ",") + device.str();
-  if (group) text += " per rank (" + group->backend_name() + ")";
-  return text;
 }
 
 // The batches the steps cycle through, on `device`. A ddp rank takes its own slice of every
@@ -80,32 +53,17 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
   return pool;
 }
 
-// Sums over the timed steps; divided by their number at the end.
-struct Totals {
-  double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
-  parallel::DataParallelTimings dp;
-  double comm_ms = 0, hidden_ms = 0, wait_ms = 0, grad_bytes = 0;
+// Per-bucket sums over the timed steps, for the per-bucket means.
+struct BucketTotals {
   std::vector<BucketStat> buckets;
-  int bucket_steps = 0;  ///< steps whose bucket layout matched the last one's
-
-  void add(const parallel::DataParallelTimings& step) {
-    dp.scatter_ms += step.scatter_ms;
-    dp.replicate_ms += step.replicate_ms;
-    dp.apply_ms += step.apply_ms;
-    dp.gather_ms += step.gather_ms;
-    dp.reduce_ms += step.reduce_ms;
-  }
+  int steps = 0;  ///< steps whose bucket layout matched the last one's
 
   void add(const parallel::ReducerStepStats& step) {
-    comm_ms += step.comm_ms;
-    hidden_ms += step.hidden_fraction * step.comm_ms;
-    wait_ms += step.wait_ms;
-    grad_bytes += static_cast<double>(step.payload_bytes);
     // The layout changes once (the rebuild at step 2, Note [Bucket ordering]); a warm-up of 0
     // can time a step from before it, which the per-bucket means leave out.
     if (buckets.size() != step.buckets.size()) {
       buckets.assign(step.buckets.size(), BucketStat{});
-      bucket_steps = 0;
+      steps = 0;
     }
     for (size_t k = 0; k < step.buckets.size(); ++k) {
       const parallel::BucketTiming& b = step.buckets[k];
@@ -115,70 +73,39 @@ struct Totals {
       buckets[k].started_ms += b.started_ms;
       buckets[k].ended_ms += b.ended_ms;
     }
-    ++bucket_steps;
+    ++steps;
   }
 
-  // The means over `steps` timed steps.
-  void write_means(int steps, Measurement& m) const {
-    const double n = steps;
-    m.forward_ms = forward_ms / n;
-    m.backward_ms = backward_ms / n;
-    m.optimizer_ms = optimizer_ms / n;
-    m.scatter_ms = dp.scatter_ms / n;
-    m.replicate_ms = dp.replicate_ms / n;
-    m.apply_ms = dp.apply_ms / n;
-    m.gather_ms = dp.gather_ms / n;
-    m.reduce_ms = dp.reduce_ms / n;
-    m.comm_ms = comm_ms / n;
-    m.wait_ms = wait_ms / n;
-    m.grad_bytes_per_step = grad_bytes / n;
-    m.hidden_fraction = comm_ms > 0 ? hidden_ms / comm_ms : 0;
-    const double bucket_n = std::max(1, bucket_steps);
-    for (BucketStat b : buckets) {
-      b.ready_ms /= bucket_n;
-      b.started_ms /= bucket_n;
-      b.ended_ms /= bucket_n;
-      m.buckets.push_back(b);
+  std::vector<BucketStat> means() const {
+    std::vector<BucketStat> out = buckets;
+    const double n = std::max(1, steps);
+    for (BucketStat& b : out) {
+      b.ready_ms /= n;
+      b.started_ms /= n;
+      b.ended_ms /= n;
     }
+    return out;
   }
 };
 
-struct Setup {
-  std::vector<Device> devices;
-  MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< of the network and the batches
-  std::shared_ptr<nn::Module> network;                    ///< the bare ResNet
-  std::shared_ptr<nn::Module> model;  ///< what the step calls: network, DataParallel or DDP
-  std::unique_ptr<nn::Sgd> optimizer;
-};
-
-Setup build_model(const BenchOptions& o, const BenchConfig& config,
-                  std::shared_ptr<parallel::ProcessGroup> group, int local_rank) {
-  Setup s;
-  s.devices = devices_for(config, local_rank);
-  Generator generator(o.seed);
-  s.network = nn::make_resnet(o.arch, generator);
-  s.network->to(s.devices.front());
-  s.memory_format = o.memory_format == "auto" ? ops::preferred_memory_format(s.devices.front())
-                                              : parse_memory_format(o.memory_format);
-  s.network->to(s.memory_format);
-  if (config.mode == "dp") {
-    s.model = std::make_shared<parallel::DataParallel>(s.network, s.devices);
-  } else if (config.mode == "ddp") {
-    parallel::DdpOptions ddp;
-    ddp.reducer.bucket_cap_mb = o.bucket_cap_mb;
-    ddp.reducer.first_bucket_mb = std::min(o.first_bucket_mb, o.bucket_cap_mb);
-    ddp.reducer.overlap = config.overlap != "off";
-    auto model =
-        std::make_shared<parallel::DistributedDataParallel>(s.network, std::move(group), ddp);
-    model->register_comm_hook(parallel::make_comm_hook(parallel::parse_grad_compression(
-        config.compression.empty() ? "none" : config.compression)));
-    s.model = model;
-  } else {
-    s.model = s.network;
+// What the wrapper reports of its last step: DataParallel's phases, or DDP's communication.
+void add_wrapper_timings(const TrainingSetup& s, Measurement& step, BucketTotals& buckets) {
+  if (s.dp) {
+    const parallel::DataParallelTimings& t = s.dp->last_timings();
+    step.scatter_ms = t.scatter_ms;
+    step.replicate_ms = t.replicate_ms;
+    step.apply_ms = t.apply_ms;
+    step.gather_ms = t.gather_ms;
+    step.reduce_ms = t.reduce_ms;
   }
-  s.optimizer = std::make_unique<nn::Sgd>(
-      s.network->parameters(), nn::SgdConfig{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f});
-  return s;
+  if (s.ddp) {
+    const parallel::ReducerStepStats& r = s.ddp->reducer().last_step();
+    step.comm_ms = r.comm_ms;
+    step.hidden_fraction = r.hidden_fraction;
+    step.wait_ms = r.wait_ms;
+    step.grad_bytes_per_step = static_cast<double>(r.payload_bytes);
+    buckets.add(r);
+  }
 }
 
 void synchronize(const std::vector<Device>& devices) {
@@ -186,10 +113,11 @@ void synchronize(const std::vector<Device>& devices) {
 }
 
 // Runs the warm-up and timed steps; fills the timing fields of `m`.
-void run_steps(const BenchOptions& o, const BenchConfig& config, Setup& s,
+void run_steps(const BenchOptions& o, const BenchConfig& config, TrainingSetup& s,
                const std::vector<data::Batch>& pool, parallel::ProcessGroup* group,
                Measurement& m) {
-  Totals t;
+  Measurement sums;
+  BucketTotals buckets;
   Clock::time_point start;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     if (i == o.warmup) {
@@ -201,8 +129,7 @@ void run_steps(const BenchOptions& o, const BenchConfig& config, Setup& s,
     const auto t0 = Clock::now();
     s.optimizer->zero_grad();
     // Note [Loss per step]: the loss lives only for its own step, so its graph's memory goes with
-    // it. (Keeping it once also delayed every AccumulateGrad, and with it DDP's buckets, to the
-    // end of the next backward; the engine now runs accumulators first: Note [Accumulate first].)
+    // it.
     Tensor loss = cross_entropy(s.model->forward(batch.images), batch.labels);
     synchronize(s.devices);
     const auto t1 = Clock::now();
@@ -214,18 +141,18 @@ void run_steps(const BenchOptions& o, const BenchConfig& config, Setup& s,
     const auto t3 = Clock::now();
     if (i + 1 == o.warmup + o.steps) m.final_loss = loss.item();
     if (i < o.warmup) continue;
-    t.forward_ms += ms_between(t0, t1);
-    t.backward_ms += ms_between(t1, t2);
-    t.optimizer_ms += ms_between(t2, t3);
-    if (auto* dp = dynamic_cast<parallel::DataParallel*>(s.model.get())) t.add(dp->last_timings());
-    if (auto* ddp = dynamic_cast<parallel::DistributedDataParallel*>(s.model.get())) {
-      t.add(ddp->reducer().last_step());
-    }
+    Measurement step;
+    step.forward_ms = ms_between(t0, t1);
+    step.backward_ms = ms_between(t1, t2);
+    step.optimizer_ms = ms_between(t2, t3);
+    add_wrapper_timings(s, step, buckets);
+    add_step(sums, step);
   }
   const double elapsed_ms = ms_between(start, Clock::now());
   m.ms_per_step = elapsed_ms / o.steps;
   m.images_per_s = static_cast<double>(config.batch) * o.steps / (elapsed_ms / 1e3);
-  t.write_means(o.steps, m);
+  set_step_means(m, sums, o.steps);
+  m.buckets = buckets.means();
 }
 
 // The largest peak RSS over the ranks. The exchange runs on the rank's own device, which is
@@ -258,31 +185,47 @@ Measurement measure(const BenchOptions& o, int& rank) {
   const std::string problem = config_problem(config);
   TANDEM_CHECK(problem.empty(), problem);
   std::shared_ptr<parallel::ProcessGroup> group;
-  int local_rank = 0, world = 1;
-  if (config.mode == "ddp") {
+  int world = 1;
+  if (config.mode == Mode::Distributed) {
     const parallel::DistributedEnv env = parallel::from_environment();
     rank = env.rank;  // known before the rendezvous, which may fail
     group = parallel::init_process_group(cuda_available() ? "nccl" : "gloo", env);
-    rank = group->rank(), world = group->size(), local_rank = env.local_rank;
+    rank = group->rank(), world = group->size();
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);
   }
-  Setup setup = build_model(o, config, group, local_rank);
+  TrainingSetup setup = make_training_setup(
+      {.mode = config.mode,
+       .arch = o.arch,
+       .seed = o.seed,
+       .memory_format = o.memory_format,
+       .sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
+       .dp = {.persistent_replicas = config.dp_replicas != "rebuilt"},
+       .ddp = {.reducer = {.first_bucket_mb = std::min(o.first_bucket_mb, o.bucket_cap_mb),
+                           .bucket_cap_mb = o.bucket_cap_mb,
+                           .overlap = config.overlap != "off"}},
+       .grad_compression = parallel::parse_grad_compression(
+           config.compression.empty() ? "none" : config.compression)},
+      config.mode == Mode::DataParallel ? first_devices(config.devices)
+                                        : choose_devices(config.mode, "", group.get()),
+      group);
   const std::vector<data::Batch> pool =
-      make_pool(o, config, rank, world, setup.devices.front(), setup.memory_format);
+      make_pool(o, config, rank, world, setup.device(), setup.memory_format);
   Measurement m;
-  m.device = setup.devices.front().is_cuda() ? "cuda" : "cpu";
-  m.device_list = describe_devices(setup.devices, group.get());
+  m.device = setup.device().is_cuda() ? "cuda" : "cpu";
+  m.device_list = device_list(setup.devices);
+  if (group) m.device_list += " per rank (" + group->backend_name() + ")";
   m.memory_format = memory_format_name(setup.memory_format);
   m.processes = world;
   m.threads_per_process = num_threads();
   // dp scatters like torch.chunk: the first replica gets the largest share.
-  m.local_batch = config.mode == "dp" ? (config.batch + config.devices - 1) / config.devices
-                                      : pool.front().labels.size(0);
+  m.local_batch = config.mode == Mode::DataParallel
+                      ? (config.batch + config.devices - 1) / config.devices
+                      : pool.front().labels.size(0);
   for (const Tensor& p : setup.network->parameters())
     m.parameter_bytes += static_cast<double>(p.nbytes());
   run_steps(o, config, setup, pool, group.get(), m);
-  m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.devices.front());
+  m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.device());
   if (group) group->barrier()->wait();  // no rank leaves while another still needs it
   return m;
 }

@@ -1,4 +1,4 @@
-#include "apps/bench/projection.h"
+#include "apps/bench_cifar/projection.h"
 
 #include <algorithm>
 
@@ -25,7 +25,7 @@ void finish(ProjectedStep& step, const ComputeProfile& one_gpu) {
   step.efficiency = step.speedup / step.gpus;
 }
 
-ProjectedStep start(const char* mode, const ComputeProfile& local, const ComputeProfile& one_gpu,
+ProjectedStep start(Mode mode, const ComputeProfile& local, const ComputeProfile& one_gpu,
                     int gpus) {
   TANDEM_CHECK(gpus >= 1, "[bench_cifar] cannot project onto ", gpus, " GPUs");
   TANDEM_CHECK(local.step_ms() > 0 && one_gpu.step_ms() > 0,
@@ -75,7 +75,7 @@ BucketSchedule schedule_buckets(const std::vector<BucketReady>& buckets, int gpu
 
 ProjectedStep project_ddp(const ComputeProfile& local, const ComputeProfile& one_gpu, int gpus,
                           const LinkModel& link) {
-  ProjectedStep step = start("ddp", local, one_gpu, gpus);
+  ProjectedStep step = start(Mode::Distributed, local, one_gpu, gpus);
   const BucketSchedule schedule = schedule_buckets(local.buckets, gpus, link);
   step.comm_ms = schedule.comm_ms;
   step.exposed_ms = schedule.exposed_ms;
@@ -86,7 +86,7 @@ ProjectedStep project_ddp(const ComputeProfile& local, const ComputeProfile& one
 
 ProjectedStep project_dp(const ComputeProfile& local, const ComputeProfile& one_gpu, int gpus,
                          const LinkModel& link) {
-  ProjectedStep step = start("dp", local, one_gpu, gpus);
+  ProjectedStep step = start(Mode::DataParallel, local, one_gpu, gpus);
   if (gpus > 1) {
     // GPU 0 keeps its own share and sends (or receives) the other (n−1)/n.
     const double others = static_cast<double>(gpus - 1) / gpus;

@@ -1,4 +1,4 @@
-#include "apps/bench/runner.h"
+#include "apps/bench_cifar/runner.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "apps/bench/worker.h"
+#include "apps/bench_cifar/worker.h"
 #include "engine/error.h"
 #include "parallel/comm/launcher.h"
 
@@ -65,11 +65,11 @@ std::string failure_of(const parallel::LaunchResult& launched, const fs::path& r
 
 parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig& config,
                                        const fs::path& result, int log_fd) {
-  const int ranks = config.mode == "ddp" ? config.devices : 1;
+  const int ranks = config.mode == Mode::Distributed ? config.devices : 1;
   parallel::LaunchOptions launch;
   launch.nproc_per_node = ranks;
   launch.master_port = 0;
-  launch.host_store = config.mode == "ddp";
+  launch.host_store = config.mode == Mode::Distributed;
   launch.command.push_back(fs::read_symlink("/proc/self/exe").string());
   for (std::string& arg : worker_arguments(o, config, result.string())) {
     launch.command.push_back(std::move(arg));
@@ -125,7 +125,8 @@ BenchRow run_config(const BenchOptions& options, const BenchConfig& config, Work
     if (launched.exit_code == 0 && fs::exists(result)) {
       row.measured = measurement_from_json(nlohmann::json::parse(read_text(result)));
     } else {
-      row.error = failure_of(launched, result, log, config.mode == "ddp" ? config.devices : 1);
+      row.error =
+          failure_of(launched, result, log, config.mode == Mode::Distributed ? config.devices : 1);
     }
   } catch (const std::exception& e) {
     ::close(log_fd);
@@ -150,15 +151,15 @@ void add_scaling(std::vector<BenchRow>& rows) {
   for (BenchRow& row : rows) {
     if (!row.measured) continue;
     const BenchRow* base =
-        find_row(rows, {.mode = "single", .devices = 1, .batch = row.config.batch});
+        find_row(rows, {.mode = Mode::Single, .devices = 1, .batch = row.config.batch});
     if (!base) {
       BenchConfig same_mode = row.config;
       same_mode.devices = 1;
       base = find_row(rows, same_mode);
     }
     if (!base || base->measured->images_per_s <= 0) continue;
-    row.speedup = row.measured->images_per_s / base->measured->images_per_s;
-    row.efficiency = *row.speedup / row.config.devices;
+    row.measured->speedup = row.measured->images_per_s / base->measured->images_per_s;
+    row.measured->efficiency = row.measured->speedup / row.config.devices;
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 /// --project: measures the one-device profiles that the scaling projection needs and projects
-/// DDP and DataParallel onto --project-gpus GPUs over each --link (apps/bench/projection.h).
+/// DDP and DataParallel onto --project-gpus GPUs over each --link (apps/bench_cifar/projection.h).
 ///
 /// Note [Projection profiles]: the global batch stays fixed, so on n GPUs each computes batch/n.
 /// Compute does not scale linearly with the batch (small batches use a device less well), so
@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/measurement.h"
-#include "apps/bench/projection.h"
-#include "apps/bench/runner.h"
+#include "apps/bench_cifar/measurement.h"
+#include "apps/bench_cifar/projection.h"
+#include "apps/bench_cifar/runner.h"
 
 namespace tandem::apps::bench {
 

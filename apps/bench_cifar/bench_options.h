@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/mode.h"
+
 namespace tandem::apps::bench {
 
 struct BenchOptions {
-  std::vector<std::string> modes{"single", "dp", "ddp"};
+  std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};         ///< dp: devices; ddp: processes
   std::vector<int64_t> batch_sizes{128};  ///< global
   std::string arch = "resnet20";
@@ -21,10 +23,10 @@ struct BenchOptions {
   double first_bucket_mb = 1;                     ///< clamped to bucket_cap_mb
   std::string overlap = "on";                     ///< on, off or both
   std::vector<std::string> compressions{"none"};  ///< ddp: gradient compression, a row for each
+  std::vector<std::string> dp_replicas{"persistent"};  ///< dp: persistent, rebuilt; a row for each
   bool real = false;
   std::string data_dir = "./data/cifar-10-batches-bin";
   uint64_t seed = 0;
-  std::string csv;
   std::string json;
 
   bool project = false;
@@ -41,13 +43,14 @@ struct BenchOptions {
 
 /// One cell of the matrix.
 struct BenchConfig {
-  std::string mode;           ///< single, dp or ddp
+  Mode mode = Mode::Single;
   int devices = 1;            ///< dp: devices; ddp: processes; single: 1
   int64_t batch = 128;        ///< global
   std::string overlap{};      ///< ddp: "on" or "off"; otherwise empty
   std::string compression{};  ///< ddp: "none", "fp16" or "bf16"; otherwise empty
+  std::string dp_replicas{};  ///< dp: "persistent" or "rebuilt" (every step); otherwise empty
 
-  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16"
+  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16", "dp x2 b128 rebuilt replicas"
   std::string label() const;
   friend bool operator==(const BenchConfig&, const BenchConfig&) = default;
 };
@@ -60,7 +63,7 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 void validate(const BenchOptions& options);
 
 /// The configurations in the order they run: batch sizes, then modes, then device counts, then
-/// overlap. single runs once per batch size, whatever --devices says.
+/// overlap, compression or replicas. single runs once per batch size, whatever --devices says.
 std::vector<BenchConfig> expand_matrix(const BenchOptions& options);
 
 /// Why `config` cannot run, or empty (e.g. a ddp batch that does not split over the processes).

@@ -1,42 +1,20 @@
-#include "apps/train/train_options.h"
+#include "apps/train_cifar/train_options.h"
 
 #include <CLI/CLI.hpp>
-#include <iostream>
 
-#include "apps/parse_command_line.h"
+#include "apps/common/flags.h"
+#include "apps/common/parse_command_line.h"
 #include "engine/error.h"
-#include "nn/resnet.h"
 
 namespace tandem::apps {
 
-const char* mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::Single: return "single";
-    case Mode::DataParallel: return "dp";
-    case Mode::Distributed: return "ddp";
-  }
-  return "?";
-}
-
 void add_train_flags(CLI::App& app, TrainOptions& o) {
-  app.add_option_function<std::string>(
-         "--mode",
-         [&o](const std::string& mode) {
-           o.mode = mode == "dp"    ? Mode::DataParallel
-                    : mode == "ddp" ? Mode::Distributed
-                                    : Mode::Single;
-         },
-         "single: one device; dp: DataParallel over --devices; ddp: one process per device "
-         "(--nproc, or under tandem-run/mpirun/srun)")
-      ->check(CLI::IsMember({"single", "dp", "ddp"}))
-      ->default_str("single");
-  app.add_option("--arch", o.arch, "resnet20|32|44|56|110 (CIFAR ResNets) or resnet18")
-      ->check(
-          CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18"}))
-      ->capture_default_str();
+  add_mode_flag(app, o.mode);
+  add_arch_flag(app, o.arch);
   app.add_option("--devices", o.devices,
-                 "dp: device list such as cuda:0,cuda:1 or cpu:0,cpu:1 "
-                 "(repeats allowed); default: every GPU, else cpu:0");
+                 "single: one device; dp: a list such as cuda:0,cuda:1 or cpu:0,cpu:1 (repeats "
+                 "allowed); default: cuda:0, else the CPU (single), every GPU, else cpu:0,cpu:1 "
+                 "(dp)");
   app.add_option("--nproc", o.nproc,
                  "ddp: local worker processes to start (ignored under a "
                  "launcher, whose job this process joins)")
@@ -79,8 +57,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--workers", o.workers, "data loader threads (0: on the training thread)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  app.add_option("--data-dir", o.data_dir, "CIFAR-10 binary folder (scripts/get_cifar10.sh)")
-      ->capture_default_str();
+  add_data_dir_flag(app, o.data_dir);
   app.add_option("--subset", o.subset,
                  "train on the first N images and test on the first N/5; "
                  "0: all")
@@ -93,9 +70,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--resume", o.resume, "continue from this checkpoint");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size")
-      ->check(CLI::Range(0.001, 4096.0))
-      ->capture_default_str();
+  add_bucket_cap_flag(app, o.bucket_cap_mb);
   app.add_option("--timeout", o.timeout_s,
                  "ddp: seconds before a collective or the rendezvous "
                  "gives up (a dead or stopped rank is reported then)")
@@ -109,11 +84,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_flag("--sync-bn", o.sync_bn,
                "ddp: batch-norm statistics over every rank's images "
                "(SyncBatchNorm), so N ranks normalise as one process of the global batch");
-  app.add_option("--grad-compression", o.grad_compression,
-                 "ddp: gradients cross ranks as fp16 or bf16 (half the bytes; a communication "
-                 "hook, see docs/parallel.md) or uncompressed (none)")
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
-      ->capture_default_str();
+  add_grad_compression_flag(app, o.grad_compression);
   app.add_flag("--drop-last", o.drop_last,
                "drop each epoch's short last batch; in ddp also the "
                "images that do not divide over the ranks (otherwise ranks with fewer batches "
@@ -124,12 +95,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                  "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--memory-format", o.memory_format,
-                 "activations and weights in memory: channels_last (NHWC), contiguous (NCHW), or "
-                 "auto: channels_last on CPUs, contiguous on GPUs; checkpoints are NCHW either way")
-      ->check(
-          CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
-      ->capture_default_str();
+  add_memory_format_flag(app, o.memory_format);
   app.add_option("--log-json", o.log_json,
                  "JSON-lines metrics: one record per epoch and a summary");
   app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");
@@ -147,9 +113,6 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
                "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
-  TANDEM_CHECK(
-      o.mode == Mode::DataParallel || o.devices.empty() || o.devices.find(',') == std::string::npos,
-      "[train_cifar] --devices lists several devices, which only --mode dp uses");
   TANDEM_CHECK(o.mode == Mode::Distributed || (o.backend.empty() && !o.no_overlap && !o.sync_bn &&
                                                o.grad_compression == "none"),
                "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for "

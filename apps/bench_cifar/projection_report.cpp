@@ -1,4 +1,4 @@
-#include "apps/bench/projection_report.h"
+#include "apps/bench_cifar/projection_report.h"
 
 #include <algorithm>
 #include <map>
@@ -9,7 +9,11 @@ namespace {
 // A ddp x1 measurement at `batch` with overlap on: from the matrix when it has one, else run now.
 BenchRow profile_row(const BenchOptions& options, const std::vector<BenchRow>& measured,
                      int64_t batch, WorkArea& area) {
-  const BenchConfig wanted{.mode = "ddp", .devices = 1, .batch = batch, .overlap = "on"};
+  const BenchConfig wanted{.mode = Mode::Distributed,
+                           .devices = 1,
+                           .batch = batch,
+                           .overlap = "on",
+                           .compression = "none"};
   for (const BenchRow& row : measured) {
     if (row.config == wanted && row.measured) return row;
   }

@@ -1,12 +1,12 @@
-#include "apps/bench/bench_options.h"
+#include "apps/bench_cifar/bench_options.h"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <iostream>
 
-#include "apps/parse_command_line.h"
+#include "apps/common/flags.h"
+#include "apps/common/parse_command_line.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 
@@ -20,12 +20,7 @@ std::string number(double value) {
 }
 
 void add_matrix_flags(CLI::App& app, BenchOptions& o) {
-  app.add_option("--modes", o.modes,
-                 "modes to run: single (one device), dp (DataParallel), ddp "
-                 "(DistributedDataParallel, one process per device)")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"single", "dp", "ddp"}))
-      ->default_str("single,dp,ddp");
+  add_modes_flag(app, o.modes);
   app.add_option("--devices", o.devices,
                  "device counts: dp runs on that many devices (cpu:0 … cpu:n-1, or GPUs when "
                  "present), ddp on that many processes")
@@ -37,10 +32,7 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->default_str("128");
-  app.add_option("--arch", o.arch, "resnet20|32|44|56|110 (CIFAR ResNets) or resnet18")
-      ->check(
-          CLI::IsMember({"resnet20", "resnet32", "resnet44", "resnet56", "resnet110", "resnet18"}))
-      ->capture_default_str();
+  add_arch_flag(app, o.arch);
   app.add_option("--warmup", o.warmup,
                  "untimed steps before the timed ones (the first steps allocate, and DDP rebuilds "
                  "its buckets at step 2)")
@@ -55,15 +47,8 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
                  "replicas, ddp gives each of n processes threads/n")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  app.add_option("--memory-format", o.memory_format,
-                 "model and batches in memory: channels_last (NHWC), contiguous (NCHW), or auto: "
-                 "channels_last on CPUs, contiguous on GPUs")
-      ->check(
-          CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
-      ->capture_default_str();
-  app.add_option("--bucket-cap-mb", o.bucket_cap_mb, "ddp: gradient bucket size in MiB")
-      ->check(CLI::Range(0.001, 4096.0))
-      ->capture_default_str();
+  add_memory_format_flag(app, o.memory_format);
+  add_bucket_cap_flag(app, o.bucket_cap_mb);
   app.add_option(
          "--first-bucket-mb", o.first_bucket_mb,
          "ddp: size of the first bucket in MiB (launched first, so small), at most --bucket-cap-mb")
@@ -74,18 +59,17 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
          "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)")
       ->check(CLI::IsMember({"on", "off", "both"}))
       ->capture_default_str();
-  app.add_option("--grad-compression", o.compressions,
-                 "ddp: gradient compression (none, fp16, bf16), a row for each listed")
+  add_grad_compression_flag(app, o.compressions);
+  app.add_option("--dp-replicas", o.dp_replicas,
+                 "dp: replicas kept between steps and refreshed in place (persistent) or rebuilt "
+                 "every step as PyTorch does (rebuilt), a row for each listed")
       ->delimiter(',')
-      ->check(CLI::IsMember({"none", "fp16", "bf16"}))
+      ->check(CLI::IsMember({"persistent", "rebuilt"}))
       ->capture_default_str();
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
-  app.add_option("--data-dir", o.data_dir,
-                 "CIFAR-10 binary folder for --real (scripts/get_cifar10.sh)")
-      ->capture_default_str();
+  add_data_dir_flag(app, o.data_dir);
   app.add_option("--seed", o.seed, "seed of the weights and the synthetic images")
       ->capture_default_str();
-  app.add_option("--csv", o.csv, "also write the rows to this CSV file");
   app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
   app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions
 }
@@ -122,9 +106,11 @@ void add_projection_flags(CLI::App& app, BenchOptions& o) {
 }  // namespace
 
 std::string BenchConfig::label() const {
-  std::string text = mode + " x" + std::to_string(devices) + " b" + std::to_string(batch);
+  std::string text = mode_name(mode);
+  text += " x" + std::to_string(devices) + " b" + std::to_string(batch);
   if (!overlap.empty()) text += " overlap " + overlap;
   if (!compression.empty() && compression != "none") text += " " + compression;
+  if (dp_replicas == "rebuilt") text += " rebuilt replicas";
   return text;
 }
 
@@ -140,9 +126,10 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 
 void validate(const BenchOptions& o) {
   TANDEM_CHECK(
-      !o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() && !o.compressions.empty(),
-      "[bench_cifar] --modes, --devices, --batch-sizes and --grad-compression each need "
-      "at least one value");
+      !o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() && !o.compressions.empty() &&
+          !o.dp_replicas.empty(),
+      "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression and --dp-replicas "
+      "each need at least one value");
   TANDEM_CHECK(
       !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
       o.data_dir,
@@ -155,14 +142,19 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
   if (o.overlap == "both") overlaps = {"on", "off"};
   std::vector<BenchConfig> configs;
   for (int64_t batch : o.batch_sizes) {
-    for (const std::string& mode : o.modes) {
-      if (mode == "single") {
+    for (Mode mode : o.modes) {
+      if (mode == Mode::Single) {
         configs.push_back({.mode = mode, .devices = 1, .batch = batch});
         continue;
       }
       for (int devices : o.devices) {
-        if (mode == "dp") configs.push_back({.mode = mode, .devices = devices, .batch = batch});
-        if (mode != "ddp") continue;
+        if (mode == Mode::DataParallel) {
+          for (const std::string& replicas : o.dp_replicas) {
+            configs.push_back(
+                {.mode = mode, .devices = devices, .batch = batch, .dp_replicas = replicas});
+          }
+          continue;
+        }
         for (const std::string& overlap : overlaps) {
           for (const std::string& compression : o.compressions) {
             configs.push_back({.mode = mode,
@@ -186,10 +178,10 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
 std::string config_problem(const BenchConfig& c) {
   if (c.batch < c.devices) {
     return "[bench_cifar] batch " + std::to_string(c.batch) + " is smaller than the " +
-           std::to_string(c.devices) + (c.mode == "ddp" ? " processes" : " devices") +
+           std::to_string(c.devices) + (c.mode == Mode::Distributed ? " processes" : " devices") +
            " it is split over";
   }
-  if (c.mode == "ddp" && c.batch % c.devices != 0) {
+  if (c.mode == Mode::Distributed && c.batch % c.devices != 0) {
     return "[bench_cifar] batch " + std::to_string(c.batch) + " does not split evenly over " +
            std::to_string(c.devices) + " processes";
   }
@@ -201,7 +193,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
   std::vector<std::string> args{"--worker-json",
                                 result_path,
                                 "--modes",
-                                c.mode,
+                                mode_name(c.mode),
                                 "--devices",
                                 std::to_string(c.devices),
                                 "--batch-sizes",
@@ -220,6 +212,8 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
                                 c.overlap.empty() ? "on" : c.overlap,
                                 "--grad-compression",
                                 c.compression.empty() ? "none" : c.compression,
+                                "--dp-replicas",
+                                c.dp_replicas.empty() ? "persistent" : c.dp_replicas,
                                 "--seed",
                                 std::to_string(o.seed),
                                 "--memory-format",
@@ -232,11 +226,14 @@ BenchConfig worker_config(const BenchOptions& o) {
   TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty(),
                "[bench_cifar] a worker needs one mode, device count and batch size");
   BenchConfig config{.mode = o.modes[0],
-                     .devices = o.modes[0] == "single" ? 1 : o.devices[0],
+                     .devices = o.modes[0] == Mode::Single ? 1 : o.devices[0],
                      .batch = o.batch_sizes[0]};
-  if (config.mode == "ddp") {
+  if (config.mode == Mode::Distributed) {
     config.overlap = o.overlap == "off" ? "off" : "on";
     config.compression = o.compressions.empty() ? "none" : o.compressions[0];
+  }
+  if (config.mode == Mode::DataParallel) {
+    config.dp_replicas = o.dp_replicas.empty() ? "persistent" : o.dp_replicas[0];
   }
   return config;
 }

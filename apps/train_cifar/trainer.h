@@ -8,13 +8,12 @@
 #include <memory>
 #include <optional>
 
-#include "apps/train/metrics_log.h"
-#include "apps/train/train_options.h"
+#include "apps/common/training_setup.h"
+#include "apps/train_cifar/metrics_log.h"
+#include "apps/train_cifar/train_options.h"
 #include "data/data_loader.h"
 #include "nn/lr_schedule.h"
-#include "nn/sgd.h"
 #include "parallel/comm/process_group.h"
-#include "parallel/distributed_data_parallel.h"
 
 namespace tandem::apps {
 
@@ -51,10 +50,9 @@ class Trainer {
 
  private:
   void build_data();
-  void build_model();
   void build_schedule();
   int64_t steps_per_epoch() const;
-  void resume();
+  void resume(nn::Module& network, nn::Sgd& optimizer);
   std::optional<PassMetrics> train_epoch(int epoch);
   /// Sums values over ranks (ddp), so that every rank sees the job's totals.
   std::vector<double> sum_over_ranks(std::vector<double> values);
@@ -67,21 +65,15 @@ class Trainer {
   std::shared_ptr<parallel::ProcessGroup> group_;
   int rank_ = 0;
   int world_ = 1;
-  Device device_ = Device::cpu();  ///< where batches go (dp: the first device)
-  MemoryFormat memory_format_ = MemoryFormat::Contiguous;  ///< of the model and the batches
-  std::vector<Device> dp_devices_;
+  TrainingSetup setup_;  ///< devices, network, its wrapper and SGD
 
   std::shared_ptr<const data::CifarDataset> train_set_, test_set_;
   std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
-  std::shared_ptr<nn::Module> network_;  ///< the ResNet itself: checkpoints hold its weights
-  std::shared_ptr<nn::Module> model_;    ///< what forward() runs: network_ or its wrapper
-  std::shared_ptr<parallel::DistributedDataParallel> ddp_;  ///< model_ in ddp mode, else null
   /// ddp without --drop-last on data that does not divide over the ranks: the ranks with fewer
   /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm or --accumulate
   /// forbid it.
   bool uneven_shares_ = false;
   int64_t batches_per_epoch_ = 0;  ///< of the rank with the most (they set the schedule)
-  std::unique_ptr<nn::Sgd> optimizer_;
   std::shared_ptr<const nn::LrSchedule> schedule_;
   int start_epoch_ = 0;
   int64_t step_ = 0;  ///< optimizer steps taken, over the whole run

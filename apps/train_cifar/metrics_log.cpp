@@ -1,4 +1,4 @@
-#include "apps/train/metrics_log.h"
+#include "apps/train_cifar/metrics_log.h"
 
 #include "engine/error.h"
 

@@ -1,4 +1,4 @@
-#include "apps/bench/host.h"
+#include "apps/bench_cifar/host.h"
 
 #include <sys/resource.h>
 

@@ -1,8 +1,8 @@
 #pragma once
 /// bench_cifar's outputs: the table on the terminal (a Markdown table, so it pastes into
-/// docs/benchmarks.md), the projection below it, and the same rows as CSV and JSON.
-/// CSV and JSON rows have the same columns (row_columns()); JSON adds per-bucket timings, the
-/// options, the machine and the projection.
+/// docs/benchmarks.md), the projection below it, and the same rows as JSON (--json), which also
+/// holds the per-bucket timings, the options, the machine and the projection. Both take their
+/// metrics from kMetrics (apps/bench_cifar/measurement.h).
 
 #include <cstdio>
 #include <optional>
@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/bench/measurement.h"
-#include "apps/bench/projection_report.h"
+#include "apps/bench_cifar/measurement.h"
+#include "apps/bench_cifar/projection_report.h"
 
 namespace tandem::apps::bench {
 
@@ -27,7 +27,7 @@ struct RunInfo {
 
 RunInfo current_run_info(const BenchOptions& options);
 
-/// The keys of a row in CSV and JSON, in order.
+/// The keys of a JSON row (bucket_timings aside), in order.
 std::vector<std::string> row_columns();
 /// A row as a flat JSON object with row_columns() as keys (null where a column does not apply
 /// or the row failed).
@@ -39,8 +39,6 @@ void print_table(std::FILE* out, const BenchOptions& options, const RunInfo& inf
 /// Titled "PROJECTION (not measured)".
 void print_projection(std::FILE* out, const BenchOptions& options, const ProjectionReport& report);
 
-void write_csv(const std::string& path, const BenchOptions& options,
-               const std::vector<BenchRow>& rows);
 void write_json(const std::string& path, const BenchOptions& options, const RunInfo& info,
                 const std::vector<BenchRow>& rows,
                 const std::optional<ProjectionReport>& projection);

@@ -1,6 +1,6 @@
 #pragma once
 /// The parent side of bench_cifar: runs each configuration of the matrix in fresh worker
-/// processes (Note [One process per configuration] in apps/bench/worker.h) through
+/// processes (Note [One process per configuration] in apps/bench_cifar/worker.h) through
 /// parallel::launch, reads their results back and works out the scaling.
 ///
 ///   WorkArea area;
@@ -10,8 +10,8 @@
 #include <functional>
 #include <vector>
 
-#include "apps/bench/bench_options.h"
-#include "apps/bench/measurement.h"
+#include "apps/bench_cifar/bench_options.h"
+#include "apps/bench_cifar/measurement.h"
 
 namespace tandem::apps::bench {
 

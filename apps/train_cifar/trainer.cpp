@@ -1,4 +1,4 @@
-#include "apps/train/trainer.h"
+#include "apps/train_cifar/trainer.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "apps/train/progress.h"
+#include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
 #include "engine/ops/concat.h"
 #include "engine/tandem.h"
@@ -99,27 +99,28 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
       log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
+  setup_ = make_training_setup(
+      {.mode = options_.mode,
+       .arch = options_.arch,
+       .seed = options_.seed,
+       .memory_format = options_.memory_format,
+       .sgd = {.lr = options_.lr,
+               .momentum = options_.momentum,
+               .weight_decay = options_.weight_decay,
+               .nesterov = options_.nesterov},
+       .ddp = {.reducer = {.bucket_cap_mb = options_.bucket_cap_mb,
+                           .overlap = !options_.no_overlap}},
+       .grad_compression = parallel::parse_grad_compression(options_.grad_compression),
+       .sync_bn = options_.sync_bn},
+      choose_devices(options_.mode, options_.devices, group_.get()), group_,
+      [this](nn::Module& network, nn::Sgd& optimizer) {
+        if (!options_.resume.empty()) resume(network, optimizer);
+      });
+  TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
+               "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
+               setup_.devices.size(), " devices it is split over");
   build_data();
-  build_model();
   build_schedule();
-  if (!options_.resume.empty()) resume();
-  // Wrapped after resuming: DDP's constructor then broadcasts rank 0's resumed weights.
-  if (options_.mode == Mode::DataParallel) {
-    model_ = std::make_shared<parallel::DataParallel>(network_, dp_devices_);
-  } else if (options_.mode == Mode::Distributed) {
-    parallel::DdpOptions ddp;
-    ddp.reducer.bucket_cap_mb = options_.bucket_cap_mb;
-    ddp.reducer.overlap = !options_.no_overlap;
-    if (options_.sync_bn) parallel::convert_sync_batchnorm(*network_, group_);
-    ddp_ = std::make_shared<parallel::DistributedDataParallel>(network_, group_, ddp);
-    const auto compression = parallel::parse_grad_compression(options_.grad_compression);
-    if (compression != parallel::GradCompression::None) {
-      ddp_->register_comm_hook(parallel::make_comm_hook(compression));
-    }
-    model_ = ddp_;
-  } else {
-    model_ = network_;
-  }
 }
 
 Trainer::~Trainer() = default;
@@ -144,30 +145,6 @@ void Trainer::build_data() {
   TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
                " training images cannot be shared by ", world_, " ranks");
 
-  // Where batches are delivered, and how big a step's local batch is.
-  if (options_.mode == Mode::DataParallel) {
-    if (options_.devices.empty()) {
-      dp_devices_ = {Device::cpu()};
-      if (cuda_available()) {
-        dp_devices_.clear();
-        for (int i = 0; i < cuda_backend().device_count(); ++i)
-          dp_devices_.push_back(Device::cuda(i));
-      }
-    } else {
-      dp_devices_ = parallel::parse_device_list(options_.devices);
-    }
-    TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(dp_devices_.size()),
-                 "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
-                 dp_devices_.size(), " devices it is split over");
-    device_ = dp_devices_.front();
-  } else if (options_.mode == Mode::Distributed) {
-    device_ = group_->tensor_device();
-  } else {
-    device_ = !options_.devices.empty() ? Device::parse(options_.devices)
-                                        : (cuda_available() ? Device::cuda(0) : Device::cpu());
-  }
-  memory_format_ = options_.memory_format == "auto" ? ops::preferred_memory_format(device_)
-                                                    : parse_memory_format(options_.memory_format);
   const int64_t local_batch = options_.batch_size / world_;
 
   std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
@@ -194,33 +171,21 @@ void Trainer::build_data() {
     batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
   }
   test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
-  train_loader_ =
-      std::make_unique<data::DataLoader>(train_set_, train_sampler,
-                                         data::DataLoaderConfig{.batch_size = local_batch,
-                                                                .workers = options_.workers,
-                                                                .drop_last = options_.drop_last,
-                                                                .seed = options_.seed,
-                                                                .device = device_,
-                                                                .memory_format = memory_format_});
-  test_loader_ =
-      std::make_unique<data::DataLoader>(test_set_, test_sampler,
-                                         data::DataLoaderConfig{.batch_size = kEvalBatch,
-                                                                .workers = options_.workers,
-                                                                .transform = data::eval_transform(),
-                                                                .device = device_,
-                                                                .memory_format = memory_format_});
-}
-
-void Trainer::build_model() {
-  Generator generator(options_.seed);
-  network_ = nn::make_resnet(options_.arch, generator);
-  network_->to(device_);
-  network_->to(memory_format_);
-  optimizer_ = std::make_unique<nn::Sgd>(network_->parameters(),
-                                         nn::SgdConfig{.lr = options_.lr,
-                                                       .momentum = options_.momentum,
-                                                       .weight_decay = options_.weight_decay,
-                                                       .nesterov = options_.nesterov});
+  train_loader_ = std::make_unique<data::DataLoader>(
+      train_set_, train_sampler,
+      data::DataLoaderConfig{.batch_size = local_batch,
+                             .workers = options_.workers,
+                             .drop_last = options_.drop_last,
+                             .seed = options_.seed,
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
+  test_loader_ = std::make_unique<data::DataLoader>(
+      test_set_, test_sampler,
+      data::DataLoaderConfig{.batch_size = kEvalBatch,
+                             .workers = options_.workers,
+                             .transform = data::eval_transform(),
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
 }
 
 // Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly
@@ -245,8 +210,8 @@ void Trainer::build_schedule() {
   schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
 }
 
-void Trainer::resume() {
-  const nn::TrainingState state = nn::load_checkpoint(options_.resume, *network_, *optimizer_);
+void Trainer::resume(nn::Module& network, nn::Sgd& optimizer) {
+  const nn::TrainingState state = nn::load_checkpoint(options_.resume, network, optimizer);
   const auto arch = state.extra.find("arch");
   TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ",
                options_.resume, " holds a ", arch->second, ", not a ", options_.arch,
@@ -266,7 +231,7 @@ void Trainer::save_checkpoint(int epochs_done) {
     nn::TrainingState state{.epoch = epochs_done, .step = step_};
     state.extra["arch"] = options_.arch;
     state.extra["mode"] = mode_name(options_.mode);
-    nn::save_checkpoint(options_.save, *network_, *optimizer_, state);
+    nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer, state);
   }
   if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
 }
@@ -291,7 +256,7 @@ bool Trainer::all_ranks_continue() {
 }
 
 std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
-  model_->train();
+  setup_.model->train();
   train_loader_->start_epoch(epoch);
   const int64_t steps = train_loader_->batches_per_epoch();
   EpochProgress progress(epoch + 1, options_.epochs, steps,
@@ -304,7 +269,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
   std::optional<parallel::Join> join;
   if (uneven_shares_) {
-    join.emplace(*ddp_,
+    join.emplace(*setup_.ddp,
                  parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
   }
   // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
@@ -344,13 +309,13 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
         std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
     const bool steps_now = in_group == group_size - 1;
     if (in_group == 0) {
-      optimizer_->set_lr(schedule_->lr_at(step_));
-      optimizer_->zero_grad();
+      setup_.optimizer->set_lr(schedule_->lr_at(step_));
+      setup_.optimizer->zero_grad();
     }
     {
       std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (ddp_ != nullptr && !steps_now) no_sync.emplace(*ddp_);
-      const Tensor logits = model_->forward(batch->images);
+      if (setup_.ddp != nullptr && !steps_now) no_sync.emplace(*setup_.ddp);
+      const Tensor logits = setup_.model->forward(batch->images);
       if (join && join->stop_agreed()) return std::nullopt;
       const Tensor loss = cross_entropy(logits, batch->labels);
       (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
@@ -358,7 +323,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
     }
     ++batch_index;
     if (steps_now) {
-      optimizer_->step();
+      setup_.optimizer->step();
       ++step_;
     }
     ++step_in_epoch;
@@ -367,7 +332,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   if (join) {
     // Note [Join final model]: momentum too, or the replicas would part from the next step on.
     std::vector<Tensor> momentum;
-    for (const Tensor& buffer : optimizer_->momentum_buffers()) {
+    for (const Tensor& buffer : setup_.optimizer->momentum_buffers()) {
       if (buffer.defined()) momentum.push_back(buffer);
     }
     if (!join->finish(momentum)) return std::nullopt;
@@ -388,10 +353,10 @@ PassMetrics Trainer::evaluate() {
   const auto start = Clock::now();
   // Every rank evaluates its share of the test set with rank 0's batch-norm statistics; the
   // shares differ in size, so the plain network runs (no per-forward collectives).
-  nn::Module* evaluated = model_.get();
-  if (ddp_ != nullptr) {
-    ddp_->sync_buffers();
-    evaluated = network_.get();
+  nn::Module* evaluated = setup_.model.get();
+  if (setup_.ddp != nullptr) {
+    setup_.ddp->sync_buffers();
+    evaluated = setup_.network.get();
   }
   evaluated->eval();
   NoGradGuard no_grad;
@@ -416,25 +381,26 @@ void Trainer::print_header() {
   if (!is_leader()) return;
   std::string where;
   if (options_.mode == Mode::DataParallel) {
-    where = std::to_string(dp_devices_.size()) + " devices (" + options_.devices + ")";
-    if (options_.devices.empty()) where = std::to_string(dp_devices_.size()) + " devices";
+    where =
+        std::to_string(setup_.devices.size()) + " devices (" + device_list(setup_.devices) + ")";
   } else if (options_.mode == Mode::Distributed) {
-    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " + device_.str() +
-            (options_.sync_bn ? ", SyncBatchNorm" : "") +
+    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " +
+            setup_.device().str() + (options_.sync_bn ? ", SyncBatchNorm" : "") +
             (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
                                                  : "") +
             (uneven_shares_ ? ", uneven shares joined" : "");
   } else {
-    where = device_.str();
+    where = setup_.device().str();
   }
   std::printf(
       "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
       "%s, %s data: %s train / %s test images, %d threads, %s\n",
-      options_.arch.c_str(), thousands(network_->parameter_count()).c_str(),
+      options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
       mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
       options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
       options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
-      thousands(test_set_->size()).c_str(), num_threads(), memory_format_name(memory_format_));
+      thousands(test_set_->size()).c_str(), num_threads(),
+      memory_format_name(setup_.memory_format));
   if (start_epoch_ > 0)
     std::printf("resuming after epoch %d (step %lld)\n", start_epoch_,
                 static_cast<long long>(step_));

@@ -6,18 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/mode.h"
+
 namespace CLI {
 class App;
 }
 
 namespace tandem::apps {
 
-enum class Mode { Single, DataParallel, Distributed };
-
 struct TrainOptions {
   Mode mode = Mode::Single;
   std::string arch = "resnet20";
-  std::string devices;       ///< dp: "cpu:0,cpu:1" or "cuda:0,cuda:1"; empty: all GPUs, else cpu:0
+  std::string devices;       ///< single: one; dp: a list; empty: choose_devices' default
   int nproc = 1;             ///< ddp outside a launcher: local workers to start
   std::string backend;       ///< ddp: "nccl" or "gloo"; empty: nccl on GPUs, else gloo
   int epochs = 10;           ///< the schedule's length
@@ -49,8 +49,6 @@ struct TrainOptions {
   std::string log_json;                ///< JSON-lines metrics, one record per epoch and a summary
   bool progress = true;                ///< progress bar on a terminal (--no-progress: never)
 };
-
-const char* mode_name(Mode mode);
 
 /// Declares every flag on `app`, writing into `options`; --help explains each with its default.
 void add_train_flags(CLI::App& app, TrainOptions& options);

@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "apps/bench/bench_options.h"
-#include "apps/bench/measurement.h"
+#include "apps/bench_cifar/bench_options.h"
+#include "apps/bench_cifar/measurement.h"
 
 namespace tandem::apps::bench {
 

@@ -1,4 +1,4 @@
-#include "apps/train/progress.h"
+#include "apps/train_cifar/progress.h"
 
 #include <unistd.h>
 

@@ -24,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/mode.h"
+
 namespace tandem::apps::bench {
 
 /// The interconnect between the GPUs.
@@ -56,7 +58,7 @@ struct ComputeProfile {
 
 /// One projected configuration.
 struct ProjectedStep {
-  std::string mode;  ///< "ddp" or "dp"
+  Mode mode = Mode::Distributed;  ///< ddp or dp
   int gpus = 1;
   int64_t global_batch = 0;
   int64_t local_batch = 0;  ///< per GPU

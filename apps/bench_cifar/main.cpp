@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <optional>
 
-#include "apps/bench/bench_options.h"
-#include "apps/bench/projection_report.h"
-#include "apps/bench/report.h"
-#include "apps/bench/runner.h"
-#include "apps/bench/worker.h"
-#include "apps/run_main.h"
+#include "apps/bench_cifar/bench_options.h"
+#include "apps/bench_cifar/projection_report.h"
+#include "apps/bench_cifar/report.h"
+#include "apps/bench_cifar/runner.h"
+#include "apps/bench_cifar/worker.h"
+#include "apps/common/run_main.h"
 #include "engine/error.h"
 
 namespace {
@@ -42,7 +42,6 @@ int run(int argc, char** argv) {
     projection = build_projection(options, rows, area);
     print_projection(stdout, options, *projection);
   }
-  if (!options.csv.empty()) write_csv(options.csv, options, rows);
   if (!options.json.empty()) write_json(options.json, options, info, rows, projection);
   for (const BenchRow& row : rows) {
     if (!row.measured) return 1;  // the table says which and why
