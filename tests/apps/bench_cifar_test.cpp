@@ -89,9 +89,10 @@ void expect_table_has_the_rows(const std::string& output) {
 }
 
 // The JSON rows hold the table's numbers (as printed, "%.1f"), with every column in order.
-void expect_json_matches_table(const json& report, const std::string& output) {
+void expect_json_matches_table(const std::string& json_text, const std::string& output) {
   const auto table = first_table(output);
-  const json& rows = report.at("rows");
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(json_text);
+  const nlohmann::ordered_json& rows = report.at("rows");
   ASSERT_EQ(rows.size(), kTinyLabels.size());
   ASSERT_EQ(table.size(), 1 + rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -121,7 +122,7 @@ TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
   ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
   expect_table_has_the_rows(run.output);
   const json report = json::parse(read_text(json_path));
-  expect_json_matches_table(report, run.output);
+  expect_json_matches_table(read_text(json_path), run.output);
   EXPECT_EQ(report["rows"][2]["device_list"], cuda_available() ? "cuda:0,cuda:1" : "cpu:0,cpu:1");
   EXPECT_EQ(report["rows"][2]["dp_replicas"], "persistent");
   EXPECT_TRUE(report["rows"][3]["dp_replicas"].is_null());  // a ddp row
