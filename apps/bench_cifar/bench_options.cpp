@@ -190,34 +190,23 @@ std::string config_problem(const BenchConfig& c) {
 
 std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConfig& c,
                                           const std::string& result_path) {
-  std::vector<std::string> args{"--worker-json",
-                                result_path,
-                                "--modes",
-                                mode_name(c.mode),
-                                "--devices",
-                                std::to_string(c.devices),
-                                "--batch-sizes",
-                                std::to_string(c.batch),
-                                "--arch",
-                                o.arch,
-                                "--warmup",
-                                std::to_string(o.warmup),
-                                "--steps",
-                                std::to_string(o.steps),
-                                "--bucket-cap-mb",
-                                number(o.bucket_cap_mb),
-                                "--first-bucket-mb",
-                                number(o.first_bucket_mb),
-                                "--overlap",
-                                c.overlap.empty() ? "on" : c.overlap,
-                                "--grad-compression",
-                                c.compression.empty() ? "none" : c.compression,
-                                "--dp-replicas",
-                                c.dp_replicas.empty() ? "persistent" : c.dp_replicas,
-                                "--seed",
-                                std::to_string(o.seed),
-                                "--memory-format",
-                                o.memory_format};
+  const std::pair<const char*, std::string> flags[] = {
+      {"--worker-json", result_path},
+      {"--modes", mode_name(c.mode)},
+      {"--devices", std::to_string(c.devices)},
+      {"--batch-sizes", std::to_string(c.batch)},
+      {"--arch", o.arch},
+      {"--warmup", std::to_string(o.warmup)},
+      {"--steps", std::to_string(o.steps)},
+      {"--bucket-cap-mb", number(o.bucket_cap_mb)},
+      {"--first-bucket-mb", number(o.first_bucket_mb)},
+      {"--overlap", c.overlap.empty() ? "on" : c.overlap},
+      {"--grad-compression", c.compression.empty() ? "none" : c.compression},
+      {"--dp-replicas", c.dp_replicas.empty() ? "persistent" : c.dp_replicas},
+      {"--seed", std::to_string(o.seed)},
+      {"--memory-format", o.memory_format}};
+  std::vector<std::string> args;
+  for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
   return args;
 }

@@ -12,15 +12,15 @@ using nlohmann::ordered_json;
 
 void add_step(Measurement& sums, const Measurement& step) {
   for (const Metric& metric : kMetrics) {
-    if (!metric.per_step) continue;
-    sums.*metric.field += step.*metric.field * (metric.weight ? step.*metric.weight : 1.0);
+    if (metric.mean == Mean::Once) continue;
+    sums.*metric.field += step.*metric.field * (metric.mean == Mean::CommShare ? step.comm_ms : 1);
   }
 }
 
 void set_step_means(Measurement& m, const Measurement& sums, int steps) {
   for (const Metric& metric : kMetrics) {
-    if (!metric.per_step) continue;
-    const double count = metric.weight ? sums.*metric.weight : steps;
+    if (metric.mean == Mean::Once) continue;
+    const double count = metric.mean == Mean::CommShare ? sums.comm_ms : steps;
     m.*metric.field = count > 0 ? sums.*metric.field / count : 0;
   }
 }

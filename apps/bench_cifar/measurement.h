@@ -5,6 +5,7 @@
 /// report rows), the terminal table and the per-step means all go through: a new metric is a
 /// field and its entry.
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -63,94 +64,67 @@ struct Measurement {
   std::vector<BucketStat> buckets;
 };
 
+/// How a metric is gathered over the timed steps.
+enum class Mean {
+  Once,      ///< set once for the run
+  PerStep,   ///< the mean of each step's value (add_step, set_step_means)
+  CommShare  ///< a share of comm_ms: each step's value weighted by its comm_ms
+};
+
+/// How the terminal table shows a metric (× 100 for Percent, bytes as MiB for MiB).
+enum class Cell { None, Decimal, Ratio, Percent, MiB, Whole };
+
 /// One number of a Measurement, wherever it appears.
 struct Metric {
   const char* key;  ///< in the worker's JSON and in each --json report row
   double Measurement::*field;
-  std::optional<Mode> only{};  ///< a dp- or ddp-only metric: null (and "-") in other rows
-  bool per_step = false;       ///< a mean over the timed steps (add_step, set_step_means)
-  double Measurement::*weight = nullptr;  ///< per_step: the mean is weighted by this metric
-  const char* heading = nullptr;          ///< terminal table column; nullptr: JSON only
-  const char* format = "%.1f";            ///< of the cell (printf), after × scale
-  double scale = 1;
+  std::optional<Mode> only;  ///< a dp- or ddp-only metric: null (and "-") in other rows
+  Mean mean;
+  const char* heading;  ///< terminal table column, or nullptr (Cell::None)
+  Cell cell;
 };
 
-inline constexpr double kMiB = 1024.0 * 1024.0;
+/// Every metric, in the order of the report rows' keys and of the terminal table's columns.
+inline constexpr auto kMetrics = [] {
+  using enum Mean;
+  using enum Cell;
+  using M = Measurement;
+  constexpr std::optional<Mode> kAll, kDp = Mode::DataParallel, kDdp = Mode::Distributed;
+  // clang-format off
+  return std::to_array<Metric>({
+  // key                    field                    only  mean       heading          cell
+    {"images_per_s",        &M::images_per_s,        kAll, Once,      "images/s",      Decimal},
+    {"ms_per_step",         &M::ms_per_step,         kAll, Once,      "ms/step",       Decimal},
+    {"speedup",             &M::speedup,             kAll, Once,      "speed-up",      Ratio},
+    {"efficiency",          &M::efficiency,          kAll, Once,      "eff.",          Percent},
+    {"forward_ms",          &M::forward_ms,          kAll, PerStep,   nullptr,         None},
+    {"backward_ms",         &M::backward_ms,         kAll, PerStep,   nullptr,         None},
+    {"optimizer_ms",        &M::optimizer_ms,        kAll, PerStep,   nullptr,         None},
+    {"comm_ms",             &M::comm_ms,             kDdp, PerStep,   "comm ms",       Decimal},
+    {"hidden_fraction",     &M::hidden_fraction,     kDdp, CommShare, "hidden",        Percent},
+    {"wait_ms",             &M::wait_ms,             kDdp, PerStep,   nullptr,         None},
+    {"grad_bytes_per_step", &M::grad_bytes_per_step, kDdp, PerStep,   "grad MiB/step", MiB},
+    {"scatter_ms",          &M::scatter_ms,          kDp,  PerStep,   "scatter ms",    Decimal},
+    {"replicate_ms",        &M::replicate_ms,        kDp,  PerStep,   "replicate ms",  Decimal},
+    {"apply_ms",            &M::apply_ms,            kDp,  PerStep,   nullptr,         None},
+    {"gather_ms",           &M::gather_ms,           kDp,  PerStep,   "gather ms",     Decimal},
+    {"reduce_ms",           &M::reduce_ms,           kDp,  PerStep,   "reduce ms",     Decimal},
+    {"peak_rss_mb",         &M::peak_rss_mb,         kAll, Once,      "peak RSS MiB",  Whole},
+    {"parameter_bytes",     &M::parameter_bytes,     kAll, Once,      nullptr,         None},
+    {"final_loss",          &M::final_loss,          kAll, Once,      nullptr,         None},
+  });
 
-/// In the order of the report rows' keys and of the terminal table's columns.
-inline constexpr Metric kMetrics[] = {
-    {.key = "images_per_s", .field = &Measurement::images_per_s, .heading = "images/s"},
-    {.key = "ms_per_step", .field = &Measurement::ms_per_step, .heading = "ms/step"},
-    {.key = "speedup", .field = &Measurement::speedup, .heading = "speed-up", .format = "%.2f"},
-    {.key = "efficiency",
-     .field = &Measurement::efficiency,
-     .heading = "eff.",
-     .format = "%.0f %%",
-     .scale = 100},
-    {.key = "forward_ms", .field = &Measurement::forward_ms, .per_step = true},
-    {.key = "backward_ms", .field = &Measurement::backward_ms, .per_step = true},
-    {.key = "optimizer_ms", .field = &Measurement::optimizer_ms, .per_step = true},
-    {.key = "comm_ms",
-     .field = &Measurement::comm_ms,
-     .only = Mode::Distributed,
-     .per_step = true,
-     .heading = "comm ms"},
-    {.key = "hidden_fraction",
-     .field = &Measurement::hidden_fraction,
-     .only = Mode::Distributed,
-     .per_step = true,
-     .weight = &Measurement::comm_ms,
-     .heading = "hidden",
-     .format = "%.0f %%",
-     .scale = 100},
-    {.key = "wait_ms", .field = &Measurement::wait_ms, .only = Mode::Distributed, .per_step = true},
-    {.key = "grad_bytes_per_step",
-     .field = &Measurement::grad_bytes_per_step,
-     .only = Mode::Distributed,
-     .per_step = true,
-     .heading = "grad MiB/step",
-     .format = "%.2f",
-     .scale = 1 / kMiB},
-    {.key = "scatter_ms",
-     .field = &Measurement::scatter_ms,
-     .only = Mode::DataParallel,
-     .per_step = true,
-     .heading = "scatter ms"},
-    {.key = "replicate_ms",
-     .field = &Measurement::replicate_ms,
-     .only = Mode::DataParallel,
-     .per_step = true,
-     .heading = "replicate ms"},
-    {.key = "apply_ms",
-     .field = &Measurement::apply_ms,
-     .only = Mode::DataParallel,
-     .per_step = true},
-    {.key = "gather_ms",
-     .field = &Measurement::gather_ms,
-     .only = Mode::DataParallel,
-     .per_step = true,
-     .heading = "gather ms"},
-    {.key = "reduce_ms",
-     .field = &Measurement::reduce_ms,
-     .only = Mode::DataParallel,
-     .per_step = true,
-     .heading = "reduce ms"},
-    {.key = "peak_rss_mb",
-     .field = &Measurement::peak_rss_mb,
-     .heading = "peak RSS MiB",
-     .format = "%.0f"},
-    {.key = "parameter_bytes", .field = &Measurement::parameter_bytes},
-    {.key = "final_loss", .field = &Measurement::final_loss},
-};
+  // clang-format on
+}();
 
 /// Whether `metric` applies to rows of `mode`.
 inline bool applies(const Metric& metric, Mode mode) {
   return !metric.only || *metric.only == mode;
 }
 
-/// Adds one step's per-step metrics to `sums` (a weighted one multiplied by its weight).
+/// Adds one step's PerStep and CommShare metrics to `sums` (CommShare ones × the step's comm_ms).
 void add_step(Measurement& sums, const Measurement& step);
-/// Sets m's per-step metrics to the means of `steps` steps that add_step summed into `sums`.
+/// Sets m's PerStep and CommShare metrics to their means over `steps` steps summed by add_step.
 void set_step_means(Measurement& m, const Measurement& sums, int steps);
 
 /// One row of the report: a configuration and what it measured, or why it failed.

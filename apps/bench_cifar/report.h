@@ -18,9 +18,9 @@ namespace tandem::apps::bench {
 
 /// What the report says about the run as a whole.
 struct RunInfo {
-  std::string date;   ///< local_date_time()
-  std::string cpu;    ///< cpu_model()
-  int cpus = 0;       ///< cpu_count()
+  std::string date;   ///< local, "2026-11-23 14:05"
+  std::string cpu;    ///< the model name in /proc/cpuinfo
+  int cpus = 0;       ///< logical CPUs this process may run on
   int threads = 0;    ///< total_threads(options)
   bool cuda = false;  ///< GPUs were present
 };

@@ -1,9 +1,11 @@
 // The JSON output of bench_cifar (apps/bench_cifar/report.h).
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <functional>
+#include <thread>
 
-#include "apps/bench_cifar/host.h"
 #include "apps/bench_cifar/report.h"
 #include "engine/backend.h"
 #include "engine/error.h"
@@ -84,11 +86,26 @@ ordered_json options_to_json(const BenchOptions& o) {
 }  // namespace
 
 RunInfo current_run_info(const BenchOptions& options) {
-  return {.date = local_date_time(),
-          .cpu = cpu_model(),
-          .cpus = cpu_count(),
-          .threads = total_threads(options),
-          .cuda = cuda_available()};
+  RunInfo info{.cpu = "unknown CPU",
+               .cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
+               .threads = total_threads(options),
+               .cuda = cuda_available()};
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", &local);
+  info.date = date;
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    const size_t colon = line.find(':');
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
+        colon + 2 <= line.size()) {
+      info.cpu = line.substr(colon + 2);
+      break;
+    }
+  }
+  return info;
 }
 
 std::vector<std::string> row_columns() {

@@ -8,6 +8,8 @@
 namespace tandem::apps::bench {
 namespace {
 
+constexpr double kMiB = 1024.0 * 1024.0;
+
 std::string format(const char* pattern, ...) {
   char text[256];
   va_list args;
@@ -72,14 +74,25 @@ std::string device_cell(const BenchRow& row) {
   return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
 }
 
+std::string metric_cell(Cell cell, double value) {
+  switch (cell) {
+    case Cell::None: break;
+    case Cell::Decimal: return format("%.1f", value);
+    case Cell::Ratio: return format("%.2f", value);
+    case Cell::Percent: return format("%.0f %%", 100 * value);
+    case Cell::MiB: return format("%.2f", value / kMiB);
+    case Cell::Whole: return format("%.0f", value);
+  }
+  return "";
+}
+
 std::vector<std::string> measured_cells(const BenchRow& row) {
   std::vector<std::string> cells{row.config.label(), device_cell(row)};
   for (const Metric& metric : kMetrics) {
-    if (!metric.heading) continue;
+    if (metric.cell == Cell::None) continue;
     const double value = row.measured.value().*metric.field;
-    cells.push_back(applies(metric, row.config.mode) && !std::isnan(value)
-                        ? format(metric.format, value * metric.scale)
-                        : "-");
+    const bool shown = applies(metric, row.config.mode) && !std::isnan(value);
+    cells.push_back(shown ? metric_cell(metric.cell, value) : "-");
   }
   return cells;
 }
@@ -115,7 +128,7 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
   std::vector<std::string> header{"config", "device"};
   for (const Metric& metric : kMetrics) {
-    if (metric.heading) header.emplace_back(metric.heading);
+    if (metric.cell != Cell::None) header.emplace_back(metric.heading);
   }
   TextTable table(header);
   for (const BenchRow& row : rows) {

@@ -1,12 +1,13 @@
 #include "apps/bench_cifar/worker.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
-#include "apps/bench_cifar/host.h"
 #include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
@@ -153,6 +154,13 @@ void run_steps(const BenchOptions& o, const BenchConfig& config, TrainingSetup& 
   m.images_per_s = static_cast<double>(config.batch) * o.steps / (elapsed_ms / 1e3);
   set_step_means(m, sums, o.steps);
   m.buckets = buckets.means();
+}
+
+// Peak resident set size of this process so far, MiB.
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
 // The largest peak RSS over the ranks. The exchange runs on the rank's own device, which is

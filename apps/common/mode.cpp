@@ -3,25 +3,25 @@
 #include "engine/error.h"
 
 namespace tandem::apps {
+namespace {
+
+constexpr const char* kNames[] = {"single", "dp", "ddp"};  // in the enum's order
+
+}  // namespace
 
 const char* mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::Single: return "single";
-    case Mode::DataParallel: return "dp";
-    case Mode::Distributed: return "ddp";
-  }
-  return "?";
+  return kNames[static_cast<int>(mode)];
 }
 
 Mode parse_mode(const std::string& name) {
-  for (Mode mode : {Mode::Single, Mode::DataParallel, Mode::Distributed}) {
-    if (name == mode_name(mode)) return mode;
+  for (int i = 0; i < 3; ++i) {
+    if (name == kNames[i]) return static_cast<Mode>(i);
   }
   TANDEM_FAIL("[mode] unknown mode '", name, "': single, dp or ddp");
 }
 
 std::vector<std::string> mode_names() {
-  return {mode_name(Mode::Single), mode_name(Mode::DataParallel), mode_name(Mode::Distributed)};
+  return {std::begin(kNames), std::end(kNames)};
 }
 
 }  // namespace tandem::apps
