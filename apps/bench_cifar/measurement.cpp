@@ -29,13 +29,17 @@ ordered_json metric_json(double value) {
   return std::isnan(value) ? ordered_json(nullptr) : ordered_json(value);
 }
 
+ordered_json where_json(const Measurement& m) {
+  return {{"device", m.device},
+          {"device_list", m.device_list},
+          {"memory_format", m.memory_format},
+          {"processes", m.processes},
+          {"threads_per_process", m.threads_per_process},
+          {"local_batch", m.local_batch}};
+}
+
 ordered_json to_json(const Measurement& m) {
-  ordered_json j = {{"device", m.device},
-                    {"device_list", m.device_list},
-                    {"memory_format", m.memory_format},
-                    {"processes", m.processes},
-                    {"threads_per_process", m.threads_per_process},
-                    {"local_batch", m.local_batch}};
+  ordered_json j = where_json(m);
   for (const Metric& metric : kMetrics) j[metric.key] = metric_json(m.*metric.field);
   j["buckets"] = ordered_json::array();
   for (const BucketStat& b : m.buckets) {

@@ -134,6 +134,9 @@ struct BenchRow {
   std::string error{};  ///< set when the configuration failed
 };
 
+/// The fields before the metrics (device … local_batch): where and how the step ran.
+nlohmann::ordered_json where_json(const Measurement& m);
+/// where_json, every metric and the buckets.
 nlohmann::ordered_json to_json(const Measurement& m);
 /// The inverse of to_json (null, as JSON writes NaN, reads back as NaN).
 Measurement measurement_from_json(const nlohmann::json& j);

@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
-#include <functional>
 #include <thread>
 
 #include "apps/bench_cifar/report.h"
@@ -15,47 +14,9 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// A key of a JSON row that is not a metric, and how to read it.
-struct Column {
-  const char* key;
-  std::function<ordered_json(const BenchRow&, const BenchOptions&)> value;
-};
-
 // null instead of an empty string: the field does not apply to the row.
 ordered_json text_or_null(const std::string& text) {
   return text.empty() ? ordered_json(nullptr) : ordered_json(text);
-}
-
-// The configuration and where it ran, before the metrics.
-const std::vector<Column>& leading_columns() {
-  using O = BenchOptions;
-  const auto measured = [](const char* key, auto get) {
-    return Column{key, [get](const BenchRow& row, const O&) {
-                    return row.measured ? ordered_json(get(*row.measured)) : ordered_json(nullptr);
-                  }};
-  };
-  static const std::vector<Column> all = {
-      {"mode", [](const BenchRow& r, const O&) { return mode_name(r.config.mode); }},
-      {"devices", [](const BenchRow& r, const O&) { return r.config.devices; }},
-      {"batch_size", [](const BenchRow& r, const O&) { return r.config.batch; }},
-      {"overlap", [](const BenchRow& r, const O&) { return text_or_null(r.config.overlap); }},
-      {"grad_compression",
-       [](const BenchRow& r, const O&) { return text_or_null(r.config.compression); }},
-      {"dp_replicas",
-       [](const BenchRow& r, const O&) { return text_or_null(r.config.dp_replicas); }},
-      {"bucket_cap_mb",
-       [](const BenchRow& r, const O& o) {
-         return r.config.mode == Mode::Distributed ? ordered_json(o.bucket_cap_mb)
-                                                   : ordered_json(nullptr);
-       }},
-      measured("device", [](const Measurement& m) { return m.device; }),
-      measured("device_list", [](const Measurement& m) { return m.device_list; }),
-      measured("memory_format", [](const Measurement& m) { return m.memory_format; }),
-      measured("processes", [](const Measurement& m) { return m.processes; }),
-      measured("threads_per_process", [](const Measurement& m) { return m.threads_per_process; }),
-      measured("local_batch", [](const Measurement& m) { return m.local_batch; }),
-  };
-  return all;
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -86,49 +47,56 @@ ordered_json options_to_json(const BenchOptions& o) {
 }  // namespace
 
 RunInfo current_run_info(const BenchOptions& options) {
-  RunInfo info{.cpu = "unknown CPU",
-               .cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())),
-               .threads = total_threads(options),
-               .cuda = cuda_available()};
+  RunInfo info;
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M", &local);
   info.date = date;
+  info.cpu = "unknown CPU";
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
     const size_t colon = line.find(':');
-    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
-        colon + 2 <= line.size()) {
-      info.cpu = line.substr(colon + 2);
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos) {
+      info.cpu = line.substr(std::min(line.size(), colon + 2));
       break;
     }
   }
+  info.cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  info.threads = total_threads(options);
+  info.cuda = cuda_available();
   return info;
 }
 
 std::vector<std::string> row_columns() {
+  const ordered_json row = row_to_json(BenchRow{}, BenchOptions{});
   std::vector<std::string> keys;
-  for (const Column& column : leading_columns()) keys.emplace_back(column.key);
-  for (const Metric& metric : kMetrics) keys.emplace_back(metric.key);
-  keys.insert(keys.end(), {"buckets", "error"});
+  for (const auto& [key, value] : row.items()) keys.push_back(key);
   return keys;
 }
 
 ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
-  ordered_json object = ordered_json::object();
-  for (const Column& column : leading_columns()) object[column.key] = column.value(row, options);
-  const bool ddp = row.config.mode == Mode::Distributed;
+  const BenchConfig& c = row.config;
+  const bool ddp = c.mode == Mode::Distributed;
+  ordered_json j = {{"mode", mode_name(c.mode)},
+                    {"devices", c.devices},
+                    {"batch_size", c.batch},
+                    {"overlap", text_or_null(c.overlap)},
+                    {"grad_compression", text_or_null(c.compression)},
+                    {"dp_replicas", text_or_null(c.dp_replicas)},
+                    {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
+  // Where it ran (device … local_batch), as the worker reported it.
+  const ordered_json where = where_json(row.measured.value_or(Measurement{}));
+  for (const auto& [key, value] : where.items()) j[key] = row.measured ? value : nullptr;
   for (const Metric& metric : kMetrics) {
-    object[metric.key] = row.measured && applies(metric, row.config.mode)
-                             ? metric_json(row.measured.value().*metric.field)
-                             : ordered_json(nullptr);
+    j[metric.key] = row.measured && applies(metric, c.mode)
+                        ? metric_json(row.measured.value().*metric.field)
+                        : nullptr;
   }
-  object["buckets"] =
-      row.measured && ddp ? ordered_json(row.measured->buckets.size()) : ordered_json(nullptr);
-  object["error"] = text_or_null(row.error);
-  return object;
+  j["buckets"] = row.measured && ddp ? ordered_json(row.measured->buckets.size()) : nullptr;
+  j["error"] = text_or_null(row.error);
+  return j;
 }
 
 ordered_json projection_to_json(const ProjectionReport& report) {
