@@ -125,11 +125,10 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 }
 
 void validate(const BenchOptions& o) {
-  TANDEM_CHECK(
-      !o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() && !o.compressions.empty() &&
-          !o.dp_replicas.empty(),
-      "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression and --dp-replicas "
-      "each need at least one value");
+  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() &&
+                   !o.compressions.empty() && !o.dp_replicas.empty(),
+               "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression and "
+               "--dp-replicas each need at least one value");
   TANDEM_CHECK(
       !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
       o.data_dir,

@@ -43,7 +43,4 @@ void write_json(const std::string& path, const BenchOptions& options, const RunI
                 const std::vector<BenchRow>& rows,
                 const std::optional<ProjectionReport>& projection);
 
-/// The projection as JSON (part of write_json's file).
-nlohmann::ordered_json projection_to_json(const ProjectionReport& report);
-
 }  // namespace tandem::apps::bench

@@ -44,6 +44,48 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"seed", o.seed}};
 }
 
+ordered_json projection_to_json(const ProjectionReport& report) {
+  ordered_json j = {
+      {"title", "PROJECTION (not measured)"}, {"compute_device", report.compute_device},
+      {"links", ordered_json::array()},       {"profiles", ordered_json::array()},
+      {"rows", ordered_json::array()},        {"notes", report.notes}};
+  for (const LinkModel& link : report.links) {
+    j["links"].push_back(
+        {{"name", link.name}, {"bus_gbps", link.bus_gbps}, {"latency_us", link.latency_us}});
+  }
+  for (const ComputeProfile& p : report.profiles) {
+    ordered_json buckets = ordered_json::array();
+    for (const BucketReady& b : p.buckets)
+      buckets.push_back({{"ready_ms", b.ready_ms}, {"bytes", b.bytes}});
+    j["profiles"].push_back({{"batch", p.batch},
+                             {"forward_ms", p.forward_ms},
+                             {"backward_ms", p.backward_ms},
+                             {"optimizer_ms", p.optimizer_ms},
+                             {"parameter_bytes", p.parameter_bytes},
+                             {"buckets", buckets}});
+  }
+  for (const ProjectionRow& row : report.rows) {
+    const ProjectedStep& s = row.step;
+    j["rows"].push_back({{"link", row.link},
+                         {"mode", mode_name(s.mode)},
+                         {"gpus", s.gpus},
+                         {"global_batch", s.global_batch},
+                         {"local_batch", s.local_batch},
+                         {"compute_ms", s.compute_ms},
+                         {"comm_ms", s.comm_ms},
+                         {"exposed_ms", s.exposed_ms},
+                         {"step_ms", s.step_ms},
+                         {"images_per_s", s.images_per_s},
+                         {"speedup", s.speedup},
+                         {"efficiency", s.efficiency},
+                         {"scatter_ms", s.scatter_ms},
+                         {"replicate_ms", s.replicate_ms},
+                         {"reduce_ms", s.reduce_ms},
+                         {"gather_ms", s.gather_ms}});
+  }
+  return j;
+}
+
 }  // namespace
 
 RunInfo current_run_info(const BenchOptions& options) {
@@ -96,48 +138,6 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
   }
   j["buckets"] = row.measured && ddp ? ordered_json(row.measured->buckets.size()) : nullptr;
   j["error"] = text_or_null(row.error);
-  return j;
-}
-
-ordered_json projection_to_json(const ProjectionReport& report) {
-  ordered_json j = {
-      {"title", "PROJECTION (not measured)"}, {"compute_device", report.compute_device},
-      {"links", ordered_json::array()},       {"profiles", ordered_json::array()},
-      {"rows", ordered_json::array()},        {"notes", report.notes}};
-  for (const LinkModel& link : report.links) {
-    j["links"].push_back(
-        {{"name", link.name}, {"bus_gbps", link.bus_gbps}, {"latency_us", link.latency_us}});
-  }
-  for (const ComputeProfile& p : report.profiles) {
-    ordered_json buckets = ordered_json::array();
-    for (const BucketReady& b : p.buckets)
-      buckets.push_back({{"ready_ms", b.ready_ms}, {"bytes", b.bytes}});
-    j["profiles"].push_back({{"batch", p.batch},
-                             {"forward_ms", p.forward_ms},
-                             {"backward_ms", p.backward_ms},
-                             {"optimizer_ms", p.optimizer_ms},
-                             {"parameter_bytes", p.parameter_bytes},
-                             {"buckets", buckets}});
-  }
-  for (const ProjectionRow& row : report.rows) {
-    const ProjectedStep& s = row.step;
-    j["rows"].push_back({{"link", row.link},
-                         {"mode", mode_name(s.mode)},
-                         {"gpus", s.gpus},
-                         {"global_batch", s.global_batch},
-                         {"local_batch", s.local_batch},
-                         {"compute_ms", s.compute_ms},
-                         {"comm_ms", s.comm_ms},
-                         {"exposed_ms", s.exposed_ms},
-                         {"step_ms", s.step_ms},
-                         {"images_per_s", s.images_per_s},
-                         {"speedup", s.speedup},
-                         {"efficiency", s.efficiency},
-                         {"scatter_ms", s.scatter_ms},
-                         {"replicate_ms", s.replicate_ms},
-                         {"reduce_ms", s.reduce_ms},
-                         {"gather_ms", s.gather_ms}});
-  }
   return j;
 }
 

@@ -142,9 +142,8 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
   std::fprintf(out,
                "\nspeed-up, eff.: images/s against one device at the same global batch (the single "
                "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
-               "step, hidden: the share that ran "
-               "while backward was going. scatter … reduce: DataParallel ms per step. peak RSS: "
-               "per process; ddp: the largest rank.\n");
+               "step, hidden: the share that ran while backward was going. scatter … reduce: "
+               "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
 }
 
 void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {

@@ -6,11 +6,15 @@ namespace tandem::apps {
 namespace {
 
 constexpr const char* kModesHelp =
-    "single: one device; dp: DataParallel, a replica per device; ddp: DistributedDataParallel, "
-    "a process per device";
+    "single: one device; dp: DataParallel, a replica per device; ddp: DistributedDataParallel, a "
+    "process per device";
 constexpr const char* kCompressionHelp =
     "ddp: gradients cross ranks as fp16 or bf16 (half the bytes; a communication hook, see "
     "docs/parallel.md) or uncompressed (none)";
+
+CLI::IsMember mode_check() {
+  return CLI::IsMember(std::vector<std::string>(std::begin(kModeNames), std::end(kModeNames)));
+}
 
 CLI::IsMember compressions() {
   return CLI::IsMember({"none", "fp16", "bf16"});
@@ -21,10 +25,8 @@ CLI::IsMember compressions() {
 void add_mode_flag(CLI::App& app, Mode& mode) {
   app.add_option_function<std::string>(
          "--mode", [&mode](const std::string& name) { mode = parse_mode(name); },
-         std::string(kModesHelp) +
-             " (--nproc, or under tandem-run/mpirun/srun); dp runs on "
-             "--devices")
-      ->check(CLI::IsMember(mode_names()))
+         std::string(kModesHelp) + " (--nproc, or under tandem-run/mpirun/srun)")
+      ->check(mode_check())
       ->default_str(mode_name(mode));
 }
 
@@ -42,7 +44,7 @@ void add_modes_flag(CLI::App& app, std::vector<Mode>& modes) {
          },
          std::string("modes to run: ") + kModesHelp)
       ->delimiter(',')
-      ->check(CLI::IsMember(mode_names()))
+      ->check(mode_check())
       ->default_str(defaults);
 }
 

@@ -2,7 +2,6 @@
 /// How a training program spreads its work, named as on the command line (--mode, --modes).
 
 #include <string>
-#include <vector>
 
 namespace tandem::apps {
 
@@ -12,13 +11,14 @@ enum class Mode {
   Distributed,   ///< "ddp": a process per device (parallel::DistributedDataParallel)
 };
 
-/// "single", "dp" or "ddp".
-const char* mode_name(Mode mode);
+/// Every mode's name, in the enum's order.
+inline constexpr const char* kModeNames[] = {"single", "dp", "ddp"};
+
+inline const char* mode_name(Mode mode) {
+  return kModeNames[static_cast<int>(mode)];
+}
 
 /// The inverse of mode_name; throws "[mode] unknown mode 'x': single, dp or ddp".
 Mode parse_mode(const std::string& name);
-
-/// Every mode's name, in the enum's order (for flag checks and help texts).
-std::vector<std::string> mode_names();
 
 }  // namespace tandem::apps

@@ -34,10 +34,8 @@ std::vector<Device> choose_devices(Mode mode, const std::string& requested,
       if (!requested.empty()) return parallel::parse_device_list(requested);
       return first_devices(cuda_available() ? cuda_backend().device_count() : 2);
     case Mode::Distributed:
-      TANDEM_CHECK(requested.empty(),
-                   "[devices] --mode ddp trains each rank on its process "
-                   "group's device; --devices (",
-                   requested, ") is for single and dp");
+      TANDEM_CHECK(requested.empty(), "[devices] --mode ddp trains each rank on its process ",
+                   "group's device; --devices (", requested, ") is for single and dp");
       TANDEM_CHECK(group != nullptr, "[devices] --mode ddp needs a process group");
       return {group->tensor_device()};
   }

@@ -3,10 +3,10 @@
 /// wrapper (none, DataParallel or DistributedDataParallel) → SGD, so that the benchmark measures
 /// the object the trainer trains.
 ///
-///   TrainingSetup setup = make_training_setup(
-///       {.mode = Mode::DataParallel, .arch = "resnet20"}, choose_devices(Mode::DataParallel, "",
-///       nullptr), nullptr);
-///   Tensor loss = cross_entropy(setup.model->forward(images.to(setup.device())), labels);
+///   TrainingSetup s = make_training_setup({.mode = Mode::DataParallel},
+///                                         choose_devices(Mode::DataParallel, "", nullptr),
+///                                         nullptr);
+///   cross_entropy(s.model->forward(images.to(s.device())), labels).backward();
 
 #include <functional>
 #include <memory>
