@@ -52,7 +52,7 @@ std::string device_list(const std::vector<Device>& devices) {
 }
 
 TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> devices,
-                                  std::shared_ptr<parallel::ProcessGroup> group,
+                                  const std::shared_ptr<parallel::ProcessGroup>& group,
                                   const BeforeWrapping& before_wrapping) {
   TANDEM_CHECK(!devices.empty(), "[setup] no devices to train on");
   TANDEM_CHECK(o.mode == Mode::DataParallel || devices.size() == 1, "[setup] --mode ",

@@ -72,7 +72,7 @@ using BeforeWrapping = std::function<void(nn::Module& network, nn::Sgd& optimize
 /// Builds options.arch on `devices` (choose_devices or first_devices) and wraps it for
 /// options.mode; ddp needs `group`. Throws a one-line "[setup] …" for a bad combination.
 TrainingSetup make_training_setup(const SetupOptions& options, std::vector<Device> devices,
-                                  std::shared_ptr<parallel::ProcessGroup> group,
+                                  const std::shared_ptr<parallel::ProcessGroup>& group,
                                   const BeforeWrapping& before_wrapping = {});
 
 }  // namespace tandem::apps
