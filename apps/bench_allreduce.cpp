@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/run_main.h"
+#include "apps/common/run_main.h"
 #include "engine/tandem.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/process_group.h"

@@ -6,7 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "apps/run_main.h"
+#include "apps/common/run_main.h"
 #include "parallel/comm/launcher.h"
 
 namespace {

@@ -2,33 +2,20 @@
 """Plots bench_cifar results: images/s and scaling efficiency per configuration, and the
 projection's efficiency per GPU count when the run had --project.
 
-    bench_cifar --json bench.json --csv bench.csv [--project]
-    scripts/plot_bench.py bench.json -o bench.png      # or bench.csv (no projection in CSV)
+    bench_cifar --json bench.json [--project]
+    scripts/plot_bench.py bench.json -o bench.png
 
 Needs matplotlib (Debian: apt-get install python3-matplotlib).
 """
 
 import argparse
-import csv
 import json
 import sys
 
 
 def load_rows(path):
-    """Rows as dicts with numbers parsed, and the projection (None for CSV or without one)."""
-    if path.endswith(".csv"):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        for row in rows:
-            for key, value in row.items():
-                if value == "":
-                    row[key] = None
-                else:
-                    try:
-                        row[key] = float(value)
-                    except ValueError:
-                        pass
-        return rows, None
+    """The rows of a bench_cifar --json report (keys: its metric table, kMetrics in
+    apps/bench_cifar/measurement.h), and its projection (None without --project)."""
     with open(path) as f:
         report = json.load(f)
     return report["rows"], report.get("projection")
@@ -38,6 +25,8 @@ def label(row):
     text = f"{row['mode']} x{int(row['devices'])}\nb{int(row['batch_size'])}"
     if row.get("overlap"):
         text += f"\noverlap {row['overlap']}"
+    if row.get("dp_replicas") == "rebuilt":
+        text += "\nrebuilt replicas"
     return text
 
 
@@ -74,7 +63,7 @@ def projection_panel(axis, projection):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results", help="bench_cifar --json or --csv output")
+    parser.add_argument("results", help="bench_cifar --json output")
     parser.add_argument("-o", "--output", default="bench_cifar.png", help="PNG to write "
                         "(default: %(default)s)")
     args = parser.parse_args(argv)

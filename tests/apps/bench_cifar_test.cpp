@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/bench/report.h"
+#include "apps/bench_cifar/report.h"
 #include "engine/backend.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
@@ -61,30 +61,6 @@ std::vector<std::vector<std::string>> first_table(const std::string& output) {
   return table;
 }
 
-// Simple CSV: fields may be quoted (device lists hold commas).
-std::vector<std::vector<std::string>> read_csv(const std::string& path) {
-  std::vector<std::vector<std::string>> rows;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> fields(1);
-    bool quoted_field = false;
-    for (size_t i = 0; i < line.size(); ++i) {
-      const char c = line[i];
-      if (c == '"' && quoted_field && i + 1 < line.size() && line[i + 1] == '"') {
-        fields.back() += '"', ++i;
-      } else if (c == '"') {
-        quoted_field = !quoted_field;
-      } else if (c == ',' && !quoted_field) {
-        fields.emplace_back();
-      } else {
-        fields.back() += c;
-      }
-    }
-    rows.push_back(fields);
-  }
-  return rows;
-}
-
 const std::vector<std::string> kTinyLabels{"single x1 b8", "dp x1 b8", "dp x2 b8",
                                            "ddp x1 b8 overlap on", "ddp x2 b8 overlap on"};
 
@@ -112,40 +88,44 @@ void expect_table_has_the_rows(const std::string& output) {
   EXPECT_EQ(table[3][8], "-");
 }
 
-void expect_csv_matches_json(const std::string& csv_path, const json& report) {
-  const auto csv = read_csv(csv_path);
-  ASSERT_EQ(csv.size(), 1 + kTinyLabels.size());
-  EXPECT_EQ(csv[0], row_columns());
-  const json& rows = report.at("rows");
+// The JSON rows hold the table's numbers (as printed, "%.1f"), with every column in order.
+void expect_json_matches_table(const std::string& json_text, const std::string& output) {
+  const auto table = first_table(output);
+  const nlohmann::ordered_json report = nlohmann::ordered_json::parse(json_text);
+  const nlohmann::ordered_json& rows = report.at("rows");
   ASSERT_EQ(rows.size(), kTinyLabels.size());
+  ASSERT_EQ(table.size(), 1 + rows.size());
   for (size_t r = 0; r < rows.size(); ++r) {
-    for (size_t c = 0; c < csv[0].size(); ++c) {
-      const json& value = rows[r].at(csv[0][c]);
-      const std::string& field = csv[r + 1][c];
-      if (value.is_null()) {
-        EXPECT_EQ(field, "") << csv[0][c];
-      } else if (value.is_string()) {
-        EXPECT_EQ(field, value.get<std::string>()) << csv[0][c];
-      } else {
-        EXPECT_NEAR(std::stod(field), value.get<double>(), 1e-6 * std::abs(value.get<double>()))
-            << csv[0][c] << " of row " << r;
-      }
-    }
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : rows[r].items()) keys.push_back(key);
+    keys.pop_back();  // bucket_timings, which only JSON has
+    EXPECT_EQ(keys, row_columns());
+    char images_per_s[32];
+    std::snprintf(images_per_s, sizeof images_per_s, "%.1f",
+                  rows[r].at("images_per_s").get<double>());
+    EXPECT_EQ(table[r + 1][2], images_per_s) << kTinyLabels[r];
+    EXPECT_EQ(rows[r].at("mode").get<std::string>() + " x" +
+                  std::to_string(rows[r].at("devices").get<int>()),
+              table[r + 1][0].substr(0, table[r + 1][0].find(" b")));
+    EXPECT_GT(rows[r].at("peak_rss_mb").get<double>(), 0);
   }
 }
 
-TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesCsvAndJson) {
+TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
   TempDir dir;
-  const std::string csv = dir.file("bench.csv"), json_path = dir.file("bench.json");
-  const ProgramRun run = bench_cifar(
-      {"--arch", "resnet20", "--batch-sizes", "8",         "--steps",   "1",         "--warmup",
-       "1",      "--modes",  "single,dp,ddp", "--devices", "1,2",       "--threads", "2",
-       "--csv",  csv,        "--json",        json_path,   "--project", "--link",    "both"},
-      dir);
+  const std::string json_path = dir.file("bench.json");
+  const ProgramRun run =
+      bench_cifar({"--arch", "resnet20", "--batch-sizes", "8", "--steps", "1", "--warmup", "1",
+                   "--modes", "single,dp,ddp", "--devices", "1,2", "--threads", "2", "--json",
+                   json_path, "--project", "--link", "both"},
+                  dir);
   ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
   expect_table_has_the_rows(run.output);
   const json report = json::parse(read_text(json_path));
-  expect_csv_matches_json(csv, report);
+  expect_json_matches_table(read_text(json_path), run.output);
+  EXPECT_EQ(report["rows"][2]["device_list"], cuda_available() ? "cuda:0,cuda:1" : "cpu:0,cpu:1");
+  EXPECT_EQ(report["rows"][2]["dp_replicas"], "persistent");
+  EXPECT_TRUE(report["rows"][3]["dp_replicas"].is_null());  // a ddp row
   EXPECT_EQ(report["rows"][4]["processes"], 2);
   EXPECT_EQ(report["rows"][4]["bucket_timings"].size(), report["rows"][4]["buckets"].get<size_t>());
 
@@ -176,6 +156,20 @@ TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {
             std::string::npos);
 }
 
+TEST(BenchCifar, DataParallelCanRebuildItsReplicasEveryStep) {
+  TempDir dir;
+  const ProgramRun run = bench_cifar(
+      {"--modes", "dp", "--devices", "2", "--dp-replicas", "rebuilt", "--batch-sizes", "8",
+       "--steps", "1", "--warmup", "0", "--threads", "2", "--json", dir.file("bench.json")},
+      dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
+  EXPECT_EQ(first_table(run.output).at(1).at(0), "dp x2 b8 rebuilt replicas") << run.output;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  EXPECT_EQ(report["rows"][0]["dp_replicas"], "rebuilt");
+  EXPECT_GT(report["rows"][0]["replicate_ms"].get<double>(), 0);
+  EXPECT_EQ(report["options"]["dp_replicas"], json::array({"rebuilt"}));
+}
+
 TEST(BenchCifar, AConfigurationThatCannotRunIsReportedAndTheOthersRun) {
   TempDir dir;
   const ProgramRun run = bench_cifar({"--modes", "single,ddp", "--devices", "3", "--batch-sizes",
@@ -202,6 +196,7 @@ TEST(BenchCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(bench_cifar({"--bogus"}, dir, true), "--bogus");
   expect_one_error_line(bench_cifar({"--overlap", "maybe"}, dir, true), "--overlap");
   expect_one_error_line(bench_cifar({"--batch-sizes", "8,x"}, dir, true), "--batch-sizes");
+  expect_one_error_line(bench_cifar({"--csv", "bench.csv"}, dir, true), "--csv");  // JSON only
   expect_one_error_line(bench_cifar({"--real", "--data-dir", "/nonexistent"}, dir, true),
                         "no CIFAR-10 at /nonexistent");
 }
@@ -210,10 +205,13 @@ TEST(BenchCifar, HelpExplainsTheFlagsWithTheirDefaults) {
   TempDir dir;
   const ProgramRun run = bench_cifar({"--help"}, dir, true);
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* text :
-       {"--modes", "single,dp,ddp", "--devices", "--batch-sizes", "=128", "--bucket-cap-mb", "=25",
-        "--overlap", "--threads", "--project", "--nvlink-gbps", "=150", "--pcie-gbps", "=12",
-        "--latency-us", "=20", "--csv", "--json", "--real"}) {
+  for (const char* text : {"--modes",       "single,dp,ddp", "--devices",
+                           "--batch-sizes", "=128",          "--bucket-cap-mb",
+                           "=25",           "--overlap",     "--threads",
+                           "--project",     "--nvlink-gbps", "=150",
+                           "--pcie-gbps",   "=12",           "--latency-us",
+                           "=20",           "--json",        "--real",
+                           "--dp-replicas", "=[persistent]"}) {
     EXPECT_NE(run.output.find(text), std::string::npos) << text;
   }
   EXPECT_EQ(run.output.find("--worker-json"), std::string::npos) << "an internal flag";

@@ -1,9 +1,9 @@
 // bench_cifar's flags, matrix, scaling and report columns, without measuring anything.
 #include <gtest/gtest.h>
 
-#include "apps/bench/bench_options.h"
-#include "apps/bench/report.h"
-#include "apps/bench/runner.h"
+#include "apps/bench_cifar/bench_options.h"
+#include "apps/bench_cifar/report.h"
+#include "apps/bench_cifar/runner.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::apps::bench {
@@ -50,6 +50,25 @@ TEST(BenchOptions, EachGradientCompressionIsADdpRow) {
   EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).compression, "bf16");
 }
 
+TEST(BenchOptions, EachDpReplicaChoiceIsADpRow) {
+  const BenchOptions o =
+      parse({"--modes", "dp,ddp", "--devices", "2", "--dp-replicas", "persistent,rebuilt"});
+  const std::vector<BenchConfig> configs = expand_matrix(o);
+  EXPECT_EQ(labels(configs), (std::vector<std::string>{"dp x2 b128", "dp x2 b128 rebuilt replicas",
+                                                       "ddp x2 b128 overlap on"}));
+  EXPECT_EQ(configs[1].dp_replicas, "rebuilt");
+  EXPECT_EQ(configs[2].dp_replicas, "");  // a dp choice only
+  const auto args = worker_arguments(o, configs[1], "r.json");
+  EXPECT_EQ(worker_config(parse({args.begin(), args.end()})), configs[1]);
+}
+
+TEST(BenchOptions, ModesAreParsedIntoTheEnum) {
+  EXPECT_EQ(parse({"--modes", "ddp,single"}).modes,
+            (std::vector<Mode>{Mode::Distributed, Mode::Single}));
+  EXPECT_EQ(parse({}).modes,
+            (std::vector<Mode>{Mode::Single, Mode::DataParallel, Mode::Distributed}));
+}
+
 TEST(BenchOptions, RepeatedValuesDoNotRepeatRows) {
   EXPECT_EQ(expand_matrix(parse({"--modes", "dp,dp", "--devices", "2,2"})).size(), 1u);
 }
@@ -61,6 +80,8 @@ TEST(BenchOptions, BadValuesAreOneLineErrors) {
                                                {"--grad-compression", "int8"},
                                                {"--devices", "0"},
                                                {"--link", "infiniband"},
+                                               {"--dp-replicas", "cached"},
+                                               {"--csv", "bench.csv"},
                                                {"--steps", "0"}}) {
     std::vector<const char*> argv{"bench_cifar"};
     for (const std::string& arg : args) argv.push_back(arg.c_str());
@@ -73,20 +94,24 @@ TEST(BenchOptions, BadValuesAreOneLineErrors) {
 }
 
 TEST(BenchOptions, ConfigurationsThatCannotRunSayWhy) {
-  EXPECT_EQ(config_problem({.mode = "ddp", .devices = 2, .batch = 8, .overlap = "on"}), "");
-  EXPECT_EQ(config_problem({.mode = "ddp", .devices = 3, .batch = 8, .overlap = "on"}),
+  EXPECT_EQ(config_problem({.mode = Mode::Distributed, .devices = 2, .batch = 8, .overlap = "on"}),
+            "");
+  EXPECT_EQ(config_problem({.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = "on"}),
             "[bench_cifar] batch 8 does not split evenly over 3 processes");
-  EXPECT_EQ(config_problem({.mode = "dp", .devices = 3, .batch = 8}),
+  EXPECT_EQ(config_problem({.mode = Mode::DataParallel, .devices = 3, .batch = 8}),
             "");  // uneven chunks are fine
-  EXPECT_EQ(config_problem({.mode = "dp", .devices = 4, .batch = 2}),
+  EXPECT_EQ(config_problem({.mode = Mode::DataParallel, .devices = 4, .batch = 2}),
             "[bench_cifar] batch 2 is smaller than the 4 devices it is split over");
 }
 
 TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   const BenchOptions parent = parse({"--arch", "resnet32", "--bucket-cap-mb", "0.25", "--steps",
                                      "3", "--real", "--data-dir", "/data"});
-  const BenchConfig config{
-      .mode = "ddp", .devices = 4, .batch = 64, .overlap = "off", .compression = "none"};
+  const BenchConfig config{.mode = Mode::Distributed,
+                           .devices = 4,
+                           .batch = 64,
+                           .overlap = "off",
+                           .compression = "none"};
   const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
   EXPECT_EQ(worker.worker_json, "/tmp/result.json");
   EXPECT_EQ(worker_config(worker), config);
@@ -95,7 +120,7 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   EXPECT_EQ(worker.steps, 3);
   EXPECT_TRUE(worker.real);
   EXPECT_EQ(worker.data_dir, "/data");
-  const BenchConfig single{.mode = "single", .devices = 1, .batch = 32};
+  const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
 }
 
@@ -107,26 +132,28 @@ BenchRow measured_row(BenchConfig config, double images_per_s) {
 }
 
 TEST(BenchOptions, ScalingIsAgainstSingleAtTheSameBatch) {
-  std::vector<BenchRow> rows{measured_row({.mode = "single", .devices = 1, .batch = 64}, 100),
-                             measured_row({.mode = "dp", .devices = 2, .batch = 64}, 150),
-                             measured_row({.mode = "dp", .devices = 2, .batch = 32}, 80),
-                             measured_row({.mode = "dp", .devices = 1, .batch = 32}, 50),
-                             BenchRow{.config = {.mode = "dp", .devices = 4, .batch = 32}}};
+  std::vector<BenchRow> rows{
+      measured_row({.mode = Mode::Single, .devices = 1, .batch = 64}, 100),
+      measured_row({.mode = Mode::DataParallel, .devices = 2, .batch = 64}, 150),
+      measured_row({.mode = Mode::DataParallel, .devices = 2, .batch = 32}, 80),
+      measured_row({.mode = Mode::DataParallel, .devices = 1, .batch = 32}, 50),
+      BenchRow{.config = {.mode = Mode::DataParallel, .devices = 4, .batch = 32}}};
   add_scaling(rows);
-  EXPECT_DOUBLE_EQ(*rows[0].speedup, 1.0);
-  EXPECT_DOUBLE_EQ(*rows[1].speedup, 1.5);
-  EXPECT_DOUBLE_EQ(*rows[1].efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(rows[0].measured->speedup, 1.0);
+  EXPECT_DOUBLE_EQ(rows[1].measured->speedup, 1.5);
+  EXPECT_DOUBLE_EQ(rows[1].measured->efficiency, 0.75);
   // No single row at batch 32: the same mode's one-device row is the baseline.
-  EXPECT_DOUBLE_EQ(*rows[2].speedup, 1.6);
-  EXPECT_DOUBLE_EQ(*rows[2].efficiency, 0.8);
-  EXPECT_FALSE(rows[4].speedup.has_value());  // failed rows have none
+  EXPECT_DOUBLE_EQ(rows[2].measured->speedup, 1.6);
+  EXPECT_DOUBLE_EQ(rows[2].measured->efficiency, 0.8);
+  EXPECT_FALSE(rows[4].measured.has_value());  // failed rows have no scaling either
 }
 
-TEST(BenchOptions, CsvAndJsonRowsShareTheirColumns) {
+TEST(BenchOptions, JsonRowsHaveEveryColumnInOrder) {
   BenchOptions options;
-  const BenchRow ok = measured_row({.mode = "dp", .devices = 2, .batch = 64}, 150);
-  const BenchRow failed{.config = {.mode = "ddp", .devices = 3, .batch = 8, .overlap = "on"},
-                        .error = "[bench_cifar] no"};
+  const BenchRow ok = measured_row({.mode = Mode::DataParallel, .devices = 2, .batch = 64}, 150);
+  const BenchRow failed{
+      .config = {.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = "on"},
+      .error = "[bench_cifar] no"};
   for (const BenchRow& row : {ok, failed}) {
     std::vector<std::string> keys;
     const nlohmann::ordered_json object = row_to_json(row, options);
@@ -135,6 +162,8 @@ TEST(BenchOptions, CsvAndJsonRowsShareTheirColumns) {
   }
   EXPECT_TRUE(row_to_json(ok, options)["comm_ms"].is_null());  // a ddp column on a dp row
   EXPECT_EQ(row_to_json(ok, options)["scatter_ms"], 0.0);
+  EXPECT_TRUE(row_to_json(ok, options)["speedup"].is_null());  // no baseline row
+  EXPECT_EQ(row_to_json(ok, options)["mode"], "dp");
   EXPECT_EQ(row_to_json(failed, options)["error"], "[bench_cifar] no");
   EXPECT_TRUE(row_to_json(failed, options)["images_per_s"].is_null());
 }

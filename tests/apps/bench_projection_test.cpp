@@ -1,8 +1,8 @@
-// bench_cifar's scaling projection (apps/bench/projection.h) on hand-computed cases.
+// bench_cifar's scaling projection (apps/bench_cifar/projection.h) on hand-computed cases.
 #include <gtest/gtest.h>
 
-#include "apps/bench/projection.h"
-#include "apps/bench/projection_report.h"
+#include "apps/bench_cifar/projection.h"
+#include "apps/bench_cifar/projection_report.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::apps::bench {
@@ -70,7 +70,7 @@ ComputeProfile profile(int64_t batch, double forward, double backward, double op
 TEST(BenchProjection, DdpStepIsComputePlusExposedCommunication) {
   const ComputeProfile local = profile(128, 10, 20, 1), whole = profile(256, 20, 38, 2);
   const ProjectedStep step = project_ddp(local, whole, 2, kFast);
-  EXPECT_EQ(step.mode, "ddp");
+  EXPECT_EQ(step.mode, Mode::Distributed);
   EXPECT_EQ(step.local_batch, 128);
   EXPECT_EQ(step.global_batch, 256);
   EXPECT_DOUBLE_EQ(step.compute_ms, 31.0);

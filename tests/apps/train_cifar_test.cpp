@@ -74,6 +74,19 @@ TEST(TrainCifar, DataParallelLossFalls) {
   expect_loss_falls({"--mode", "dp", "--devices", "cpu:0,cpu:1"});
 }
 
+// As PyTorch's DataParallel takes every visible GPU; without one, two CPU devices (as bench_cifar's
+// dp x2), since one would be no DataParallel at all.
+TEST(TrainCifar, DataParallelDefaultsToEveryGpuElseTwoCpuDevices) {
+  const ProgramRun run =
+      train_cifar({"--synthetic", "--subset", "64", "--batch-size", "32", "--epochs", "1",
+                   "--workers", "0", "--no-progress", "--mode", "dp"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string expected =
+      cuda_available() ? "mode dp on " + std::to_string(cuda_backend().device_count()) + " devices"
+                       : "mode dp on 2 devices (cpu:0,cpu:1)";
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+}
+
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
 }
@@ -200,6 +213,8 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
                         cuda_available() ? "cuda:7" : cuda_unavailable_reason());
   expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
+  expect_one_error_line(train_cifar({"--synthetic", "--devices", "cpu:0,cpu:1"}),
+                        "--devices cpu:0,cpu:1 lists several devices, which only --mode dp uses");
   TempDir dir;
   expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}),
                         "missing.ckpt");

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "apps/train/train_options.h"
+#include "apps/train_cifar/train_options.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::apps {
@@ -144,9 +144,6 @@ TEST(TrainOptions, CombinationsAreChecked) {
   o.eval_only = true;
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("--eval-only needs a checkpoint"),
             std::string::npos);
-  o = {};
-  o.devices = "cpu:0,cpu:1";
-  EXPECT_NE(error_message([&] { validate(o, 1); }).find("only --mode dp uses"), std::string::npos);
   o = {};
   o.no_overlap = true;
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("are for --mode ddp"), std::string::npos);

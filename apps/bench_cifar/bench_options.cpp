@@ -1,0 +1,233 @@
+#include "apps/bench_cifar/bench_options.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/common/flags.h"
+#include "apps/common/parse_command_line.h"
+#include "engine/error.h"
+#include "engine/threads.h"
+
+namespace tandem::apps::bench {
+namespace {
+
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  return text;
+}
+
+void add_matrix_flags(CLI::App& app, BenchOptions& o) {
+  add_modes_flag(app, o.modes);
+  app.add_option("--devices", o.devices,
+                 "device counts: dp runs on that many devices (cpu:0 … cpu:n-1, or GPUs when "
+                 "present), ddp on that many processes")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->default_str("1,2");
+  app.add_option("--batch-sizes", o.batch_sizes,
+                 "global batch sizes, split over the devices or processes")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->default_str("128");
+  add_arch_flag(app, o.arch);
+  app.add_option("--warmup", o.warmup,
+                 "untimed steps before the timed ones (the first steps allocate, and DDP rebuilds "
+                 "its buckets at step 2)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app.add_option("--steps", o.steps,
+                 "timed training steps (forward, cross-entropy, backward, SGD) per configuration")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--threads", o.threads,
+                 "CPU threads in all (0: TANDEM_NUM_THREADS or all cores); dp splits them over its "
+                 "replicas, ddp gives each of n processes threads/n")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  add_memory_format_flag(app, o.memory_format);
+  add_bucket_cap_flag(app, o.bucket_cap_mb);
+  app.add_option(
+         "--first-bucket-mb", o.first_bucket_mb,
+         "ddp: size of the first bucket in MiB (launched first, so small), at most --bucket-cap-mb")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->capture_default_str();
+  app.add_option(
+         "--overlap", o.overlap,
+         "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)")
+      ->check(CLI::IsMember({"on", "off", "both"}))
+      ->capture_default_str();
+  add_grad_compression_flag(app, o.compressions);
+  app.add_option("--dp-replicas", o.dp_replicas,
+                 "dp: replicas kept between steps and refreshed in place (persistent) or rebuilt "
+                 "every step as PyTorch does (rebuilt), a row for each listed")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"persistent", "rebuilt"}))
+      ->capture_default_str();
+  app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
+  add_data_dir_flag(app, o.data_dir);
+  app.add_option("--seed", o.seed, "seed of the weights and the synthetic images")
+      ->capture_default_str();
+  app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
+  app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions
+}
+
+void add_projection_flags(CLI::App& app, BenchOptions& o) {
+  app.add_flag("--project", o.project,
+               "after the table, project DDP and DataParallel onto --project-gpus GPUs from one "
+               "measured device and a model of the link");
+  app.add_option("--project-gpus", o.project_gpus, "GPU counts to project onto")
+      ->delimiter(',')
+      ->check(CLI::Range(2, 4096))
+      ->default_str("2,4,8");
+  app.add_option("--link", o.link, "interconnect of the projection: nvlink, pcie or both")
+      ->check(CLI::IsMember({"nvlink", "pcie", "both"}))
+      ->capture_default_str();
+  app.add_option(
+         "--nvlink-gbps", o.nvlink_gbps,
+         "NVLink all-reduce bus bandwidth, GB/s per direction (conservative: nccl-tests reports a "
+         "few hundred on A100/H100 NVLink for large messages; see docs/benchmarks.md)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--pcie-gbps", o.pcie_gbps,
+                 "PCIe all-reduce bus bandwidth, GB/s per direction (about what PCIe 3.0 x16 "
+                 "achieves, or 4.0 through the CPU)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--latency-us", o.latency_us,
+                 "fixed cost of each collective or transfer, µs (NCCL's small-message all-reduce "
+                 "time within a node)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
+}
+
+}  // namespace
+
+std::string BenchConfig::label() const {
+  std::string text = mode_name(mode);
+  text += " x" + std::to_string(devices) + " b" + std::to_string(batch);
+  if (!overlap.empty()) text += " overlap " + overlap;
+  if (!compression.empty() && compression != "none") text += " " + compression;
+  if (dp_replicas == "rebuilt") text += " rebuilt replicas";
+  return text;
+}
+
+bool parse_bench_options(int argc, const char* const* argv, BenchOptions& options) {
+  CLI::App app(
+      "bench_cifar: images/s, scaling and communication of a ResNet training step on CIFAR-shaped "
+      "data, in each mode, device count and batch size",
+      "bench_cifar");
+  add_matrix_flags(app, options);
+  add_projection_flags(app, options);
+  return parse_command_line(app, argc, argv, "bench_cifar");
+}
+
+void validate(const BenchOptions& o) {
+  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() &&
+                   !o.compressions.empty() && !o.dp_replicas.empty(),
+               "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression and "
+               "--dp-replicas each need at least one value");
+  TANDEM_CHECK(
+      !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
+      o.data_dir,
+      ": run scripts/get_cifar10.sh, pass --data-dir DIR, or drop --real for synthetic data");
+  TANDEM_CHECK(!o.project || !o.project_gpus.empty(), "[bench_cifar] --project-gpus is empty");
+}
+
+std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
+  std::vector<std::string> overlaps{o.overlap};
+  if (o.overlap == "both") overlaps = {"on", "off"};
+  std::vector<BenchConfig> configs;
+  for (int64_t batch : o.batch_sizes) {
+    for (Mode mode : o.modes) {
+      if (mode == Mode::Single) {
+        configs.push_back({.mode = mode, .devices = 1, .batch = batch});
+        continue;
+      }
+      for (int devices : o.devices) {
+        if (mode == Mode::DataParallel) {
+          for (const std::string& replicas : o.dp_replicas) {
+            configs.push_back(
+                {.mode = mode, .devices = devices, .batch = batch, .dp_replicas = replicas});
+          }
+          continue;
+        }
+        for (const std::string& overlap : overlaps) {
+          for (const std::string& compression : o.compressions) {
+            configs.push_back({.mode = mode,
+                               .devices = devices,
+                               .batch = batch,
+                               .overlap = overlap,
+                               .compression = compression});
+          }
+        }
+      }
+    }
+  }
+  // A mode listed twice, or a repeated count, would only measure the same thing again.
+  std::vector<BenchConfig> unique;
+  for (const BenchConfig& config : configs) {
+    if (std::find(unique.begin(), unique.end(), config) == unique.end()) unique.push_back(config);
+  }
+  return unique;
+}
+
+std::string config_problem(const BenchConfig& c) {
+  if (c.batch < c.devices) {
+    return "[bench_cifar] batch " + std::to_string(c.batch) + " is smaller than the " +
+           std::to_string(c.devices) + (c.mode == Mode::Distributed ? " processes" : " devices") +
+           " it is split over";
+  }
+  if (c.mode == Mode::Distributed && c.batch % c.devices != 0) {
+    return "[bench_cifar] batch " + std::to_string(c.batch) + " does not split evenly over " +
+           std::to_string(c.devices) + " processes";
+  }
+  return "";
+}
+
+std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConfig& c,
+                                          const std::string& result_path) {
+  const std::pair<const char*, std::string> flags[] = {
+      {"--worker-json", result_path},
+      {"--modes", mode_name(c.mode)},
+      {"--devices", std::to_string(c.devices)},
+      {"--batch-sizes", std::to_string(c.batch)},
+      {"--arch", o.arch},
+      {"--warmup", std::to_string(o.warmup)},
+      {"--steps", std::to_string(o.steps)},
+      {"--bucket-cap-mb", number(o.bucket_cap_mb)},
+      {"--first-bucket-mb", number(o.first_bucket_mb)},
+      {"--overlap", c.overlap.empty() ? "on" : c.overlap},
+      {"--grad-compression", c.compression.empty() ? "none" : c.compression},
+      {"--dp-replicas", c.dp_replicas.empty() ? "persistent" : c.dp_replicas},
+      {"--seed", std::to_string(o.seed)},
+      {"--memory-format", o.memory_format}};
+  std::vector<std::string> args;
+  for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
+  if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
+  return args;
+}
+
+BenchConfig worker_config(const BenchOptions& o) {
+  TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty(),
+               "[bench_cifar] a worker needs one mode, device count and batch size");
+  BenchConfig config{.mode = o.modes[0],
+                     .devices = o.modes[0] == Mode::Single ? 1 : o.devices[0],
+                     .batch = o.batch_sizes[0]};
+  if (config.mode == Mode::Distributed) {
+    config.overlap = o.overlap == "off" ? "off" : "on";
+    config.compression = o.compressions.empty() ? "none" : o.compressions[0];
+  }
+  if (config.mode == Mode::DataParallel) {
+    config.dp_replicas = o.dp_replicas.empty() ? "persistent" : o.dp_replicas[0];
+  }
+  return config;
+}
+
+int total_threads(const BenchOptions& o) {
+  return o.threads > 0 ? o.threads : num_threads();
+}
+
+}  // namespace tandem::apps::bench

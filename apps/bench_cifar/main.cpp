@@ -1,0 +1,56 @@
+// bench_cifar: images/s, scaling efficiency and communication of a ResNet training step in each
+// mode (single, dp, ddp), device count and batch size; optionally a projection onto N GPUs. See
+// docs/benchmarks.md and `bench_cifar --help`.
+//
+// Every configuration runs in fresh processes started through tandem-run's logic: this program
+// again, with the hidden --worker-json flag (Note [One process per configuration]).
+
+#include <cstdio>
+#include <optional>
+
+#include "apps/bench_cifar/bench_options.h"
+#include "apps/bench_cifar/projection_report.h"
+#include "apps/bench_cifar/report.h"
+#include "apps/bench_cifar/runner.h"
+#include "apps/bench_cifar/worker.h"
+#include "apps/common/run_main.h"
+#include "engine/error.h"
+
+namespace {
+
+using namespace tandem::apps::bench;
+
+void print_progress(const BenchRow& row, size_t index, size_t count) {
+  const std::string result =
+      row.measured ? std::to_string(static_cast<int>(row.measured->images_per_s)) + " images/s"
+                   : "failed";
+  std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index + 1, count, row.config.label().c_str(),
+               result.c_str());
+}
+
+int run(int argc, char** argv) {
+  BenchOptions options;
+  if (!parse_bench_options(argc, argv, options)) return 0;
+  if (!options.worker_json.empty()) return run_worker(options);
+  validate(options);
+  const RunInfo info = current_run_info(options);
+  WorkArea area;
+  const std::vector<BenchRow> rows = run_matrix(options, area, print_progress);
+  print_table(stdout, options, info, rows);
+  std::optional<ProjectionReport> projection;
+  if (options.project) {
+    projection = build_projection(options, rows, area);
+    print_projection(stdout, options, *projection);
+  }
+  if (!options.json.empty()) write_json(options.json, options, info, rows, projection);
+  for (const BenchRow& row : rows) {
+    if (!row.measured) return 1;  // the table says which and why
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tandem::apps::run_main("bench_cifar", [&] { return run(argc, argv); });
+}

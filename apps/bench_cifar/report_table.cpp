@@ -1,0 +1,182 @@
+// The terminal side of bench_cifar's report (apps/bench_cifar/report.h): Markdown tables.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+
+#include "apps/bench_cifar/report.h"
+
+namespace tandem::apps::bench {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string format(const char* pattern, ...) {
+  char text[256];
+  va_list args;
+  va_start(args, pattern);
+  std::vsnprintf(text, sizeof text, pattern, args);
+  va_end(args);
+  return text;
+}
+
+// Rows of cells printed as a Markdown table with aligned columns.
+class TextTable {
+ public:
+  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
+  void add(std::vector<std::string> cells) {
+    cells.resize(header_.size());
+    rows_.push_back(std::move(cells));
+  }
+  /// A row of `first` and then one long cell (an error), left out of the column widths so that
+  /// it does not widen every other row; Markdown fills the missing cells.
+  void add_note(std::string first, std::string note) {
+    rows_.push_back({std::move(first), std::move(note)});
+  }
+  void print(std::FILE* out) const {
+    std::vector<size_t> widths(header_.size(), 3);
+    for (size_t c = 0; c < header_.size(); ++c) {
+      widths[c] = std::max(widths[c], header_[c].size());
+      for (const auto& row : rows_) {
+        if (row.size() == header_.size() || c == 0) widths[c] = std::max(widths[c], row[c].size());
+      }
+    }
+    print_row(out, header_, widths);
+    std::vector<std::string> rule;
+    rule.reserve(widths.size());
+    for (size_t width : widths) rule.emplace_back(width, '-');
+    print_row(out, rule, widths);
+    for (const auto& row : rows_) print_row(out, row, widths);
+  }
+
+ private:
+  static void print_row(std::FILE* out, const std::vector<std::string>& cells,
+                        const std::vector<size_t>& widths) {
+    std::string line = "|";
+    for (size_t c = 0; c < cells.size(); ++c) {
+      line += ' ';
+      line += cells[c];
+      line.append(widths[c] - std::min(widths[c], cells[c].size()), ' ');
+      line += " |";
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+  }
+
+  std::vector<std::string> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string device_cell(const BenchRow& row) {
+  const Measurement& m = *row.measured;
+  const char* layout = m.memory_format == "channels_last" ? "nhwc" : "nchw";
+  if (row.config.mode == Mode::Distributed) {
+    return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes, m.threads_per_process);
+  }
+  return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
+}
+
+std::string metric_cell(Cell cell, double value) {
+  switch (cell) {
+    case Cell::None: break;
+    case Cell::Decimal: return format("%.1f", value);
+    case Cell::Ratio: return format("%.2f", value);
+    case Cell::Percent: return format("%.0f %%", 100 * value);
+    case Cell::MiB: return format("%.2f", value / kMiB);
+    case Cell::Whole: return format("%.0f", value);
+  }
+  return "";
+}
+
+std::vector<std::string> measured_cells(const BenchRow& row) {
+  std::vector<std::string> cells{row.config.label(), device_cell(row)};
+  for (const Metric& metric : kMetrics) {
+    if (metric.cell == Cell::None) continue;
+    const double value = row.measured.value().*metric.field;
+    const bool shown = applies(metric, row.config.mode) && !std::isnan(value);
+    cells.push_back(shown ? metric_cell(metric.cell, value) : "-");
+  }
+  return cells;
+}
+
+void print_profiles(std::FILE* out, const ProjectionReport& report) {
+  std::fprintf(out,
+               "\nMeasured one-device profiles (DDP world size 1; backward without the "
+               "end-of-backward wait):\n");
+  TextTable table({"per-GPU batch", "forward ms", "backward ms", "optimizer ms", "buckets",
+                   "parameters MiB", "bucket ready ms (before end of backward)"});
+  for (const ComputeProfile& p : report.profiles) {
+    std::string ready;
+    for (const BucketReady& b : p.buckets) {
+      if (!ready.empty()) ready += ' ';
+      ready += format("%.1f", b.ready_ms);
+    }
+    table.add({std::to_string(p.batch), format("%.1f", p.forward_ms), format("%.1f", p.backward_ms),
+               format("%.1f", p.optimizer_ms), std::to_string(p.buckets.size()),
+               format("%.2f", p.parameter_bytes / kMiB), ready});
+  }
+  table.print(out);
+}
+
+}  // namespace
+
+void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
+                 const std::vector<BenchRow>& rows) {
+  std::fprintf(out,
+               "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %d threads in all, ddp "
+               "buckets %g MiB (first %g MiB); %s (%d CPUs)%s, %s\n\n",
+               o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps, info.threads,
+               o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
+               info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
+  std::vector<std::string> header{"config", "device"};
+  for (const Metric& metric : kMetrics) {
+    if (metric.cell != Cell::None) header.emplace_back(metric.heading);
+  }
+  TextTable table(header);
+  for (const BenchRow& row : rows) {
+    if (row.measured) {
+      table.add(measured_cells(row));
+    } else {
+      table.add_note(row.config.label(), "FAILED: " + row.error);
+    }
+  }
+  table.print(out);
+  std::fprintf(out,
+               "\nspeed-up, eff.: images/s against one device at the same global batch (the single "
+               "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
+               "step, hidden: the share that ran while backward was going. scatter … reduce: "
+               "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
+}
+
+void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {
+  std::fprintf(out, "\nPROJECTION (not measured): %s on multi-GPU nodes\n", o.arch.c_str());
+  std::fprintf(out, "  compute: as measured on %s at each per-GPU batch (global batch fixed)\n",
+               report.compute_device.empty() ? "?" : report.compute_device.c_str());
+  std::string links;
+  for (const LinkModel& link : report.links) {
+    links += format("%s%s %g GB/s", links.empty() ? "" : ", ", link.name.c_str(), link.bus_gbps);
+  }
+  std::fprintf(out,
+               "  communication: ring all-reduce 2(n-1)/n x bytes / bus bandwidth + latency; %s; "
+               "latency %g us\n",
+               links.c_str(), o.latency_us);
+  std::fprintf(out,
+               "  ddp: buckets all-reduced in order as they become ready; step = compute + the "
+               "communication still running after backward\n");
+  std::fprintf(out,
+               "  dp: scatter + broadcast parameters + compute of batch/n + reduce gradients after "
+               "backward + gather (nothing overlapped)\n\n");
+  TextTable table({"link", "mode", "GPUs", "batch", "per GPU", "compute ms", "comm ms",
+                   "exposed ms", "step ms", "images/s", "speed-up", "eff."});
+  for (const ProjectionRow& row : report.rows) {
+    const ProjectedStep& s = row.step;
+    table.add({row.link, mode_name(s.mode), std::to_string(s.gpus), std::to_string(s.global_batch),
+               std::to_string(s.local_batch), format("%.2f", s.compute_ms),
+               format("%.3f", s.comm_ms), format("%.3f", s.exposed_ms), format("%.2f", s.step_ms),
+               format("%.0f", s.images_per_s), format("%.2f", s.speedup),
+               format("%.0f %%", 100 * s.efficiency)});
+  }
+  table.print(out);
+  print_profiles(out, report);
+  for (const std::string& note : report.notes) std::fprintf(out, "note: %s\n", note.c_str());
+}
+
+}  // namespace tandem::apps::bench

@@ -1,0 +1,92 @@
+#include "apps/common/training_setup.h"
+
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/ops/layout.h"
+#include "nn/resnet.h"
+#include "parallel/sync_batch_norm.h"
+
+namespace tandem::apps {
+
+std::vector<Device> first_devices(int count) {
+  TANDEM_CHECK(count >= 1, "[devices] dp needs at least one device, got ", count);
+  const bool gpus = cuda_available();
+  if (gpus) {
+    const int available = cuda_backend().device_count();
+    TANDEM_CHECK(count <= available, "[devices] dp over ", count,
+                 " devices needs as many GPUs; this machine has ", available);
+  }
+  std::vector<Device> devices;
+  devices.reserve(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) devices.push_back(gpus ? Device::cuda(i) : Device::cpu(i));
+  return devices;
+}
+
+std::vector<Device> choose_devices(Mode mode, const std::string& requested,
+                                   const parallel::ProcessGroup* group) {
+  switch (mode) {
+    case Mode::Single:
+      TANDEM_CHECK(requested.find(',') == std::string::npos, "[devices] --devices ", requested,
+                   " lists several devices, which only --mode dp uses");
+      if (!requested.empty()) return {Device::parse(requested)};
+      return {cuda_available() ? Device::cuda(0) : Device::cpu()};
+    case Mode::DataParallel:
+      if (!requested.empty()) return parallel::parse_device_list(requested);
+      return first_devices(cuda_available() ? cuda_backend().device_count() : 2);
+    case Mode::Distributed:
+      TANDEM_CHECK(requested.empty(), "[devices] --mode ddp trains each rank on its process ",
+                   "group's device; --devices (", requested, ") is for single and dp");
+      TANDEM_CHECK(group != nullptr, "[devices] --mode ddp needs a process group");
+      return {group->tensor_device()};
+  }
+  TANDEM_FAIL("[devices] unknown mode");
+}
+
+std::string device_list(const std::vector<Device>& devices) {
+  std::string text;
+  for (const Device& device : devices) {
+    if (!text.empty()) text += ',';  // appends only: GCC 12 warns falsely about "," + string
+    text += device.str();
+  }
+  return text;
+}
+
+TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> devices,
+                                  const std::shared_ptr<parallel::ProcessGroup>& group,
+                                  const BeforeWrapping& before_wrapping) {
+  TANDEM_CHECK(!devices.empty(), "[setup] no devices to train on");
+  TANDEM_CHECK(o.mode == Mode::DataParallel || devices.size() == 1, "[setup] --mode ",
+               mode_name(o.mode), " trains on one device, not ", devices.size());
+  TANDEM_CHECK((o.mode == Mode::Distributed) == (group != nullptr), "[setup] --mode ",
+               mode_name(o.mode), o.mode == Mode::Distributed ? " needs a" : " takes no",
+               " process group");
+  TrainingSetup s;
+  s.mode = o.mode;
+  s.devices = std::move(devices);
+  Generator generator(o.seed);
+  s.network = nn::make_resnet(o.arch, generator);
+  s.network->to(s.device());
+  s.memory_format = o.memory_format == "auto" ? ops::preferred_memory_format(s.device())
+                                              : parse_memory_format(o.memory_format);
+  s.network->to(s.memory_format);
+  s.optimizer = std::make_unique<nn::Sgd>(s.network->parameters(), o.sgd);
+  if (before_wrapping) before_wrapping(*s.network, *s.optimizer);
+  switch (o.mode) {
+    case Mode::Single: s.model = s.network; break;
+    case Mode::DataParallel:
+      s.dp = std::make_shared<parallel::DataParallel>(s.network, s.devices, o.dp);
+      s.model = s.dp;
+      break;
+    case Mode::Distributed:
+      if (o.sync_bn) parallel::convert_sync_batchnorm(*s.network, group);
+      s.ddp = std::make_shared<parallel::DistributedDataParallel>(s.network, group, o.ddp);
+      if (o.grad_compression != parallel::GradCompression::None) {
+        s.ddp->register_comm_hook(parallel::make_comm_hook(o.grad_compression));
+      }
+      s.model = s.ddp;
+      break;
+  }
+  return s;
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,78 @@
+#pragma once
+/// The one way train_cifar and bench_cifar assemble what they train: mode → devices → ResNet →
+/// wrapper (none, DataParallel or DistributedDataParallel) → SGD, so that the benchmark measures
+/// the object the trainer trains.
+///
+///   TrainingSetup s = make_training_setup({.mode = Mode::DataParallel},
+///                                         choose_devices(Mode::DataParallel, "", nullptr),
+///                                         nullptr);
+///   cross_entropy(s.model->forward(images.to(s.device())), labels).backward();
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/common/mode.h"
+#include "engine/device.h"
+#include "engine/memory_format.h"
+#include "nn/sgd.h"
+#include "parallel/comm_hook.h"
+#include "parallel/data_parallel.h"
+#include "parallel/distributed_data_parallel.h"
+
+namespace tandem::apps {
+
+/// dp over `count` devices: cuda:0 … cuda:count-1 when there are GPUs (there must be that many),
+/// else the virtual CPU devices cpu:0 … cpu:count-1, which share the cores.
+std::vector<Device> first_devices(int count);
+
+/// The devices of a `mode` process given --devices `requested` (empty: the default):
+/// - single: the one device named, else cuda:0 when there is a GPU, else the CPU;
+/// - dp: the list named (repeats allowed), else every GPU, else cpu:0,cpu:1 (as PyTorch's
+///   DataParallel takes every visible GPU);
+/// - ddp: the process group's device (cuda:<local rank> under NCCL); --devices must be empty.
+/// Throws a one-line "[devices] …" for a combination that does not fit the mode.
+std::vector<Device> choose_devices(Mode mode, const std::string& requested,
+                                   const parallel::ProcessGroup* group);
+
+/// "cpu:0,cpu:1": the devices as --devices lists them.
+std::string device_list(const std::vector<Device>& devices);
+
+struct SetupOptions {
+  Mode mode = Mode::Single;
+  std::string arch = "resnet20";
+  uint64_t seed = 0;                   ///< of the weights
+  std::string memory_format = "auto";  ///< as --memory-format; auto: the first device's fastest
+  nn::SgdConfig sgd{};
+  parallel::DataParallelOptions dp{};  ///< dp: persistent or rebuilt replicas
+  parallel::DdpOptions ddp{};          ///< ddp: buckets, overlap
+  parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
+  bool sync_bn = false;  ///< ddp: parallel::convert_sync_batchnorm before wrapping
+};
+
+struct TrainingSetup {
+  Mode mode = Mode::Single;
+  std::vector<Device> devices;  ///< single, ddp: the one device; dp: a replica's each
+  MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< of the network and the batches
+  std::shared_ptr<nn::Module> network;         ///< the bare ResNet: checkpoints hold its weights
+  std::shared_ptr<nn::Module> model;           ///< what forward() runs: network, *dp or *ddp
+  std::shared_ptr<parallel::DataParallel> dp;  ///< dp mode only
+  std::shared_ptr<parallel::DistributedDataParallel> ddp;  ///< ddp mode only
+  std::unique_ptr<nn::Sgd> optimizer;                      ///< over the network's parameters
+
+  /// Where batches go (dp: the first replica's device, which scatters them).
+  Device device() const { return devices.front(); }
+};
+
+/// Runs between building the network and SGD and wrapping them, e.g. loading a checkpoint (DDP's
+/// constructor then broadcasts rank 0's loaded weights).
+using BeforeWrapping = std::function<void(nn::Module& network, nn::Sgd& optimizer)>;
+
+/// Builds options.arch on `devices` (choose_devices or first_devices) and wraps it for
+/// options.mode; ddp needs `group`. Throws a one-line "[setup] …" for a bad combination.
+TrainingSetup make_training_setup(const SetupOptions& options, std::vector<Device> devices,
+                                  const std::shared_ptr<parallel::ProcessGroup>& group,
+                                  const BeforeWrapping& before_wrapping = {});
+
+}  // namespace tandem::apps

@@ -1,0 +1,73 @@
+// train_cifar: trains a CIFAR ResNet on one device (--mode single), with DataParallel (--mode dp)
+// or with DistributedDataParallel (--mode ddp). See README.md and `train_cifar --help`.
+//
+// In ddp mode outside a launcher, this process starts --nproc copies of itself through
+// tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun it is one
+// rank of the job.
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "apps/common/run_main.h"
+#include "apps/train_cifar/train_options.h"
+#include "apps/train_cifar/trainer.h"
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/threads.h"
+#include "parallel/comm/launch_env.h"
+#include "parallel/comm/launcher.h"
+
+namespace {
+
+using namespace tandem;
+
+void on_signal(int) {
+  apps::stop_requested() = true;
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+}
+
+// ddp on one machine without a launcher: the same command line, once per rank.
+int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
+  parallel::LaunchOptions launch;
+  launch.nproc_per_node = options.nproc;
+  launch.master_port = 0;
+  launch.command.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
+  for (int i = 1; i < argc; ++i) launch.command.emplace_back(argv[i]);
+  return parallel::launch(launch).exit_code;
+}
+
+int run(int argc, char** argv) {
+  apps::TrainOptions options;
+  if (!apps::parse_train_options(argc, argv, options)) return 0;
+  std::shared_ptr<parallel::ProcessGroup> group;
+  if (options.mode == apps::Mode::Distributed) {
+    if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
+    const parallel::DistributedEnv env = parallel::from_environment();
+    if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
+    }
+    const std::string backend = !options.backend.empty() ? options.backend
+                                : cuda_available()       ? "nccl"
+                                                         : "gloo";
+    group = parallel::init_process_group(
+        backend, env,
+        {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
+  }
+  apps::Trainer trainer(options, group);
+  const apps::RunSummary summary = trainer.run();
+  return summary.interrupted ? 128 + SIGINT : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  return apps::run_main("train_cifar", [&] { return run(argc, argv); });
+}

@@ -1,0 +1,20 @@
+#include "apps/train_cifar/metrics_log.h"
+
+#include "engine/error.h"
+
+namespace tandem::apps {
+
+MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
+  if (path.empty()) return;
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
+  TANDEM_CHECK(out_.good(), "[train_cifar] cannot write the metrics log ", path);
+}
+
+void MetricsLog::write(const nlohmann::json& record) {
+  if (path_.empty()) return;
+  out_ << record.dump() << '\n';
+  out_.flush();
+  TANDEM_CHECK(out_.good(), "[train_cifar] writing the metrics log ", path_, " failed");
+}
+
+}  // namespace tandem::apps

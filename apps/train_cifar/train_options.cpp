@@ -1,0 +1,124 @@
+#include "apps/train_cifar/train_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "apps/common/flags.h"
+#include "apps/common/parse_command_line.h"
+#include "engine/error.h"
+
+namespace tandem::apps {
+
+void add_train_flags(CLI::App& app, TrainOptions& o) {
+  add_mode_flag(app, o.mode);
+  add_arch_flag(app, o.arch);
+  app.add_option(
+      "--devices", o.devices,
+      "single: one device; dp: a list such as cuda:0,cuda:1 or cpu:0,cpu:1 (repeats allowed); "
+      "default: cuda:0, else the CPU (single), every GPU, else cpu:0,cpu:1 (dp)");
+  app.add_option("--nproc", o.nproc,
+                 "ddp: local worker processes to start (ignored under a launcher, whose job this "
+                 "process joins)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--backend", o.backend,
+                 "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo")
+      ->check(CLI::IsMember({"nccl", "gloo"}));
+  app.add_option("--epochs", o.epochs, "training epochs")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--run-epochs", o.run_epochs,
+                 "stop after this many epochs of this invocation and --resume later (job chaining "
+                 "under a time limit); 0: run to --epochs")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  app.add_option("--batch-size", o.batch_size,
+                 "global batch, split over devices (dp) or ranks (ddp)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--lr", o.lr, "peak learning rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
+  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--schedule", o.schedule,
+                 "multistep (÷10 at 50% and 75% of training, He et al.), cosine or onecycle")
+      ->check(CLI::IsMember({"multistep", "cosine", "onecycle"}))
+      ->capture_default_str();
+  app.add_option("--warmup-epochs", o.warmup_epochs, "linear warm-up from lr/10")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  app.add_option("--workers", o.workers, "data loader threads (0: on the training thread)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  add_data_dir_flag(app, o.data_dir);
+  app.add_option("--subset", o.subset,
+                 "train on the first N images and test on the first N/5; 0: all")
+      ->check(CLI::Range(int64_t{0}, int64_t{50000}))
+      ->capture_default_str();
+  app.add_flag("--synthetic", o.synthetic, "random CIFAR-shaped data instead of --data-dir");
+  app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
+      ->capture_default_str();
+  app.add_option("--save", o.save, "checkpoint written after every epoch (PATH and PATH.state)");
+  app.add_option("--resume", o.resume, "continue from this checkpoint");
+  app.add_flag("--eval-only", o.eval_only,
+               "evaluate the --resume checkpoint on the test set and stop");
+  add_bucket_cap_flag(app, o.bucket_cap_mb);
+  app.add_option("--timeout", o.timeout_s,
+                 "ddp: seconds before a collective or the rendezvous gives up (a dead or stopped "
+                 "rank is reported then)")
+      ->check(CLI::Range(0.1, 1e9))
+      ->capture_default_str();
+  app.add_option("--accumulate", o.accumulate,
+                 "micro-batches of --batch-size per optimizer step (gradient accumulation; ddp "
+                 "all-reduces once per step, under no_sync before)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_flag("--sync-bn", o.sync_bn,
+               "ddp: batch-norm statistics over every rank's images (SyncBatchNorm), so N ranks "
+               "normalise as one process of the global batch");
+  add_grad_compression_flag(app, o.grad_compression);
+  app.add_flag("--drop-last", o.drop_last,
+               "drop each epoch's short last batch; in ddp also the images that do not divide over "
+               "the ranks (otherwise ranks with fewer batches join, Note [Join protocol])");
+  app.add_flag("--no-overlap", o.no_overlap,
+               "ddp: all-reduce only after backward (to measure the overlap)");
+  app.add_option("--threads", o.threads,
+                 "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  add_memory_format_flag(app, o.memory_format);
+  app.add_option("--log-json", o.log_json,
+                 "JSON-lines metrics: one record per epoch and a summary");
+  app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");
+}
+
+bool parse_train_options(int argc, const char* const* argv, TrainOptions& options) {
+  CLI::App app(
+      "train_cifar: trains a ResNet on CIFAR-10 on one device, with DataParallel or with "
+      "DistributedDataParallel",
+      "train_cifar");
+  add_train_flags(app, options);
+  return parse_command_line(app, argc, argv, "train_cifar");
+}
+
+void validate(const TrainOptions& o, int world_size) {
+  TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
+               "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
+  TANDEM_CHECK(
+      o.mode == Mode::Distributed ||
+          (o.backend.empty() && !o.no_overlap && !o.sync_bn && o.grad_compression == "none"),
+      "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for --mode ddp");
+  if (o.mode == Mode::Distributed) {
+    TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
+                 " does not split evenly over ", world_size, " ranks");
+  }
+  TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
+               " leaves fewer training images than the ", world_size, " ranks");
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,63 @@
+#pragma once
+/// train_cifar's flags: what they mean, their defaults and their checks. Kept apart from the
+/// training loop so that tests can parse and validate command lines without training.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "apps/common/mode.h"
+
+namespace CLI {
+class App;
+}
+
+namespace tandem::apps {
+
+struct TrainOptions {
+  Mode mode = Mode::Single;
+  std::string arch = "resnet20";
+  std::string devices;       ///< single: one; dp: a list; empty: choose_devices' default
+  int nproc = 1;             ///< ddp outside a launcher: local workers to start
+  std::string backend;       ///< ddp: "nccl" or "gloo"; empty: nccl on GPUs, else gloo
+  int epochs = 10;           ///< the schedule's length
+  int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
+  int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
+  float lr = 0.1f;
+  float momentum = 0.9f;
+  bool nesterov = false;
+  float weight_decay = 1e-4f;
+  std::string schedule = "multistep";  ///< multistep (÷10 at 50 % and 75 %), cosine, onecycle
+  double warmup_epochs = 0;
+  int workers = 2;  ///< loader threads
+  std::string data_dir = "./data/cifar-10-batches-bin";
+  int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
+  bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
+  uint64_t seed = 0;
+  std::string save;        ///< checkpoint written after every epoch
+  std::string resume;      ///< checkpoint to continue from
+  bool eval_only = false;  ///< evaluate (the --resume checkpoint) and stop
+  double bucket_cap_mb = 25;
+  bool no_overlap = false;  ///< ddp: all-reduce only after backward
+  bool sync_bn = false;     ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
+  int accumulate = 1;  ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
+  double timeout_s = 300;  ///< ddp: a collective or the rendezvous failing after this long
+  std::string grad_compression = "none";  ///< ddp: none, fp16 or bf16 (parallel::make_comm_hook)
+  bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
+  int threads = 0;         ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
+  std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
+  std::string log_json;                ///< JSON-lines metrics, one record per epoch and a summary
+  bool progress = true;                ///< progress bar on a terminal (--no-progress: never)
+};
+
+/// Declares every flag on `app`, writing into `options`; --help explains each with its default.
+void add_train_flags(CLI::App& app, TrainOptions& options);
+
+/// Parses argv into options. Returns false after printing help (the caller exits 0); throws
+/// tandem::Error ("[train_cifar] …", one line) for a bad flag or value.
+bool parse_train_options(int argc, const char* const* argv, TrainOptions& options);
+
+/// Checks values that CLI11 cannot: combinations and ranges. world_size: ranks of a ddp job.
+void validate(const TrainOptions& options, int world_size);
+
+}  // namespace tandem::apps

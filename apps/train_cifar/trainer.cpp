@@ -1,0 +1,492 @@
+#include "apps/train_cifar/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "apps/train_cifar/progress.h"
+#include "data/cifar10.h"
+#include "engine/ops/concat.h"
+#include "engine/tandem.h"
+#include "nn/checkpoint.h"
+#include "nn/resnet.h"
+#include "parallel/comm_hook.h"
+#include "parallel/data_parallel.h"
+#include "parallel/distributed_data_parallel.h"
+#include "parallel/join.h"
+#include "parallel/sync_batch_norm.h"
+
+namespace tandem::apps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kEvalBatch = 500;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string thousands(int64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Note [Host syncs]: reading a GPU value on the host (item(), to_vector) waits for every kernel
+// queued before it, so the GPU idles while the host queues the next step. The trainer therefore
+// leaves each step's loss and correct count on the device and reads those of the last
+// kHostSyncEvery steps in one copy: the progress line, the NaN check (which still names the first
+// bad step) and, in ddp, the ranks' agreement to go on (Note [Stopping together]) happen then.
+constexpr int64_t kHostSyncEvery = 10;
+
+// Per-step losses and correct counts not yet read on the host.
+class PendingSteps {
+ public:
+  struct Values {
+    std::vector<double> losses;  ///< mean loss of each step, in order
+    double loss_sum = 0;         ///< Σ loss × images
+    double correct = 0;
+    int64_t images = 0;
+  };
+
+  void add(const Tensor& mean_loss, const Tensor& correct, int64_t images) {
+    tensors_.push_back(mean_loss.detach().reshape({1}));
+    tensors_.push_back(correct.reshape({1}));
+    images_.push_back(images);
+  }
+  size_t size() const { return images_.size(); }
+
+  /// Everything added since the last read, in one device→host copy.
+  Values read() {
+    Values values;
+    if (images_.empty()) return values;
+    const std::vector<float> read = cat(tensors_).to_vector<float>();
+    for (size_t i = 0; i < images_.size(); ++i) {
+      const double loss = read[2 * i], images = static_cast<double>(images_[i]);
+      values.losses.push_back(loss);
+      values.loss_sum += loss * images;
+      values.correct += read[2 * i + 1];
+      values.images += images_[i];
+    }
+    tensors_.clear();
+    images_.clear();
+    return values;
+  }
+
+ private:
+  std::vector<Tensor> tensors_;  ///< loss, correct, loss, correct, … (one element each)
+  std::vector<int64_t> images_;
+};
+
+}  // namespace
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
+    : options_(options),
+      group_(std::move(group)),
+      rank_(group_ ? group_->rank() : 0),
+      world_(group_ ? group_->size() : 1),
+      log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
+  validate(options_, world_);
+  if (options_.threads > 0) set_num_threads(options_.threads);
+  setup_ = make_training_setup(
+      {.mode = options_.mode,
+       .arch = options_.arch,
+       .seed = options_.seed,
+       .memory_format = options_.memory_format,
+       .sgd = {.lr = options_.lr,
+               .momentum = options_.momentum,
+               .weight_decay = options_.weight_decay,
+               .nesterov = options_.nesterov},
+       .ddp = {.reducer = {.bucket_cap_mb = options_.bucket_cap_mb,
+                           .overlap = !options_.no_overlap}},
+       .grad_compression = parallel::parse_grad_compression(options_.grad_compression),
+       .sync_bn = options_.sync_bn},
+      choose_devices(options_.mode, options_.devices, group_.get()), group_,
+      [this](nn::Module& network, nn::Sgd& optimizer) {
+        if (!options_.resume.empty()) resume(network, optimizer);
+      });
+  TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
+               "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
+               setup_.devices.size(), " devices it is split over");
+  build_data();
+  build_schedule();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::build_data() {
+  const int64_t test_limit = options_.subset > 0 ? std::max<int64_t>(1, options_.subset / 5) : 0;
+  if (options_.synthetic) {
+    train_set_ = std::make_shared<data::CifarDataset>(
+        data::synthetic_cifar10(options_.subset > 0 ? options_.subset : 50000, options_.seed));
+    test_set_ = std::make_shared<data::CifarDataset>(
+        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.seed + 1));
+  } else {
+    TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
+                 options_.data_dir,
+                 ": run scripts/get_cifar10.sh, or pass --data-dir DIR or "
+                 "--synthetic");
+    train_set_ = std::make_shared<data::CifarDataset>(
+        data::read_cifar10(options_.data_dir, data::CifarSplit::Train, options_.subset));
+    test_set_ = std::make_shared<data::CifarDataset>(
+        data::read_cifar10(options_.data_dir, data::CifarSplit::Test, test_limit));
+  }
+  TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
+               " training images cannot be shared by ", world_, " ranks");
+
+  const int64_t local_batch = options_.batch_size / world_;
+
+  std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
+  if (options_.mode == Mode::Distributed) {
+    // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
+    // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
+    // unreduced while the others still run under no_sync(): with either the shares are padded,
+    // as PyTorch's DistributedSampler does.
+    uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
+                     train_set_->size() % world_ != 0;
+    data::DistributedSamplerConfig sharing{.num_replicas = world_,
+                                           .rank = rank_,
+                                           .shuffle = true,
+                                           .seed = options_.seed,
+                                           .drop_last = options_.drop_last,
+                                           .pad = !uneven_shares_};
+    train_sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
+    sharing.rank = 0;  // rank 0's share is the largest
+    batches_per_epoch_ =
+        data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(), local_batch,
+                          options_.drop_last);
+  } else {
+    train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+    batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
+  }
+  test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
+  train_loader_ = std::make_unique<data::DataLoader>(
+      train_set_, train_sampler,
+      data::DataLoaderConfig{.batch_size = local_batch,
+                             .workers = options_.workers,
+                             .drop_last = options_.drop_last,
+                             .seed = options_.seed,
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
+  test_loader_ = std::make_unique<data::DataLoader>(
+      test_set_, test_sampler,
+      data::DataLoaderConfig{.batch_size = kEvalBatch,
+                             .workers = options_.workers,
+                             .transform = data::eval_transform(),
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
+}
+
+// Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly
+// shorter (Note [Accumulation]); with uneven shares, those of the rank with the most batches.
+int64_t Trainer::steps_per_epoch() const {
+  return (batches_per_epoch_ + options_.accumulate - 1) / options_.accumulate;
+}
+
+void Trainer::build_schedule() {
+  const int64_t steps_per_epoch = this->steps_per_epoch();
+  const int64_t total = steps_per_epoch * options_.epochs;
+  const auto warmup =
+      static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
+  std::shared_ptr<const nn::LrSchedule> main;
+  if (options_.schedule == "cosine") {
+    main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
+  } else if (options_.schedule == "onecycle") {
+    main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
+  } else {
+    main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+  }
+  schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
+}
+
+void Trainer::resume(nn::Module& network, nn::Sgd& optimizer) {
+  const nn::TrainingState state = nn::load_checkpoint(options_.resume, network, optimizer);
+  const auto arch = state.extra.find("arch");
+  TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ",
+               options_.resume, " holds a ", arch->second, ", not a ", options_.arch,
+               " (pass --arch ", arch->second, ")");
+  if (!state.fell_back_because.empty() && is_leader()) {
+    std::fprintf(stderr, "train_cifar: %s was unusable (%s); resuming from %s, one save earlier\n",
+                 options_.resume.c_str(), state.fell_back_because.c_str(),
+                 nn::previous_path(options_.resume).c_str());
+  }
+  start_epoch_ = static_cast<int>(state.epoch);
+  step_ = state.step;
+}
+
+void Trainer::save_checkpoint(int epochs_done) {
+  if (options_.save.empty()) return;
+  if (is_leader()) {
+    nn::TrainingState state{.epoch = epochs_done, .step = step_};
+    state.extra["arch"] = options_.arch;
+    state.extra["mode"] = mode_name(options_.mode);
+    nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer, state);
+  }
+  if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
+}
+
+std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
+  if (!group_ || world_ == 1) return values;
+  std::vector<float> as_float(values.begin(), values.end());
+  Tensor totals = from_vector(as_float, {static_cast<int64_t>(as_float.size())})
+                      .to(group_->tensor_device());  // NCCL reduces device memory only
+  group_->allreduce({totals}, parallel::ReduceOp::Sum)->wait();
+  const std::vector<float> summed = totals.to_vector<float>();
+  return {summed.begin(), summed.end()};
+}
+
+// Note [Stopping together]: in ddp a rank that stopped alone would leave the others waiting in an
+// all-reduce until the timeout, so the ranks agree whether anyone was interrupted at the start of
+// each epoch and at every host sync (Note [Host syncs]), at most kHostSyncEvery steps apart.
+bool Trainer::all_ranks_continue() {
+  const double stop = stop_requested().load() ? 1.0 : 0.0;
+  if (!group_ || world_ == 1) return stop == 0.0;
+  return sum_over_ranks({stop})[0] == 0.0;
+}
+
+std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
+  setup_.model->train();
+  train_loader_->start_epoch(epoch);
+  const int64_t steps = train_loader_->batches_per_epoch();
+  EpochProgress progress(epoch + 1, options_.epochs, steps,
+                         options_.progress && stdout_is_terminal());
+  const auto start = Clock::now();
+  double loss_sum = 0, correct = 0;
+  int64_t seen = 0, step_in_epoch = 0;
+  PendingSteps pending;
+  const int64_t first_optimizer_step = step_;
+  // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
+  std::optional<parallel::Join> join;
+  if (uneven_shares_) {
+    join.emplace(*setup_.ddp,
+                 parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
+  }
+  // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
+  const auto read_pending = [&] {
+    const int64_t first_step = step_in_epoch - static_cast<int64_t>(pending.size());
+    const PendingSteps::Values values = pending.read();
+    for (size_t i = 0; i < values.losses.size(); ++i) {
+      const int64_t step = first_step + static_cast<int64_t>(i);
+      TANDEM_CHECK(std::isfinite(values.losses[i]), "[train_cifar] the loss became ",
+                   values.losses[i], " at epoch ", epoch + 1, ", step ", step + 1,
+                   " (optimizer step ", first_optimizer_step + step / options_.accumulate + 1,
+                   ") on rank ", rank_, "; try a lower --lr");
+    }
+    loss_sum += values.loss_sum;
+    correct += values.correct;
+    seen += values.images;
+    if (is_leader() && seen > 0) {
+      progress.update(
+          {.step = step_in_epoch,
+           .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
+           .loss = loss_sum / static_cast<double>(seen),
+           .accuracy = correct / static_cast<double>(seen)});
+    }
+    return join ? true : all_ranks_continue();  // under a Join, every step agrees
+  };
+  if (!all_ranks_continue()) return std::nullopt;
+  // Note [Accumulation]: --accumulate micro-batches per optimizer step, each loss scaled by
+  // 1/(micro-batches in its group), so a step's gradient is the mean over the group's images as
+  // one batch of them would give (batch norm aside: it still normalises each micro-batch). DDP
+  // all-reduces only the group's last backward; the others run under no_sync(). Groups never
+  // cross an epoch, so checkpoints (written between epochs) fall between optimizer steps.
+  const int64_t batches = train_loader_->batches_per_epoch();
+  int64_t batch_index = 0;
+  while (std::optional<data::Batch> batch = train_loader_->next()) {
+    const int64_t in_group = batch_index % options_.accumulate;
+    const int64_t group_size =
+        std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
+    const bool steps_now = in_group == group_size - 1;
+    if (in_group == 0) {
+      setup_.optimizer->set_lr(schedule_->lr_at(step_));
+      setup_.optimizer->zero_grad();
+    }
+    {
+      std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
+      if (setup_.ddp != nullptr && !steps_now) no_sync.emplace(*setup_.ddp);
+      const Tensor logits = setup_.model->forward(batch->images);
+      if (join && join->stop_agreed()) return std::nullopt;
+      const Tensor loss = cross_entropy(logits, batch->labels);
+      (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
+      pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
+    }
+    ++batch_index;
+    if (steps_now) {
+      setup_.optimizer->step();
+      ++step_;
+    }
+    ++step_in_epoch;
+    if (pending.size() == kHostSyncEvery && !read_pending()) return std::nullopt;
+  }
+  if (join) {
+    // Note [Join final model]: momentum too, or the replicas would part from the next step on.
+    std::vector<Tensor> momentum;
+    for (const Tensor& buffer : setup_.optimizer->momentum_buffers()) {
+      if (buffer.defined()) momentum.push_back(buffer);
+    }
+    if (!join->finish(momentum)) return std::nullopt;
+    join.reset();
+  }
+  step_ = first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer
+  if (!read_pending()) return std::nullopt;
+  if (is_leader()) progress.finish();
+  const double seconds = seconds_since(start);
+  const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
+  return PassMetrics{.loss = totals[0] / totals[2],
+                     .accuracy = totals[1] / totals[2],
+                     .images = static_cast<int64_t>(totals[2]),
+                     .seconds = seconds};
+}
+
+PassMetrics Trainer::evaluate() {
+  const auto start = Clock::now();
+  // Every rank evaluates its share of the test set with rank 0's batch-norm statistics; the
+  // shares differ in size, so the plain network runs (no per-forward collectives).
+  nn::Module* evaluated = setup_.model.get();
+  if (setup_.ddp != nullptr) {
+    setup_.ddp->sync_buffers();
+    evaluated = setup_.network.get();
+  }
+  evaluated->eval();
+  NoGradGuard no_grad;
+  test_loader_->start_epoch(0);
+  PendingSteps batches;  // Note [Host syncs]: one read at the end
+  while (std::optional<data::Batch> batch = test_loader_->next()) {
+    const Tensor logits = evaluated->forward(batch->images);
+    batches.add(cross_entropy(logits, batch->labels), count_correct(logits, batch->labels),
+                batch->labels.size(0));
+  }
+  evaluated->train();
+  const PendingSteps::Values values = batches.read();
+  const auto totals =
+      sum_over_ranks({values.loss_sum, values.correct, static_cast<double>(values.images)});
+  return {.loss = totals[0] / std::max(totals[2], 1.0),
+          .accuracy = totals[1] / std::max(totals[2], 1.0),
+          .images = static_cast<int64_t>(totals[2]),
+          .seconds = seconds_since(start)};
+}
+
+void Trainer::print_header() {
+  if (!is_leader()) return;
+  std::string where;
+  if (options_.mode == Mode::DataParallel) {
+    where =
+        std::to_string(setup_.devices.size()) + " devices (" + device_list(setup_.devices) + ")";
+  } else if (options_.mode == Mode::Distributed) {
+    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " +
+            setup_.device().str() + (options_.sync_bn ? ", SyncBatchNorm" : "") +
+            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
+                                                 : "") +
+            (uneven_shares_ ? ", uneven shares joined" : "");
+  } else {
+    where = setup_.device().str();
+  }
+  std::printf(
+      "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
+      "%s, %s data: %s train / %s test images, %d threads, %s\n",
+      options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
+      mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
+      options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
+      options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
+      thousands(test_set_->size()).c_str(), num_threads(),
+      memory_format_name(setup_.memory_format));
+  if (start_epoch_ > 0)
+    std::printf("resuming after epoch %d (step %lld)\n", start_epoch_,
+                static_cast<long long>(step_));
+  std::fflush(stdout);
+}
+
+RunSummary Trainer::run() {
+  print_header();
+  RunSummary summary;
+  if (options_.eval_only) {
+    const PassMetrics test = evaluate();
+    if (is_leader()) {
+      std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss,
+                  100 * test.accuracy, static_cast<long long>(test.images));
+      log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
+    }
+    summary.last_accuracy = summary.best_accuracy = test.accuracy;
+    return summary;
+  }
+  int64_t train_images = 0;
+  const int last_epoch = options_.run_epochs > 0
+                             ? std::min(options_.epochs, start_epoch_ + options_.run_epochs)
+                             : options_.epochs;
+  for (int epoch = start_epoch_; epoch < last_epoch; ++epoch) {
+    const float lr = schedule_->lr_at(step_);
+    const std::optional<PassMetrics> train = train_epoch(epoch);
+    if (!train) {
+      summary.interrupted = true;
+      if (is_leader())
+        std::printf("\ninterrupted during epoch %d; the last checkpoint is intact\n", epoch + 1);
+      break;
+    }
+    const PassMetrics test = evaluate();
+    save_checkpoint(epoch + 1);
+    summary.epochs_done += 1;
+    summary.train_seconds += train->seconds;
+    train_images += train->images;
+    summary.last_accuracy = test.accuracy;
+    summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
+    const double images_per_second = static_cast<double>(train->images) / train->seconds;
+    if (is_leader()) {
+      std::printf(
+          "epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+          "%.0f img/s, lr %.4g\n",
+          epoch + 1, options_.epochs, train->loss, 100 * train->accuracy, test.loss,
+          100 * test.accuracy, train->seconds, images_per_second, static_cast<double>(lr));
+      std::fflush(stdout);
+      log_.write({{"type", "epoch"},
+                  {"epoch", epoch + 1},
+                  {"train_loss", train->loss},
+                  {"train_accuracy", train->accuracy},
+                  {"test_loss", test.loss},
+                  {"test_accuracy", test.accuracy},
+                  {"seconds", train->seconds},
+                  {"images_per_second", images_per_second},
+                  {"lr", lr},
+                  {"step", step_},
+                  {"mode", mode_name(options_.mode)},
+                  {"world_size", world_}});
+    }
+  }
+  if (summary.train_seconds > 0) {
+    summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;
+  }
+  if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
+    std::printf("stopped after epoch %d of %d (--run-epochs): continue with --resume %s\n",
+                last_epoch, options_.epochs,
+                options_.save.empty() ? "PATH" : options_.save.c_str());
+  }
+  if (is_leader()) {
+    std::printf(
+        "done: %d epochs, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
+        summary.epochs_done, 100 * summary.best_accuracy, 100 * summary.last_accuracy,
+        summary.train_seconds, summary.images_per_second);
+    log_.write({{"type", "summary"},
+                {"epochs_done", summary.epochs_done},
+                {"best_test_accuracy", summary.best_accuracy},
+                {"last_test_accuracy", summary.last_accuracy},
+                {"train_seconds", summary.train_seconds},
+                {"images_per_second", summary.images_per_second},
+                {"interrupted", summary.interrupted},
+                {"mode", mode_name(options_.mode)},
+                {"world_size", world_},
+                {"arch", options_.arch}});
+  }
+  return summary;
+}
+
+}  // namespace tandem::apps

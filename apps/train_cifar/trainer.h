@@ -1,0 +1,83 @@
+#pragma once
+/// Trainer: one process's part of a train_cifar run, in any mode. It builds the data pipeline,
+/// the model (plain, DataParallel or DistributedDataParallel), SGD and the LR schedule, then runs
+/// epochs: train, evaluate, log, checkpoint. In ddp mode every rank runs one Trainer; metrics are
+/// summed over ranks and rank 0 prints, logs and writes checkpoints.
+
+#include <atomic>
+#include <memory>
+#include <optional>
+
+#include "apps/common/training_setup.h"
+#include "apps/train_cifar/metrics_log.h"
+#include "apps/train_cifar/train_options.h"
+#include "data/data_loader.h"
+#include "nn/lr_schedule.h"
+#include "parallel/comm/process_group.h"
+
+namespace tandem::apps {
+
+/// Set from a signal handler (Ctrl-C): the run stops after the current step, keeping the last
+/// checkpoint; in ddp every rank stops at the same step.
+std::atomic<bool>& stop_requested();
+
+struct PassMetrics {
+  double loss = 0;      ///< mean over the images seen
+  double accuracy = 0;  ///< in [0, 1]
+  int64_t images = 0;   ///< over all ranks
+  double seconds = 0;
+};
+
+struct RunSummary {
+  int epochs_done = 0;
+  double best_accuracy = 0;
+  double last_accuracy = 0;
+  double train_seconds = 0;
+  double images_per_second = 0;  ///< training images (all ranks) per second of training
+  bool interrupted = false;
+};
+
+class Trainer {
+ public:
+  /// group: this process's process group in ddp mode, else null. Its tensor_device() is where
+  /// the rank trains (its GPU under NCCL).
+  Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group);
+  ~Trainer();
+
+  RunSummary run();
+  /// Test-set loss and accuracy of the current weights.
+  PassMetrics evaluate();
+
+ private:
+  void build_data();
+  void build_schedule();
+  int64_t steps_per_epoch() const;
+  void resume(nn::Module& network, nn::Sgd& optimizer);
+  std::optional<PassMetrics> train_epoch(int epoch);
+  /// Sums values over ranks (ddp), so that every rank sees the job's totals.
+  std::vector<double> sum_over_ranks(std::vector<double> values);
+  bool all_ranks_continue();
+  void save_checkpoint(int epochs_done);
+  void print_header();
+  bool is_leader() const { return rank_ == 0; }
+
+  TrainOptions options_;
+  std::shared_ptr<parallel::ProcessGroup> group_;
+  int rank_ = 0;
+  int world_ = 1;
+  TrainingSetup setup_;  ///< devices, network, its wrapper and SGD
+
+  std::shared_ptr<const data::CifarDataset> train_set_, test_set_;
+  std::unique_ptr<data::DataLoader> train_loader_, test_loader_;
+  /// ddp without --drop-last on data that does not divide over the ranks: the ranks with fewer
+  /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm or --accumulate
+  /// forbid it.
+  bool uneven_shares_ = false;
+  int64_t batches_per_epoch_ = 0;  ///< of the rank with the most (they set the schedule)
+  std::shared_ptr<const nn::LrSchedule> schedule_;
+  int start_epoch_ = 0;
+  int64_t step_ = 0;  ///< optimizer steps taken, over the whole run
+  MetricsLog log_;
+};
+
+}  // namespace tandem::apps
