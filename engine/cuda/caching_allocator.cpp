@@ -193,12 +193,19 @@ struct CachingAllocator::State {
     }
   }
 
-  void event_done(const PendingEvent& entry) {
-    release_event(entry.device, entry.event);
-    if (entry.block == nullptr) return move_to_default_stream(entry.retired_stream);
-    if (--entry.block->pending_events == 0) {
-      --stats.pending_free_blocks;
-      free_block(entry.block);
+  // Blocks first, retirements last: a block of a retired stream whose last event passed at the
+  // same time is then back in its pool, where the retirement finds it (it has left `pending`).
+  void events_done(std::vector<PendingEvent> done) {
+    std::stable_partition(done.begin(), done.end(),
+                          [](const PendingEvent& entry) { return entry.block != nullptr; });
+    for (const PendingEvent& entry : done) {
+      release_event(entry.device, entry.event);
+      if (entry.block == nullptr) {
+        move_to_default_stream(entry.retired_stream);
+      } else if (--entry.block->pending_events == 0) {
+        --stats.pending_free_blocks;
+        free_block(entry.block);
+      }
     }
   }
 
@@ -217,14 +224,14 @@ struct CachingAllocator::State {
       done.push_back(entry);
     }
     pending = std::move(still_pending);
-    for (const PendingEvent& entry : done) event_done(entry);
+    events_done(std::move(done));
   }
 
   void synchronize_events() {
     for (const PendingEvent& entry : pending) CUDA_CHECK(cudaEventSynchronize(entry.event));
-    const std::vector<PendingEvent> done = std::move(pending);
+    std::vector<PendingEvent> done = std::move(pending);
     pending.clear();
-    for (const PendingEvent& entry : done) event_done(entry);
+    events_done(std::move(done));
   }
 
   bool holds_free_segment() const {

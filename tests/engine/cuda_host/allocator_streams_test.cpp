@@ -116,6 +116,25 @@ TEST_F(CudaHostAllocatorStreams, ABlockStillLiveWhenItsStreamIsDestroyedReturnsT
   allocator.deallocate(live, kMiB);
 }
 
+TEST_F(CudaHostAllocatorStreams, ABlockFreedAsItsDestroyedStreamRetiresIsReusedByTheDefault) {
+  CachingAllocator allocator(0);
+  const Stream reader = Stream::create(0);
+  void* block = nullptr;
+  {
+    const Stream copies = Stream::create(0);
+    block = allocator.allocate(kMiB, copies.handle());
+    busy_wait(copies.handle(), 0, 1.0);
+  }  // retiring: waits for the copy stream's work
+  allocator.record_stream(block, reader.handle());
+  busy_wait(reader.handle(), 0, 1.0);
+  allocator.deallocate(block, kMiB);  // waits for the reader
+  fake_cuda::run_all();               // both events pass at once
+  const int64_t misses = allocator.detailed_stats().cache_misses;
+  EXPECT_EQ(allocator.allocate(kMiB, nullptr), block);
+  EXPECT_EQ(allocator.detailed_stats().cache_misses, misses);
+  allocator.deallocate(block, kMiB);
+}
+
 TEST_F(CudaHostAllocatorStreams, AnEventThatCannotBeRecordedBecomesAHostWaitAndIsCleared) {
   CachingAllocator allocator(0);
   const Stream side = Stream::create(0);
