@@ -197,7 +197,7 @@ Measurement measure(const BenchOptions& o, int& rank) {
   if (config.mode == Mode::Distributed) {
     const parallel::DistributedEnv env = parallel::from_environment();
     rank = env.rank;  // known before the rendezvous, which may fail
-    group = parallel::init_process_group(cuda_available() ? "nccl" : "gloo", env);
+    group = parallel::init_process_group(gpus_by_default() ? "nccl" : "gloo", env);
     rank = group->rank(), world = group->size();
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);

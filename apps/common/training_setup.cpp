@@ -8,9 +8,18 @@
 
 namespace tandem::apps {
 
+bool gpus_by_default() {
+  if (cuda_available()) return true;
+  const std::string reason = cuda_unavailable_reason();
+  TANDEM_CHECK(
+      reason.rfind("CUDA is unusable", 0) != 0, "[devices] ", reason,
+      "; to train on the CPU anyway, name CPU devices (--devices cpu:0) or --backend gloo");
+  return false;
+}
+
 std::vector<Device> first_devices(int count) {
   TANDEM_CHECK(count >= 1, "[devices] dp needs at least one device, got ", count);
-  const bool gpus = cuda_available();
+  const bool gpus = gpus_by_default();
   if (gpus) {
     const int available = cuda_backend().device_count();
     TANDEM_CHECK(count <= available, "[devices] dp over ", count,
@@ -29,10 +38,10 @@ std::vector<Device> choose_devices(Mode mode, const std::string& requested,
       TANDEM_CHECK(requested.find(',') == std::string::npos, "[devices] --devices ", requested,
                    " lists several devices, which only --mode dp uses");
       if (!requested.empty()) return {Device::parse(requested)};
-      return {cuda_available() ? Device::cuda(0) : Device::cpu()};
+      return {gpus_by_default() ? Device::cuda(0) : Device::cpu()};
     case Mode::DataParallel:
       if (!requested.empty()) return parallel::parse_device_list(requested);
-      return first_devices(cuda_available() ? cuda_backend().device_count() : 2);
+      return first_devices(gpus_by_default() ? cuda_backend().device_count() : 2);
     case Mode::Distributed:
       TANDEM_CHECK(requested.empty(), "[devices] --mode ddp trains each rank on its process ",
                    "group's device; --devices (", requested, ") is for single and dp");

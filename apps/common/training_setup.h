@@ -27,6 +27,11 @@ namespace tandem::apps {
 /// else the virtual CPU devices cpu:0 … cpu:count-1, which share the cores.
 std::vector<Device> first_devices(int count);
 
+/// Whether device defaults go to GPUs: true when CUDA can run. Where a GPU is present but CUDA
+/// cannot use it (a driver older than the build's CUDA needs), defaults must not quietly fall back
+/// to the CPU (the CUDA review's D2): that throws, naming the driver and what is needed.
+bool gpus_by_default();
+
 /// The devices of a `mode` process given --devices `requested` (empty: the default):
 /// - single: the one device named, else cuda:0 when there is a GPU, else the CPU;
 /// - dp: the list named (repeats allowed), else every GPU, else cpu:0,cpu:1 (as PyTorch's

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "apps/common/run_main.h"
+#include "apps/common/training_setup.h"
 #include "apps/train_cifar/train_options.h"
 #include "apps/train_cifar/trainer.h"
 #include "engine/backend.h"
@@ -52,9 +53,9 @@ int run(int argc, char** argv) {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
     }
-    const std::string backend = !options.backend.empty() ? options.backend
-                                : cuda_available()       ? "nccl"
-                                                         : "gloo";
+    const std::string backend = !options.backend.empty()  ? options.backend
+                                : apps::gpus_by_default() ? "nccl"
+                                                          : "gloo";
     group = parallel::init_process_group(
         backend, env,
         {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});

@@ -17,7 +17,9 @@ namespace tandem::cuda {
 /// differ.
 inline void check_cuda_major(const std::string& library, int library_cudart, int toolkit_cudart) {
   const int major = toolkit_cudart / 1000;
-  const auto text = [](int code) { return detail::concat(code / 1000, ".", code % 1000 / 10); };
+  const auto text = [](int code) {
+    return ::tandem::detail::concat(code / 1000, ".", code % 1000 / 10);
+  };
   TANDEM_CHECK(library_cudart / 1000 == major, "[", library, "] lib", library,
                " was built for CUDA ", text(library_cudart), ", but Tandem for CUDA ",
                text(toolkit_cudart), ": install ", library, " for CUDA ", major,
