@@ -92,7 +92,8 @@ TEST(SgdBodies, ManyTensorsPerLaunchEqualPerTensorStepsBitForBit) {
   std::mt19937_64 random(17);
   for (int round = 0; round < 20; ++round) {
     const std::vector<int64_t> sizes = random_sizes(random);
-    const SgdStepOptions& options = every_kind_of_step()[round % 5];
+    const SgdStepOptions options =
+        every_kind_of_step()[round % 5];  // a copy: the list is a temporary
     const k::SgdParams o = to_kernel(options);
     std::vector<Parameter> list;
     for (size_t t = 0; t < sizes.size(); ++t) {
