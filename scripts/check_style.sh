@@ -4,6 +4,14 @@
 # libraries and programs. CI runs it after the first build (it needs that build's
 # compile_commands.json).
 #
+# Note [clang-tidy cache]: clang-tidy over the whole tree takes minutes, and most runs change a few
+# files. A file found clean is remembered under the key of everything the verdict depends on
+# (scripts/tidy_keys.py: tool versions, .clang-tidy, compile command, the file preprocessed with
+# comments, so every header it includes): a later run checks only the files whose key is new, i.e.
+# the changed files and those that include a changed header. Only clean results are kept, so a
+# warning is reported on every run until fixed; with no cache (a new machine) every file is
+# checked. TANDEM_TIDY_CACHE names the folder (default ~/.cache/tandem/clang-tidy; empty: none).
+#
 #   scripts/check_style.sh [BUILD_DIR]        # default ./build; both checks
 #   scripts/check_style.sh --format-only      # no build needed
 #   scripts/check_style.sh --fix              # clang-format -i over the tree, then both checks
@@ -41,10 +49,34 @@ fi
 # Library and program sources that the build compiled (a CPU-only build has no engine/cuda).
 mapfile -t units < <(git ls-files 'engine/*.cpp' 'nn/*.cpp' 'data/*.cpp' 'parallel/*.cpp' 'apps/*.cpp' |
                      while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
-echo "== clang-tidy (${#units[@]} files, $(nproc) at a time)"
 start=$(date +%s)
-if ! printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -n 4 clang-tidy -p "$build" --quiet \
-       >"$build/tidy.log" 2>&1; then
+cache="${TANDEM_TIDY_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/clang-tidy}"
+keys="$build/tidy.keys"  # "KEY FILE" per unit
+if [ -n "$cache" ]; then
+  mkdir -p "$cache"
+  python3 "$root/scripts/tidy_keys.py" "$build" "${units[@]}" >"$keys" || exit 1
+  mapfile -t unchecked < <(while read -r key file; do [ -f "$cache/$key" ] || echo "$file"; done <"$keys")
+else
+  unchecked=("${units[@]}")
+fi
+echo "== clang-tidy (${#units[@]} files: ${#unchecked[@]} to check, $(( ${#units[@]} - ${#unchecked[@]} )) clean before; $(nproc) at a time)"
+# One file per clang-tidy, each with its own log, so that every clean one can be remembered even
+# when another fails (WarningsAsErrors makes a warning fail clang-tidy).
+logs="$build/tidy"
+rm -rf "$logs" && mkdir -p "$logs"
+tidy_one='log="$2/$(echo "$3" | tr / _)"; clang-tidy -p "$1" --quiet "$3" >"$log.log" 2>&1 && touch "$log.clean"'
+failed=0
+if [ ${#unchecked[@]} -gt 0 ]; then
+  printf '%s\n' "${unchecked[@]}" | xargs -P "$(nproc)" -I{} sh -c "$tidy_one" _ "$build" "$logs" {} || failed=1
+fi
+if [ -n "$cache" ]; then
+  while read -r key file; do
+    [ -f "$logs/$(echo "$file" | tr / _).clean" ] && touch "$cache/$key"
+  done <"$keys"
+  find "$cache" -type f -mtime +30 -delete  # keys that no checkout has had for a month
+fi
+if [ $failed -ne 0 ]; then
+  cat "$logs"/*.log >"$build/tidy.log"
   grep -E "(warning|error):" "$build/tidy.log" | sort -u
   echo "FAILED: clang-tidy found the above (full log: $build/tidy.log)" >&2
   exit 1

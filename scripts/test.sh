@@ -12,6 +12,12 @@
 #                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
 #                                        # groups, store, the CUDA host code and the NCCL group on
 #                                        # fakes), in build-tsan (CUDA off); CI runs it third
+#   scripts/test.sh --build-only [...]   # install, configure and build, no tests
+#   scripts/test.sh --no-build [...]     # the tests of the build made before (CI times the two apart)
+#
+# Sanitizer builds are -O1 with line tables only (-g1): what the sanitizers' reports need (file
+# and line in every frame), at about half the compile time of -O2 -g. Builds use Ninja and ccache
+# where present (scripts/build_env.sh, Note [Compiler cache]).
 #
 # Note [TSan and OpenMP]: Debian's libgomp is not built with ThreadSanitizer, so its barriers are
 # invisible to TSan and every OpenMP team would be reported as racing. The TSan run therefore sets
@@ -24,15 +30,21 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-sanitize=""
-if [ "${1:-}" = "--sanitize" ]; then
-  sanitize="${2:-}"
-  case "$sanitize" in
-    address|thread) ;;
-    *) echo "error: --sanitize takes 'address' or 'thread' (got '${sanitize}')" >&2; exit 2 ;;
+sanitize="" build=1 run_tests=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sanitize)
+      sanitize="${2:-}"
+      case "$sanitize" in
+        address|thread) ;;
+        *) echo "error: --sanitize takes 'address' or 'thread' (got '${sanitize}')" >&2; exit 2 ;;
+      esac
+      shift 2 ;;
+    --build-only) run_tests=0; shift ;;
+    --no-build) build=0; shift ;;
+    *) break ;;
   esac
-  shift 2
-fi
+done
 suffix=""
 [ "$sanitize" = "address" ] && suffix="-asan"
 [ "$sanitize" = "thread" ] && suffix="-tsan"
@@ -41,16 +53,8 @@ build_type="${BUILD_TYPE:-${sanitize:+RelWithDebInfo}}"
 build_type="${build_type:-Release}"
 jobs="${JOBS:-$(nproc)}"
 
-"$root/scripts/install_deps.sh"
-
-# The real CIFAR-10 makes the data tests check it (they skip without it). Only a local archive is
-# used here, never a download.
-if [ -n "${CIFAR10_ARCHIVE:-}" ] || [ -f "$root/../shared/data/cifar-10-binary.tar.gz" ]; then
-  "$root/scripts/get_cifar10.sh" "$root/data"
-fi
-
-echo "== configure ($build_type${sanitize:+, sanitizer: $sanitize}) in $build_dir"
 configure=(-DCMAKE_BUILD_TYPE="$build_type")
+[ -n "$sanitize" ] && configure+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 targets=()
 if [ "$sanitize" = "address" ]; then
   # CPU code only (nvcc does not take these flags, and no GPU runs here),
@@ -76,12 +80,22 @@ elif [ "$sanitize" = "thread" ]; then
   suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi
-cmake -S "$root" -B "$build_dir" "${configure[@]}"
+if [ $build -eq 1 ]; then
+  "$root/scripts/install_deps.sh"
+  source "$root/scripts/build_env.sh"  # after the install: it looks for Ninja and ccache
+  echo "== configure ($build_type${sanitize:+, sanitizer: $sanitize}) in $build_dir"
+  cmake -S "$root" -B "$build_dir" "${configure[@]}" "${cmake_speedups[@]}"
+  echo "== build (-j$jobs)"
+  start=$(date +%s)
+  cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
+  echo "   build took $(( $(date +%s) - start )) s"
+fi
+[ $run_tests -eq 1 ] || exit 0
 
-echo "== build (-j$jobs)"
-start=$(date +%s)
-cmake --build "$build_dir" -j "$jobs" "${targets[@]}"
-echo "   build took $(( $(date +%s) - start )) s"
-
+# The real CIFAR-10 makes the data tests check it (they skip without it). Only a local archive is
+# used here, never a download.
+if [ -n "${CIFAR10_ARCHIVE:-}" ] || [ -f "$root/../shared/data/cifar-10-binary.tar.gz" ]; then
+  "$root/scripts/get_cifar10.sh" "$root/data"
+fi
 echo "== test"
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"
