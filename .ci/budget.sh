@@ -27,8 +27,8 @@ ci_count_ctest() {
 # scripts/fuzz.sh's table: one row per target ending in "ok" or "FAILED …".
 ci_count_fuzz() {
   local log="$1" ok failed
-  ok="$(grep -cE '^[a-z_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  ok$' "$log" || true)"
-  failed="$(grep -cE '^[a-z_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  FAILED' "$log" || true)"
+  ok="$(grep -cE '^[a-z0-9_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  ok$' "$log" || true)"
+  failed="$(grep -cE '^[a-z0-9_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  FAILED' "$log" || true)"
   echo "$((ok + failed)) $failed 0"
 }
 
