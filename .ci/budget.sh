@@ -15,13 +15,13 @@ ci_logs="$(mktemp -d)"
 trap 'rm -rf "$ci_logs"' EXIT
 
 # ctest's closing lines: "100% tests passed, 0 tests failed out of 687" and one "(Skipped)" line per
-# skipped test. Prints "total failed skipped".
+# skipped test. Prints "total failed skipped noun".
 ci_count_ctest() {
   local log="$1" total failed skipped
   total="$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$log" | tail -1)"
   failed="$(sed -n 's/.*, \([0-9]*\) tests failed out of.*/\1/p' "$log" | tail -1)"
   skipped="$(grep -c '(Skipped)$' "$log" || true)"
-  echo "${total:-0} ${failed:-0} ${skipped:-0}"
+  echo "${total:-0} ${failed:-0} ${skipped:-0} tests"
 }
 
 # scripts/fuzz.sh's table: one row per target ending in "ok" or "FAILED …".
@@ -29,7 +29,7 @@ ci_count_fuzz() {
   local log="$1" ok failed
   ok="$(grep -cE '^[a-z0-9_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  ok$' "$log" || true)"
   failed="$(grep -cE '^[a-z0-9_]+ +[0-9?]+ +[0-9?]+ +[0-9?]+  FAILED' "$log" || true)"
-  echo "$((ok + failed)) $failed 0"
+  echo "$((ok + failed)) $failed 0 targets"
 }
 
 ci_stage() {
@@ -42,14 +42,14 @@ ci_stage() {
   "$@" 2>&1 | tee "$log" || status=$?
   local seconds=$(( $(date +%s) - start )) tests=""
   if [ "$counter" != none ]; then
-    local total failed skipped
-    read -r total failed skipped < <("ci_count_$counter" "$log")
+    local total failed skipped noun
+    read -r total failed skipped noun < <("ci_count_$counter" "$log")
     ci_passed=$((ci_passed + total - failed - skipped))
     ci_failed=$((ci_failed + failed))
     ci_skipped=$((ci_skipped + skipped))
-    tests="$total tests ($failed failed, $skipped skipped)"
+    tests="$total $noun ($failed failed, $skipped skipped)"
     if [ "$status" -eq 0 ] && [ "$total" -lt "$floor" ]; then
-      echo "error: stage $name ran $total tests, fewer than the $floor it ran before (see .ci/run)" >&2
+      echo "error: stage $name ran $total $noun, fewer than the $floor it ran before (see .ci/run)" >&2
       status=1
     fi
   fi
@@ -58,6 +58,9 @@ ci_stage() {
   ci_rows+=("$row")
   echo "==== stage $row"
   if [ "$status" -ne 0 ]; then
+    # A stage that failed with no failing test (a build, a count under its floor) still makes the
+    # closing line say that something failed.
+    [ "${failed:-0}" -gt 0 ] || ci_failed=$((ci_failed + 1))
     ci_summary
     exit "$status"
   fi

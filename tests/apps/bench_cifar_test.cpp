@@ -15,6 +15,7 @@
 #include "engine/backend.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_paths.h"
 
 namespace tandem::apps::bench {
 namespace {
@@ -33,7 +34,7 @@ std::string read_text(const std::string& path) {
 
 ProgramRun bench_cifar(const std::vector<std::string>& args, const TempDir& dir,
                        bool merge = false) {
-  return testing::run_program(TANDEM_BENCH_CIFAR, args, merge, dir.file("stderr.txt"));
+  return testing::run_program(testing::kBenchCifarProgram, args, merge, dir.file("stderr.txt"));
 }
 
 // The cells of a Markdown table line "| a | b |".

@@ -16,6 +16,7 @@
 #include "tests/support/cuda_skip.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_paths.h"
 
 namespace tandem::apps {
 namespace {
@@ -26,7 +27,7 @@ using testing::TempDir;
 using testing::ProgramRun;
 
 ProgramRun train_cifar(const std::vector<std::string>& args) {
-  return testing::run_program(TANDEM_TRAIN_CIFAR, args);
+  return testing::run_program(testing::kTrainCifarProgram, args);
 }
 
 std::vector<json> read_log(const std::string& path) {
@@ -262,7 +263,7 @@ TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
   TempDir dir;
   const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
   std::vector<std::string> args = quick_run(log, {"--epochs", "100", "--save", checkpoint});
-  args.insert(args.begin(), TANDEM_TRAIN_CIFAR);
+  args.insert(args.begin(), testing::kTrainCifarProgram);
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {

@@ -6,6 +6,7 @@
 #include "data/cifar10.h"
 #include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_paths.h"
 
 namespace tandem::data {
 namespace {
@@ -63,7 +64,7 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
 }
 
 TEST(Cifar10, RealDataSetWhenPresent) {
-  const std::string folder = TANDEM_CIFAR10_DIR;
+  const std::string folder = testing::kCifar10Dir;
   if (!std::filesystem::exists(folder + "/test_batch.bin")) {
     GTEST_SKIP() << "no CIFAR-10 at " << folder << " (scripts/get_cifar10.sh)";
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tests/fuzz/targets.h"
+#include "tests/support/test_paths.h"
 
 namespace tandem::fuzz {
 namespace {
@@ -16,7 +17,8 @@ namespace {
 using Target = int (*)(const uint8_t*, size_t);
 
 void replay(const std::string& name, Target target) {
-  const std::filesystem::path folder = std::filesystem::path(TANDEM_FUZZ_CORPUS) / name;
+  const std::filesystem::path folder =
+      std::filesystem::path(tandem::testing::kFuzzCorpusDir) / name;
   ASSERT_TRUE(std::filesystem::is_directory(folder)) << folder;
   int inputs = 0;
   for (const auto& entry : std::filesystem::directory_iterator(folder)) {

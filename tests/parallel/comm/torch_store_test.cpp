@@ -14,6 +14,7 @@
 #include "parallel/comm/store_server.h"
 #include "parallel/comm/torch_store.h"
 #include "tests/support/error_message.h"
+#include "tests/support/test_paths.h"
 
 namespace tandem::parallel {
 namespace {
@@ -26,7 +27,8 @@ using tandem::testing::error_message;
 class PyTorchPeer {
  public:
   PyTorchPeer() {
-    const std::string command = "/usr/bin/python3 " TANDEM_TORCH_STORE_PEER " 2>&1";
+    const std::string command =
+        std::string("/usr/bin/python3 ") + testing::kTorchStorePeerScript + " 2>&1";
     pipe_ = ::popen(command.c_str(), "r");
     if (pipe_ != nullptr) first_line_ = read_line();
   }

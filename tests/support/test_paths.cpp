@@ -1,0 +1,12 @@
+#include "tests/support/test_paths.h"
+
+// The values come from tests/CMakeLists.txt, on this file only.
+namespace tandem::testing {
+
+const char* const kTrainCifarProgram = TANDEM_TRAIN_CIFAR;
+const char* const kBenchCifarProgram = TANDEM_BENCH_CIFAR;
+const char* const kCifar10Dir = TANDEM_CIFAR10_DIR;
+const char* const kFuzzCorpusDir = TANDEM_FUZZ_CORPUS;
+const char* const kTorchStorePeerScript = TANDEM_TORCH_STORE_PEER;
+
+}  // namespace tandem::testing
