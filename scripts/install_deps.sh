@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake g++ make
+  ninja-build ccache   # scripts/build_env.sh: how CI fits its budget (Note [Compiler cache])
   libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
   ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime)
   libgloo-dev          # Gloo: the CPU process group (DDP over TCP)
