@@ -50,7 +50,7 @@ fi
 mapfile -t units < <(git ls-files 'engine/*.cpp' 'nn/*.cpp' 'data/*.cpp' 'parallel/*.cpp' 'apps/*.cpp' |
                      while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
 start=$(date +%s)
-cache="${TANDEM_TIDY_CACHE-${XDG_CACHE_HOME:-$HOME/.cache}/tandem/clang-tidy}"
+cache="${TANDEM_TIDY_CACHE-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tandem/clang-tidy}"
 keys="$build/tidy.keys"  # "KEY FILE" per unit
 if [ -n "$cache" ]; then
   mkdir -p "$cache"
@@ -70,10 +70,11 @@ if [ ${#unchecked[@]} -gt 0 ]; then
   printf '%s\n' "${unchecked[@]}" | xargs -P "$(nproc)" -I{} sh -c "$tidy_one" _ "$build" "$logs" {} || failed=1
 fi
 if [ -n "$cache" ]; then
+  # Found clean now or before: (re)dated, so that only keys no checkout has had for a month expire.
   while read -r key file; do
-    [ -f "$logs/$(echo "$file" | tr / _).clean" ] && touch "$cache/$key"
+    if [ -f "$cache/$key" ] || [ -f "$logs/$(echo "$file" | tr / _).clean" ]; then touch "$cache/$key"; fi
   done <"$keys"
-  find "$cache" -type f -mtime +30 -delete  # keys that no checkout has had for a month
+  find "$cache" -type f -mtime +30 -delete
 fi
 if [ $failed -ne 0 ]; then
   cat "$logs"/*.log >"$build/tidy.log"
