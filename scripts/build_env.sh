@@ -8,8 +8,8 @@
 # below the checkout relative before hashing (and before compiling, so __FILE__ is relative too),
 # and CCACHE_NOHASHDIR keeps the working folder out of the hash of -g builds (their debug info
 # then names the folder of whichever build filled the cache; file and line stay right). For the
-# same reason no compile command may carry an absolute path in a -D value (tests/CMakeLists.txt
-# puts such paths on the one source file that reads them). A machine without ccache or Ninja
+# same reason no compile command may carry an absolute path in a -D value (the paths tests read
+# are compiled into tests/support/test_paths.cpp alone). A machine without ccache or Ninja
 # builds as before, only slower.
 
 cmake_speedups=()
@@ -21,9 +21,9 @@ fi
 if command -v ccache >/dev/null && [ "${TANDEM_CCACHE:-1}" != 0 ]; then
   cmake_speedups+=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
                    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
-  # The four builds (Release with CUDA, ASan, TSan, fuzz) took 84 MiB of cache, compressed
-  # (2026-11-26): ccache's default size (5 GiB) holds many rounds of them.
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
+  # ccache's default size (5 GiB) holds many rounds of the four builds (Release with CUDA, ASan,
+  # TSan, fuzz): together they took 84 MiB, compressed (2026-11-26).
 else
   # Turned off (TANDEM_CCACHE=0) or not installed: say so, since a folder configured with the
   # launcher before would keep it.

@@ -51,30 +51,29 @@ mapfile -t units < <(git ls-files 'engine/*.cpp' 'nn/*.cpp' 'data/*.cpp' 'parall
                      while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
 start=$(date +%s)
 cache="${TANDEM_TIDY_CACHE-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tandem/clang-tidy}"
-keys="$build/tidy.keys"  # "KEY FILE" per unit
+# "KEY FILE" for each unit not known clean; without a cache the key is only a name for the log.
+unchecked=()
 if [ -n "$cache" ]; then
   mkdir -p "$cache"
-  python3 "$root/scripts/tidy_keys.py" "$build" "${units[@]}" >"$keys" || exit 1
-  mapfile -t unchecked < <(while read -r key file; do [ -f "$cache/$key" ] || echo "$file"; done <"$keys")
+  python3 "$root/scripts/tidy_keys.py" "$build" "${units[@]}" >"$build/tidy.keys" || exit 1
+  while read -r key file; do
+    # Found clean before: re-dated, so that only keys no checkout has had for a month expire.
+    if [ -f "$cache/$key" ]; then touch "$cache/$key"; else unchecked+=("$key $file"); fi
+  done <"$build/tidy.keys"
+  find "$cache" -type f -mtime +30 -delete
 else
-  unchecked=("${units[@]}")
+  for file in "${units[@]}"; do unchecked+=("$(echo "$file" | tr / _) $file"); done
 fi
 echo "== clang-tidy (${#units[@]} files: ${#unchecked[@]} to check, $(( ${#units[@]} - ${#unchecked[@]} )) clean before; $(nproc) at a time)"
-# One file per clang-tidy, each with its own log, so that every clean one can be remembered even
-# when another fails (WarningsAsErrors makes a warning fail clang-tidy).
+# One file per clang-tidy, each with its own log, so that every clean one is remembered even when
+# another fails (WarningsAsErrors makes a warning fail clang-tidy).
 logs="$build/tidy"
 rm -rf "$logs" && mkdir -p "$logs"
-tidy_one='log="$2/$(echo "$3" | tr / _)"; clang-tidy -p "$1" --quiet "$3" >"$log.log" 2>&1 && touch "$log.clean"'
+tidy_one='clang-tidy -p "$1" --quiet "$5" >"$2/$4.log" 2>&1 && { [ -z "$3" ] || touch "$3/$4"; }'
 failed=0
 if [ ${#unchecked[@]} -gt 0 ]; then
-  printf '%s\n' "${unchecked[@]}" | xargs -P "$(nproc)" -I{} sh -c "$tidy_one" _ "$build" "$logs" {} || failed=1
-fi
-if [ -n "$cache" ]; then
-  # Found clean now or before: (re)dated, so that only keys no checkout has had for a month expire.
-  while read -r key file; do
-    if [ -f "$cache/$key" ] || [ -f "$logs/$(echo "$file" | tr / _).clean" ]; then touch "$cache/$key"; fi
-  done <"$keys"
-  find "$cache" -type f -mtime +30 -delete
+  printf '%s\n' "${unchecked[@]}" |
+    xargs -P "$(nproc)" -L 1 sh -c "$tidy_one" _ "$build" "$logs" "$cache" || failed=1
 fi
 if [ $failed -ne 0 ]; then
   cat "$logs"/*.log >"$build/tidy.log"

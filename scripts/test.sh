@@ -17,8 +17,8 @@
 #
 # Sanitizer builds are -O1 with line tables only (-g1): what the sanitizers' reports need (file
 # and line in every frame), at about half the compile time of -O2 -g (0.47-0.52x on six files
-# measured, 2026-11-26). Builds use Ninja and ccache
-# where present (scripts/build_env.sh, Note [Compiler cache]).
+# measured, 2026-11-26). Builds use Ninja and ccache where present (scripts/build_env.sh,
+# Note [Compiler cache]).
 #
 # Note [TSan and OpenMP]: Debian's libgomp is not built with ThreadSanitizer, so its barriers are
 # invisible to TSan and every OpenMP team would be reported as racing. The TSan run therefore sets
