@@ -99,7 +99,8 @@ class Backend {
   virtual void cast(const Tensor& src, Tensor& dst) = 0;
 
   // --- elementwise. binary(): a and b are contiguous and broadcast to out's shape; out may
-  // alias a (in-place accumulation). scalar is used by the *Scalar unary ops.
+  // alias a (in-place accumulation). scalar is used by the *Scalar unary ops; AddScalar also
+  // takes int64 in and out (a whole-number scalar), for counters kept on the device.
   virtual void unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out) = 0;
   virtual void binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) = 0;
 

@@ -5,6 +5,7 @@
 #include "engine/backend.h"
 #include "engine/device.h"
 #include "engine/error.h"
+#include "engine/host_reads.h"
 #include "engine/ops/concat.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"

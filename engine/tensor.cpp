@@ -7,6 +7,7 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
+#include "engine/host_reads.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/tensor_impl.h"
@@ -87,6 +88,7 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   TANDEM_CHECK(dtype() == DTypeOf<T>::value, "[to_vector] tensor is ", dtype_name(dtype()),
                ", asked for ", dtype_name(DTypeOf<T>::value));
+  detail::count_host_read();  // Note [Counting host reads]
   const Tensor host = detach().to(Device::cpu()).contiguous();
   std::vector<T> values(static_cast<size_t>(host.numel()));
   if (!values.empty()) std::memcpy(values.data(), host.data_ptr(), values.size() * sizeof(T));

@@ -1,5 +1,6 @@
 #include "nn/batch_norm2d.h"
 
+#include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 
 namespace tandem::nn {
@@ -25,8 +26,9 @@ Tensor BatchNorm2d::forward_relu(const Tensor& input) {
 
 Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
   if (is_training()) {
-    // A host-side counter: kept on the buffer's device, read back only here.
-    num_batches_tracked_.fill_(num_batches_tracked_.item() + 1);
+    // On the buffer's device, as PyTorch's add_(1): a host read here would stall a GPU at every
+    // batch norm of every step (Note [Host syncs] in apps/train_cifar/trainer.cpp).
+    add_(num_batches_tracked_, 1.0);
   }
   const BatchNormOptions options{.training = is_training(),
                                  .momentum = config_.momentum,

@@ -41,25 +41,26 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
                "[sync_batch_norm2d] needs a 4-D input in training mode, got ",
                shape_str(x.shape()));
   const int64_t channels = x.size(1);
+  const int64_t local_values = x.size(0) * x.size(2) * x.size(3);
+  // The global count is known only on the device (Note [Synchronised batch norm]), so this is
+  // batch norm's own check on this rank's input; an empty share is fine, the others fill it.
+  TANDEM_CHECK(local_values != 1,
+               "[sync_batch_norm2d] training needs more than one value per channel, got input ",
+               shape_str(x.shape()));
   const TensorOptions on_device{.device = x.device()};
-  Tensor out, mean, invstd, x_hat;
-  double count = 0;
+  Tensor out, mean, invstd, x_hat, inverse_count;
   {
     NoGradGuard no_grad;
     const Tensor cx = x.detach();
     // Note [Synchronised batch norm]: the mean first, then the squared deviations from it.
-    const Tensor local_count =
-        full({1}, static_cast<double>(x.size(0) * x.size(2) * x.size(3)), on_device);
+    const Tensor local_count = full({1}, static_cast<double>(local_values), on_device);
     const auto sums = sum_over_ranks({sum(cx, {0, 2, 3}), local_count}, *reducer);
-    count = sums[1].item();
-    TANDEM_CHECK(count > 1,
-                 "[sync_batch_norm2d] training needs more than one value per channel "
-                 "over all ranks, got ",
-                 count);
-    mean = mul(sums[0], static_cast<float>(1.0 / count));
+    const Tensor& count = sums[1];  // (1), every rank's values
+    inverse_count = div(ones({1}, on_device), count);
+    mean = mul(sums[0], inverse_count);
     const Tensor centred = sub(cx, per_channel(mean));
     const auto squares = sum_over_ranks({sum(mul(centred, centred), {0, 2, 3})}, *reducer);
-    const Tensor var = mul(squares[0], static_cast<float>(1.0 / count));  // biased
+    const Tensor var = mul(squares[0], inverse_count);  // biased
     invstd = pow(add(var, options.eps), -0.5f);
     x_hat = mul(centred, per_channel(invstd));
     const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);
@@ -70,21 +71,20 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
       Tensor running = running_mean;
       running.copy_(add(mul(running_mean, 1.0f - m), mul(mean, m)));
       Tensor running_v = running_var;
-      const Tensor unbiased = mul(var, static_cast<float>(count / (count - 1)));
+      const Tensor unbiased = mul(var, div(count, add(count, -1.0f)));  // count / (count - 1)
       running_v.copy_(add(mul(running_var, 1.0f - m), mul(unbiased, m)));
     }
   }
   const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);
   autograd::record(
       "sync_batch_norm2d", {&x, &gamma, &beta}, {&out},
-      [x_hat, invstd, g, count, reducer](const Grads& grads, const Needs& needs) {
+      [x_hat, invstd, g, inverse_count, reducer](const Grads& grads, const Needs& needs) {
         const Tensor& grad_y = grads[0];
         const Tensor sum_dy = sum(grad_y, {0, 2, 3});
         const Tensor sum_dy_x_hat = sum(mul(grad_y, x_hat), {0, 2, 3});
         Tensor grad_x;
         if (needs[0]) {
           const auto global = sum_over_ranks({sum_dy, sum_dy_x_hat}, *reducer);
-          const float inverse_count = static_cast<float>(1.0 / count);
           // grad_x = gamma * invstd * (grad_y - mean(grad_y) - x_hat * mean(grad_y * x_hat)),
           // means over every rank's values.
           const Tensor centred_grad = sub(sub(grad_y, per_channel(mul(global[0], inverse_count))),

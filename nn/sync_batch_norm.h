@@ -13,7 +13,10 @@
 /// rank's loss a mean over its own images that average is the single-process gradient. Every
 /// rank must run the same batch norms in the same order (they are collectives), which a DDP
 /// model does; the all-reduces of backward interleave with DDP's bucket all-reduces in the same
-/// order on every rank, since all are issued by the backward pass in graph order.
+/// order on every rank, since all are issued by the backward pass in graph order. Nothing is
+/// read on the host: the count over all ranks stays a device tensor (1/count and count/(count-1)
+/// are device ops), and the reducer's all-reduces are stream-ordered (Work::wait, not
+/// synchronize), so on a GPU neither forward nor the autograd worker's backward waits for them.
 
 #include <memory>
 

@@ -7,14 +7,17 @@
 namespace tandem::parallel {
 namespace {
 
-// Sums over the group's ranks; synchronize(): batch norm reads the result on the host's next
-// op, and a failed collective must throw rather than leave the values half-reduced.
+// Sums over the group's ranks. wait(), not synchronize() (Note [Work wait and synchronize]):
+// batch norm's next kernels read the sums on the calling thread's stream, behind the
+// collective, so the host goes on queueing (Note [Synchronised batch norm]). A collective that
+// fails later surfaces from the group's next collective or the step's synchronisation, as a
+// DDP bucket's does; one that fails at once throws here.
 class ProcessGroupReducer final : public nn::StatisticsReducer {
  public:
   explicit ProcessGroupReducer(std::shared_ptr<ProcessGroup> group) : group_(std::move(group)) {}
   void sum_over_ranks(Tensor& values) override {
     try {
-      group_->allreduce({values}, ReduceOp::Sum)->synchronize();
+      group_->allreduce({values}, ReduceOp::Sum)->wait();
     } catch (const Error& e) {
       TANDEM_FAIL("[SyncBatchNorm] all-reduce of batch statistics failed: ", e.message());
     }

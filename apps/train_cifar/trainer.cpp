@@ -262,6 +262,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   EpochProgress progress(epoch + 1, options_.epochs, steps,
                          options_.progress && stdout_is_terminal());
   const auto start = Clock::now();
+  const int64_t reads_before = host_read_count();
   double loss_sum = 0, correct = 0;
   int64_t seen = 0, step_in_epoch = 0;
   PendingSteps pending;
@@ -342,11 +343,13 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   if (!read_pending()) return std::nullopt;
   if (is_leader()) progress.finish();
   const double seconds = seconds_since(start);
+  const int64_t host_reads = host_read_count() - reads_before;
   const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
   return PassMetrics{.loss = totals[0] / totals[2],
                      .accuracy = totals[1] / totals[2],
                      .images = static_cast<int64_t>(totals[2]),
-                     .seconds = seconds};
+                     .seconds = seconds,
+                     .host_reads = host_reads};
 }
 
 PassMetrics Trainer::evaluate() {
@@ -455,6 +458,7 @@ RunSummary Trainer::run() {
                   {"test_loss", test.loss},
                   {"test_accuracy", test.accuracy},
                   {"seconds", train->seconds},
+                  {"host_reads", train->host_reads},
                   {"images_per_second", images_per_second},
                   {"lr", lr},
                   {"step", step_},

@@ -26,6 +26,9 @@ struct PassMetrics {
   double accuracy = 0;  ///< in [0, 1]
   int64_t images = 0;   ///< over all ranks
   double seconds = 0;
+  /// This rank's host reads during the pass (Note [Counting host reads]): with nothing read in a
+  /// training step, one per kHostSyncEvery steps, plus the ranks' agreements in ddp.
+  int64_t host_reads = 0;
 };
 
 struct RunSummary {

@@ -64,6 +64,14 @@ void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
 }  // namespace
 
 void CpuBackend::unary(UnaryOp op, const Tensor& in, float s, Tensor& out) {
+  if (in.dtype() == DType::Int64) {
+    TANDEM_CHECK(op == UnaryOp::AddScalar, "[unary] int64 only for add_scalar");
+    const int64_t* x = in.data<int64_t>();
+    int64_t* y = out.data<int64_t>();
+    const auto step = static_cast<int64_t>(s);
+    for (int64_t i = 0; i < in.numel(); ++i) y[i] = x[i] + step;  // counters: a few elements
+    return;
+  }
   const float* x = in.data<float>();
   float* y = out.data<float>();
   const int64_t n = in.numel();

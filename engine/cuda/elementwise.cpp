@@ -62,6 +62,12 @@ kernels::BroadcastLayout broadcast_layout(const Shape& out, const Shape& a_strid
 
 void CudaBackend::unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out) {
   OnDevice on(out, "unary");
+  if (in.dtype() == DType::Int64) {
+    TANDEM_CHECK(op == UnaryOp::AddScalar, "[unary] int64 only for add_scalar");
+    kernels::add_scalar_int64(in.data<int64_t>(), static_cast<int64_t>(scalar), out.data<int64_t>(),
+                              out.numel(), on.stream);
+    return;
+  }
   kernels::unary(to_kernel(op), in.data<float>(), scalar, out.data<float>(), out.numel(),
                  on.stream);
 }

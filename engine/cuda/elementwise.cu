@@ -50,6 +50,13 @@ void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaS
   CUDA_CHECK_LAUNCH();
 }
 
+void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  launch_grid_stride(AddScalarInt64Body{in, scalar, out, n}, stream);
+  CUDA_CHECK_LAUNCH();
+}
+
 void binary(Binary op, const void* a, const void* b, bool int64_inputs,
             const BroadcastLayout& layout, float* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;

@@ -32,6 +32,9 @@ void spin(long long nanoseconds, cudaStream_t stream);
 
 /// out: (n) = op(in: (n), scalar). out may alias in.
 void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream);
+/// out: (n) = in: (n) + scalar, int64. out may alias in.
+void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n,
+                      cudaStream_t stream);
 
 /// out: (n) float32 = op(a, b); a and b are float32, or int64 when `int64_inputs` (Equal only).
 /// out may alias a when a is not broadcast.

@@ -1,5 +1,7 @@
 #include "engine/ops/elementwise.h"
 
+#include <cmath>
+
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/checks.h"
@@ -203,6 +205,20 @@ Tensor& add_(Tensor& self, const Tensor& other) {
   backend_for(self.device())
       .binary(BinaryOp::Add, memory,
               ops::kernel_view(other.detach().contiguous(self.memory_format())), memory);
+  return self;
+}
+
+Tensor& add_(Tensor& self, double scalar) {
+  TANDEM_CHECK(self.dtype() == DType::Float32 || self.dtype() == DType::Int64,
+               "[add_] needs a float32 or int64 tensor, got ", dtype_name(self.dtype()));
+  // Backend::unary passes the scalar as a float: whole numbers are exact up to 2^24.
+  constexpr double kExactInFloat = 1 << 24;
+  TANDEM_CHECK(self.dtype() != DType::Int64 ||
+                   (scalar == std::trunc(scalar) && std::abs(scalar) <= kExactInFloat),
+               "[add_] an int64 tensor takes a whole number up to 2^24, got ", scalar);
+  TANDEM_CHECK(self.is_dense(), "[add_] needs a contiguous or channels-last destination");
+  Tensor memory = ops::kernel_view(self);
+  backend_for(self.device()).unary(UnaryOp::AddScalar, memory, static_cast<float>(scalar), memory);
   return self;
 }
 

@@ -27,6 +27,10 @@ Tensor equal(const Tensor& a, const Tensor& b);
 
 /// self += other, in place and never recorded (gradient accumulation, DP reduce-add).
 Tensor& add_(Tensor& self, const Tensor& other);
+/// self += scalar, in place, never recorded, on self's device without a host read: float32, or
+/// int64 with a whole-number scalar (a counter such as num_batches_tracked, as PyTorch's
+/// `add_(1)`).
+Tensor& add_(Tensor& self, double scalar);
 
 /// A view of `a` with broadcast dims expanded to `shape`, materialised (differentiable).
 Tensor expand(const Tensor& a, const Shape& shape);

@@ -89,6 +89,21 @@ TEST(TrainCifar, DataParallelDefaultsToEveryGpuElseTwoCpuDevices) {
   EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
 }
 
+// Note [Host syncs]: the trainer reads its losses every 10 steps and nothing else in a step
+// (Note [Counting host reads]: batch norm's counter, say, would add 21 reads to every step).
+TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
+  TempDir dir;
+  // 640 images at 32 a batch: 20 steps, so 2 reads.
+  const ProgramRun run = train_cifar({"--synthetic", "--subset", "640", "--batch-size", "32",
+                                      "--epochs", "1", "--mode", "single", "--workers", "1",
+                                      "--no-progress", "--log-json", dir.file("log.jsonl")});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
+  ASSERT_EQ(epochs.size(), 1u) << run.output;
+  EXPECT_EQ(epochs[0]["step"].get<int64_t>(), 20);
+  EXPECT_EQ(epochs[0]["host_reads"].get<int64_t>(), 2);
+}
+
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
 }

@@ -455,6 +455,16 @@ TEST(CudaBackendGpu, InPlaceAddAccumulates) {
   expect_close(on_gpu, on_cpu, 0.0, "add_");
 }
 
+TEST(CudaBackendGpu, InPlaceScalarAddCountsInInt64) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  Tensor on_cpu = full({3}, 1e12, {.dtype = DType::Int64});
+  Tensor on_gpu = on_cpu.to(Device::cuda(0));
+  add_(on_cpu, 1.0);
+  add_(on_gpu, 1.0);
+  EXPECT_EQ(on_gpu.to_vector<int64_t>(), on_cpu.to_vector<int64_t>());
+  EXPECT_EQ(on_gpu.to_vector<int64_t>()[0], 1000000000001);
+}
+
 TEST(CudaBackendGpu, BatchNormUpdatesRunningStatisticsLikeCpu) {
   TANDEM_SKIP_WITHOUT_CUDA();
   const Device gpu = Device::cuda(0);

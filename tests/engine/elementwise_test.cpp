@@ -63,6 +63,22 @@ TEST(Elementwise, InPlaceAddIsNotRecorded) {
   EXPECT_FALSE(acc.requires_grad());
 }
 
+TEST(Elementwise, InPlaceScalarAddCountsInInt64) {
+  Tensor counter = zeros({}, {.dtype = DType::Int64});
+  add_(counter, 1.0);
+  add_(counter, 1.0);
+  EXPECT_EQ(counter.to_vector<int64_t>(), (std::vector<int64_t>{2}));
+  Tensor large = full({2}, 1e12, {.dtype = DType::Int64});  // past float32's whole numbers
+  add_(large, 3.0);
+  EXPECT_EQ(large.to_vector<int64_t>(), (std::vector<int64_t>{1000000000003, 1000000000003}));
+  Tensor floats = from_vector<float>({1.5f, -2.0f}, {2});
+  add_(floats, 0.25);
+  EXPECT_EQ(floats.to_vector<float>(), (std::vector<float>{1.75f, -1.75f}));
+  EXPECT_THROW(add_(counter, 0.5), Error);  // int64 takes whole numbers
+  Tensor bytes = zeros({1}, {.dtype = DType::UInt8});
+  EXPECT_THROW(add_(bytes, 1.0), Error);
+}
+
 TEST(ElementwiseGrad, AddSubWithBroadcast) {
   const Tensor a = param({2, 3, 2}, 1);
   const Tensor b = param({3, 1}, 2);

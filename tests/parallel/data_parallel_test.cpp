@@ -8,6 +8,7 @@
 #include "parallel/scatter_gather.h"
 #include "tests/support/cuda_skip.h"
 #include "tests/support/error_message.h"
+#include "tests/support/host_reads.h"
 #include "tests/support/image_batch.h"
 #include "tests/support/tensor_compare.h"
 
@@ -123,6 +124,18 @@ TEST(DataParallel, ChannelsLastOverTwoDevicesMatchesOneNchwDevice) {
                                MemoryFormat::ChannelsLast);
   expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false,
                                MemoryFormat::ChannelsLast);
+}
+
+// Note [Counting host reads]: scatter, replicas, gather and the reduce into the master read
+// nothing on the host, so on GPUs the replica threads never wait for a queue to drain.
+TEST(DataParallel, TrainingStepsReadNothingOnTheHost) {
+  for (const bool persistent : {true, false}) {
+    DataParallel model(resnet20(), {Device::cpu(0), Device::cpu(1)},
+                       {.persistent_replicas = persistent});
+    const Batch batch = random_image_batch(8, 11);
+    EXPECT_EQ(testing::host_reads_during([&] { testing::train_steps(model, batch, 2); }), 0)
+        << (persistent ? "persistent replicas" : "replicas rebuilt every step");
+  }
 }
 
 TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {

@@ -18,6 +18,7 @@
 #include "parallel/sync_batch_norm.h"
 #include "tests/support/ddp_fixtures.h"
 #include "tests/support/error_message.h"
+#include "tests/support/host_reads.h"
 #include "tests/support/image_batch.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/tensor_compare.h"
@@ -436,6 +437,27 @@ TEST(DdpMultiprocess, SyncBatchNormOverTwoRanksMatchesOneProcess) {
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::ChannelsLast, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, false);
+}
+
+// Note [Counting host reads]: once the second step has rebuilt the buckets in the order the
+// first step's gradients arrived (reading that order once, as PyTorch's DDP does), a step reads
+// nothing on the host: the buffer broadcast, the bucket all-reduces and synchronised batch
+// norm's collectives are all stream-ordered on a GPU.
+TEST(DdpMultiprocess, TrainingStepsReadNothingOnTheHostOnceBucketsAreRebuilt) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group();
+  for (const bool sync_bn : {false, true}) {
+    Generator init(7);
+    auto network = nn::make_resnet("resnet20", init);
+    if (sync_bn) {
+      EXPECT_EQ(convert_sync_batchnorm(*network, group), 21);
+    }
+    DistributedDataParallel model(network, group);
+    const auto batch = testing::random_image_batch(4, 21 + static_cast<uint64_t>(group->rank()));
+    testing::train_steps(model, batch, 2);
+    EXPECT_EQ(testing::host_reads_during([&] { testing::train_steps(model, batch, 2); }), 0)
+        << (sync_bn ? "with SyncBatchNorm" : "with batch norm");
+  }
 }
 
 TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {

@@ -63,6 +63,16 @@ struct UnaryBody {
   TANDEM_HD void operator()(int64_t i) const { out[i] = apply_unary<kOp>(in[i], scalar); }
 };
 
+/// out: (n) = in: (n) + scalar, int64 (a counter such as batch norm's num_batches_tracked,
+/// bumped on the device so that nobody reads it on the host); out may alias in
+struct AddScalarInt64Body {
+  const int64_t* in;
+  int64_t scalar;
+  int64_t* out;
+  int64_t n;
+  TANDEM_HD void operator()(int64_t i) const { out[i] = in[i] + scalar; }
+};
+
 /// a, b, out: (n), no broadcasting
 template <Binary kOp, typename T>
 struct BinaryContiguousBody {

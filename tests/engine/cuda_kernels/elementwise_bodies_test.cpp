@@ -144,6 +144,22 @@ TEST(AddChannelBiasBodies, MatchABroadcastAddOnTheCpuBackend) {
   }
 }
 
+TEST(UnaryBodies, Int64ScalarAddMatchesTheCpuBackend) {
+  for (const int64_t n : {1, 1000}) {
+    std::vector<int64_t> values(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = (i - 7) * 1000000007;
+    const Tensor in = from_vector(values, {n}, {.dtype = DType::Int64});
+    Tensor expected = empty({n}, {.dtype = DType::Int64});
+    cpu().unary(UnaryOp::AddScalar, in, 3.0f, expected);
+    for (const CpuGrid& grid : grids_for(n)) {
+      Tensor actual = in.clone();  // in place, as batch norm's counter is bumped
+      run_grid_stride(k::AddScalarInt64Body{actual.data<int64_t>(), 3, actual.data<int64_t>(), n},
+                      grid);
+      EXPECT_EQ(actual.to_vector<int64_t>(), expected.to_vector<int64_t>());
+    }
+  }
+}
+
 TEST(BatchNormStatBodies, InvStdAndVarConvertBothWays) {
   const float eps = 1e-5f;
   std::vector<float> var = random_tensor({500}, 1, 0.0f, 10.0f).to_vector<float>();

@@ -1,0 +1,25 @@
+#pragma once
+/// A count of host reads of tensor values, for tests that keep the training step free of them.
+///
+/// Note [Counting host reads]: reading a tensor's values on the host (to_vector, item) makes a
+/// GPU's host wait until every kernel queued before it has run, so the GPU idles while the host
+/// queues the next step (Note [Host syncs] in apps/train_cifar/trainer.cpp). A CPU pays nothing
+/// for the same read, so a mistake of that kind is invisible on the machines where the tests
+/// run. Every read therefore counts here, on every device: a test on CPUs counts the reads of a
+/// few training steps and so finds each one a GPU would wait for (batch norm's counter, say).
+/// One process-wide relaxed counter, as PyTorch's sync debug mode is process-wide; it is only
+/// ever compared before and after the code under test.
+
+#include <cstdint>
+
+namespace tandem {
+
+/// Host reads of tensor values (to_vector, item) made by this process so far, on any device.
+int64_t host_read_count();
+
+namespace detail {
+/// Called by every function that brings a tensor's values to the host.
+void count_host_read();
+}  // namespace detail
+
+}  // namespace tandem
