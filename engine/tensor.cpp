@@ -88,7 +88,7 @@ template <typename T>
 std::vector<T> Tensor::to_vector() const {
   TANDEM_CHECK(dtype() == DTypeOf<T>::value, "[to_vector] tensor is ", dtype_name(dtype()),
                ", asked for ", dtype_name(DTypeOf<T>::value));
-  detail::count_host_read();  // Note [Counting host reads]
+  if (device().is_cpu()) detail::count_host_read();  // a device's copy to the host counts itself
   const Tensor host = detach().to(Device::cpu()).contiguous();
   std::vector<T> values(static_cast<size_t>(host.numel()));
   if (!values.empty()) std::memcpy(values.data(), host.data_ptr(), values.size() * sizeof(T));

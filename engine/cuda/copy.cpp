@@ -14,6 +14,7 @@
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
 #include "engine/cuda/pinned_allocator.h"
+#include "engine/host_reads.h"
 #include "engine/ops/factory.h"
 
 namespace tandem::cuda {
@@ -89,6 +90,7 @@ void copy_host_to_device(const Tensor& src, Tensor& dst) {
 }
 
 void copy_device_to_host(const Tensor& src, Tensor& dst) {
+  tandem::detail::count_host_read();  // Note [Counting host reads]
   const Tensor device_src = contiguous_on_device(src);
   OnDevice on(device_src, "copy");
   CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), device_src.data_ptr(), device_src.nbytes(),

@@ -7,6 +7,7 @@
 #include "nn/batch_norm2d.h"
 #include "nn/resnet.h"
 #include "nn/sync_batch_norm.h"
+#include "tests/support/cuda_skip.h"
 #include "tests/support/host_reads.h"
 
 namespace tandem::nn {
@@ -36,6 +37,20 @@ TEST(HostReads, ResNet20TrainingStepsReadNothing) {
     EXPECT_EQ(model->named_buffers()[2].first, "bn1.num_batches_tracked");
     EXPECT_EQ(model->named_buffers()[2].second.item(), 3.0);
   }
+}
+
+// The same steps on a GPU, where the count is of real device→host copies: the CUDA backend's
+// kernels (the loss's label check, say) must not copy to the host either.
+TEST(HostReadsGpu, ResNet20TrainingStepsCopyNothingToTheHost) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  Generator init(3);
+  auto model = make_resnet("resnet20", init);
+  model->to(Device::cuda(0));
+  testing::ImageBatch batch = random_image_batch(8, 5);
+  batch = {batch.images.to(Device::cuda(0)), batch.labels.to(Device::cuda(0))};
+  train_steps(*model, batch, 1);  // the first step's cuDNN searches are not steps
+  EXPECT_EQ(host_reads_during([&] { train_steps(*model, batch, 3); }), 0);
+  EXPECT_EQ(host_reads_during([&] { (void)model->named_buffers()[2].second.item(); }), 1);
 }
 
 // A one-rank reducer: the arithmetic of synchronised batch norm without a process group
