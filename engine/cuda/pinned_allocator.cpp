@@ -50,17 +50,25 @@ struct PinnedHostAllocator::State {
 
   void process_events(bool wait) {
     std::vector<PendingUse> still_pending;
-    for (const PendingUse& use : pending) {
-      const cudaError_t status = wait ? cudaEventSynchronize(use.event) : cudaEventQuery(use.event);
+    for (auto use = pending.begin(); use != pending.end(); ++use) {
+      const cudaError_t status =
+          wait ? cudaEventSynchronize(use->event) : cudaEventQuery(use->event);
       if (status == cudaErrorNotReady) {
         cudaGetLastError();
-        still_pending.push_back(use);
+        still_pending.push_back(*use);
         continue;
       }
-      release_event(use.device, use.event);
-      CUDA_CHECK(status);
-      --blocks.at(use.ptr).pending_events;
-      release(use.ptr);
+      if (status != cudaSuccess) {
+        // A failed query (a sticky error) tells nothing of the copy: this use and those not yet
+        // looked at stay pending with their events, none of which goes back to the pool, where
+        // another user could record it again; the uses already done are not done twice.
+        still_pending.insert(still_pending.end(), use, pending.end());
+        pending = std::move(still_pending);
+        CUDA_CHECK(status);
+      }
+      release_event(use->device, use->event);
+      --blocks.at(use->ptr).pending_events;
+      release(use->ptr);
     }
     pending = std::move(still_pending);
   }
