@@ -74,17 +74,21 @@ class PooledEvent {
 
 }  // namespace
 
+bool is_default_stream(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
 StreamInfo stream_info(cudaStream_t stream, int device) {
-  if (stream == nullptr || stream == cudaStreamLegacy) return {0, device};
+  if (is_default_stream(stream)) return {0, device};
   StreamRegistry& registry = stream_registry();
-  {
-    std::shared_lock lock(registry.mutex);
-    const auto it = registry.streams.find(stream);
-    if (it != registry.streams.end()) return it->second;
-  }
-  std::unique_lock lock(registry.mutex);
-  const auto [it, added] = registry.streams.try_emplace(stream, StreamInfo{0, device});
-  if (added) it->second.id = registry.next_id++;
+  std::shared_lock lock(registry.mutex);
+  const auto it = registry.streams.find(stream);
+  // A stream made elsewhere would have to be remembered forever (nothing tells when it is
+  // destroyed and its handle reused) and its device guessed: it is refused instead.
+  TANDEM_CHECK(it != registry.streams.end(), "[cuda stream] stream ",
+               static_cast<const void*>(stream),
+               " was not made by Stream::create (or is destroyed): the allocators know streams "
+               "by ids that only Stream::create gives (Note [Stream ids])");
   return it->second;
 }
 

@@ -18,7 +18,10 @@
 /// never reused (stream_info()), not by handles; and a Stream, before destroying its stream,
 /// has the allocators of its device move that stream's cached blocks to the default stream once
 /// its queued work has run (CachingAllocator::retire_stream), instead of keeping them for a
-/// stream that will never allocate again.
+/// stream that will never allocate again. Only streams of Stream::create get ids; the default
+/// streams (the legacy one, and cudaStreamPerThread, a blocking stream that Tandem never uses)
+/// are id 0 of their device; any other handle is refused, since nothing would say when it is
+/// destroyed and its handle handed out again, nor which device it is on.
 ///
 /// Note [Event pool]: ordering one stream after another takes an event; creating and destroying
 /// one per wait costs host time on the hot path (every cross-device copy waits twice). Events
@@ -77,10 +80,13 @@ struct StreamInfo {
   uint64_t id = 0;  ///< 0: the legacy default stream
   int device = 0;
 };
-/// For a stream of Stream::create: its id and device. For the legacy default stream (nullptr):
-/// id 0 and `device`. For a stream created elsewhere: an id given on first sight, and `device`.
-/// Thread-safe.
+/// For a stream of Stream::create: its id and device. For a default stream of `device` (nullptr,
+/// cudaStreamLegacy, cudaStreamPerThread): id 0 and `device`. Any other handle (a stream
+/// created elsewhere, or destroyed) throws "[cuda stream] stream 0x... was not made by
+/// Stream::create ...". Thread-safe.
 StreamInfo stream_info(cudaStream_t stream, int device);
+/// nullptr, cudaStreamLegacy or cudaStreamPerThread: a default stream of the current device.
+bool is_default_stream(cudaStream_t stream);
 
 /// An event of `device` without timing from the pool (Note [Event pool]), created when the pool
 /// is empty.

@@ -2,17 +2,23 @@
 // reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
 // destructors ignore and clear.
 
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
+#include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
+#include "tests/support/error_message.h"
 
 namespace tandem::cuda {
 namespace {
 
 using fake_cuda::calls_to;
+using tandem::testing::contains;
+using tandem::testing::error_message;
 
 using CudaHostStream = fake_cuda::FakeCudaTest;
 
@@ -50,13 +56,30 @@ TEST_F(CudaHostStream, IdsAreNeverReusedWhenHandlesAre) {
   EXPECT_EQ(target.id(), moved_id);
 }
 
-TEST_F(CudaHostStream, AStreamCreatedElsewhereGetsAnIdOfItsOwn) {
+// N9: a stream made elsewhere would be remembered forever under its first caller's device; it is
+// refused, by the allocator too, which would otherwise key blocks by it.
+TEST_F(CudaHostStream, AStreamCreatedElsewhereIsRefused) {
   cudaStream_t external = nullptr;
   ASSERT_EQ(cudaStreamCreateWithPriority(&external, cudaStreamNonBlocking, 0), cudaSuccess);
-  const uint64_t id = stream_info(external, 0).id;
-  EXPECT_NE(id, 0u);
-  EXPECT_EQ(stream_info(external, 0).id, id);
+  const std::string message = error_message([&] { stream_info(external, 0); });
+  EXPECT_TRUE(contains(message, "[cuda stream] stream ")) << message;
+  EXPECT_TRUE(contains(message, " was not made by Stream::create")) << message;
+  CachingAllocator allocator(1);
+  void* block = allocator.allocate(512);
+  EXPECT_THROW(allocator.record_stream(block, external), Error);
+  EXPECT_THROW(allocator.allocate(512, external), Error);
+  allocator.deallocate(block, 512);
   EXPECT_EQ(cudaStreamDestroy(external), cudaSuccess);
+}
+
+// N9: the per-thread default stream is a default stream of the device asked about, as the legacy
+// one is; not a stream of its own bound to the first caller's device.
+TEST_F(CudaHostStream, ThePerThreadStreamIsTheDefaultStreamOfItsDevice) {
+  for (const cudaStream_t handle : {cudaStreamLegacy, cudaStreamPerThread}) {
+    EXPECT_EQ(stream_info(handle, 0).id, 0u);
+    EXPECT_EQ(stream_info(handle, 1).id, 0u);
+    EXPECT_EQ(stream_info(handle, 1).device, 1);
+  }
 }
 
 TEST_F(CudaHostStream, StreamWaitsReusePooledEvents) {
