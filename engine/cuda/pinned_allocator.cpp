@@ -118,9 +118,10 @@ void PinnedHostAllocator::deallocate(void* ptr, size_t) noexcept {
   block.allocated = false;
   s.allocated_bytes -= static_cast<int64_t>(block.size);
   for (const auto& [stream, device] : block.stream_uses) {
-    cudaEvent_t event = record_event_or_wait(stream, device);
-    if (event == nullptr) continue;  // the host waited for the stream
-    s.pending.push_back({event, device, ptr});
+    const StreamMark mark = record_event_or_wait(stream, device);
+    if (mark.waited) continue;
+    // Without an event nothing will say when the copy is done: the block stays pending for good.
+    if (mark.event != nullptr) s.pending.push_back({mark.event, device, ptr});
     ++block.pending_events;
   }
   block.stream_uses.clear();

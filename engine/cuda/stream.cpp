@@ -119,19 +119,21 @@ void release_event(int device, cudaEvent_t event) noexcept {
   pool.free[static_cast<size_t>(device)].push_back(event);
 }
 
-cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept {
-  const QuietDeviceGuard guard(device);  // the legacy stream is the current device's
+StreamMark record_event_or_wait(cudaStream_t stream, int device) noexcept {
+  const QuietDeviceGuard guard(device);  // a default stream is the current device's
+  // Not current, `device`'s default stream cannot be named: nullptr would be another device's.
+  if (!guard.active() && is_default_stream(stream)) return {};
   cudaEvent_t event = nullptr;
   try {
     if (guard.active()) event = acquire_event(device);
   } catch (...) {
     event = nullptr;
   }
-  if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) return event;
+  if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) return {event, false};
   cudaGetLastError();
   release_event(device, event);
   if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
-  return nullptr;
+  return {nullptr, true};
 }
 
 // --- Stream

@@ -94,11 +94,19 @@ cudaEvent_t acquire_event(int device);
 /// Gives an event of acquire_event() back once nothing will query or synchronise with it (a
 /// queued stream wait does not count). Never throws; nullptr is ignored.
 void release_event(int device, cudaEvent_t event) noexcept;
-/// For code that cannot throw (deallocate()): a pooled event of `device` recorded on `stream`
-/// (of that device), to give back with release_event() once it has passed. Where none can be
-/// recorded, the host waits for the stream instead and nullptr is returned; failures are cleared
-/// (Note [Device contexts]).
-cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept;
+/// What record_event_or_wait() did.
+struct StreamMark {
+  /// A pooled event recorded on the stream: give it back with release_event() once it passed.
+  cudaEvent_t event = nullptr;
+  /// No event: the host waited for the stream instead (or that wait failed and was cleared).
+  bool waited = false;
+  // Neither: the stream is a default stream of a device that could not be made current, so it
+  // could be neither recorded nor waited for; what it may still use must never be reused.
+};
+/// For code that cannot throw (deallocate()): marks the work queued so far on `stream` (of
+/// `device`) with a pooled event, or else waits for it on the host; failures are cleared (Note
+/// [Device contexts]).
+StreamMark record_event_or_wait(cudaStream_t stream, int device) noexcept;
 
 /// A CUDA event (owned) of the device current at its creation: record it only on streams of
 /// that device (any device's stream may wait for it). Timing is off unless asked for: timed
