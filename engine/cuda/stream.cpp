@@ -58,20 +58,6 @@ EventPool& event_pool() {
   return *pool;
 }
 
-// An event of the pool for one scope.
-class PooledEvent {
- public:
-  explicit PooledEvent(int device) : device_(device), handle_(acquire_event(device)) {}
-  ~PooledEvent() { release_event(device_, handle_); }
-  PooledEvent(const PooledEvent&) = delete;
-  PooledEvent& operator=(const PooledEvent&) = delete;
-  cudaEvent_t handle() const { return handle_; }
-
- private:
-  int device_;
-  cudaEvent_t handle_;
-};
-
 }  // namespace
 
 bool is_default_stream(cudaStream_t stream) {
@@ -204,22 +190,33 @@ Event::Event(bool enable_timing) {
                                       enable_timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
+Event Event::pooled(int device) {
+  return Event(acquire_event(device), device);
+}
+
 Event::~Event() {
   release();
 }
 
-Event::Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+Event::Event(Event&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), pool_device_(other.pool_device_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     release();
     handle_ = std::exchange(other.handle_, nullptr);
+    pool_device_ = other.pool_device_;
   }
   return *this;
 }
 
 void Event::release() noexcept {
-  if (handle_ != nullptr && cudaEventDestroy(handle_) != cudaSuccess) cudaGetLastError();
+  if (handle_ == nullptr) return;
+  if (pool_device_ >= 0) {
+    release_event(pool_device_, handle_);
+  } else if (cudaEventDestroy(handle_) != cudaSuccess) {
+    cudaGetLastError();
+  }
   handle_ = nullptr;
 }
 
@@ -270,7 +267,7 @@ StreamGuard::~StreamGuard() {
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device) {
   if (waiting == producer && waiting_device == producer_device) return;
-  const PooledEvent event(producer_device);  // recorded on a stream of its own device
+  const Event event = Event::pooled(producer_device);  // recorded on a stream of its own device
   {
     const DeviceGuard guard(producer_device);
     CUDA_CHECK(cudaEventRecord(event.handle(), producer));

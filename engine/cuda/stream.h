@@ -108,12 +108,16 @@ struct StreamMark {
 /// [Device contexts]).
 StreamMark record_event_or_wait(cudaStream_t stream, int device) noexcept;
 
-/// A CUDA event (owned) of the device current at its creation: record it only on streams of
-/// that device (any device's stream may wait for it). Timing is off unless asked for: timed
-/// events cost more to record.
+/// A CUDA event of the device current at its creation: record it only on streams of that
+/// device (any device's stream may wait for it). Timing is off unless asked for: timed events
+/// cost more to record.
 class Event {
  public:
+  /// A new event, destroyed with this object.
   explicit Event(bool enable_timing = false);
+  /// An event of `device` from the pool (Note [Event pool]), given back to it with this object:
+  /// for the events made per loss, per uploaded batch or per collective. Without timing.
+  static Event pooled(int device);
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -132,8 +136,10 @@ class Event {
   cudaEvent_t handle() const { return handle_; }
 
  private:
+  Event(cudaEvent_t handle, int pool_device) : handle_(handle), pool_device_(pool_device) {}
   void release() noexcept;
   cudaEvent_t handle_ = nullptr;
+  int pool_device_ = -1;  ///< the pool it goes back to; -1: destroyed instead
 };
 
 /// The calling thread's current stream on `device` (Note [Current stream]).

@@ -38,11 +38,6 @@ ncclDataType_t nccl_type(DType dtype) {
   TANDEM_FAIL("[nccl] unknown dtype");
 }
 
-cuda::Event event_on(int device) {
-  const cuda::DeviceGuard guard(device);  // an event belongs to the device current at creation
-  return cuda::Event(/*enable_timing=*/false);
-}
-
 // One NCCL collective (Note [NCCL stream order]). The events are recorded by the group before the
 // Work is handed out and never again, so reading them needs no lock.
 class NcclWork final : public Work {
@@ -52,8 +47,8 @@ class NcclWork final : public Work {
         device_(device),
         host_blocking_wait_(host_blocking_wait),
         created_at_(Clock::now()),
-        start_(event_on(device)),
-        end_(event_on(device)) {}
+        start_(cuda::Event::pooled(device)),
+        end_(cuda::Event::pooled(device)) {}
 
   // Note [Work wait and synchronize]: the caller's current stream waits for the end event; the
   // host goes on. A barrier's wait() blocks the host, as PyTorch's does.

@@ -109,6 +109,23 @@ TEST_F(CudaHostStream, AWaitAcrossDevicesOrdersTheWaitingStreamAfterTheProducer)
   EXPECT_EQ(current_device(), 0);
 }
 
+// N10: an event made per loss, per batch or per collective comes from the pool and goes back.
+TEST_F(CudaHostStream, PooledEventsGoBackToThePool) {
+  const Stream side = Stream::create(1);
+  cudaEvent_t first = nullptr;
+  {
+    Event event = Event::pooled(1);
+    event.record(side);
+    first = event.handle();
+    const Event moved = std::move(event);
+  }
+  const size_t created = calls_to("cudaEventCreateWithFlags").size();
+  const Event again = Event::pooled(1);
+  EXPECT_EQ(again.handle(), first);
+  EXPECT_EQ(calls_to("cudaEventCreateWithFlags").size(), created);
+  EXPECT_EQ(calls_to("cudaEventDestroy").size(), 0u);
+}
+
 TEST_F(CudaHostStream, WaitsFromManyThreadsNeedFewEvents) {
   const Stream a = Stream::create(0);
   const Stream b = Stream::create(1);

@@ -151,6 +151,31 @@ TEST_F(NcclStateMachine, GroupEndErrorFailsTheCollective) {
       << message;
 }
 
+// N10: a collective's start and end events come from the pool: no cudaEventCreate or
+// cudaEventDestroy per collective once the first has given its events back.
+TEST_F(NcclStateMachine, CollectivesReusePooledEvents) {
+  auto group = make_group();
+  auto run_one = [&] {
+    std::weak_ptr<Work> done;
+    {
+      auto work = group->allreduce({}, ReduceOp::Sum);
+      fake_cuda::run_all();
+      work->synchronize(kBound);
+      done = work;
+    }
+    // The watchdog lets go of the Work at its next pass; its events then go back to the pool.
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!done.expired() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+  };
+  run_one();
+  const size_t created = fake_cuda::calls_to("cudaEventCreateWithFlags").size();
+  for (int i = 0; i < 10; ++i) run_one();
+  EXPECT_EQ(fake_cuda::calls_to("cudaEventCreateWithFlags").size(), created);
+  EXPECT_EQ(fake_cuda::calls_to("cudaEventDestroy").size(), 0u);
+}
+
 // --- failures found by the watchdog
 
 TEST_F(NcclStateMachine, PeersAsyncErrorFailsThePendingWorkAtOnce) {
