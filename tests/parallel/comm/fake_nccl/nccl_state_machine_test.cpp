@@ -7,7 +7,9 @@
 // between the group's mutexes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -149,6 +151,43 @@ TEST_F(NcclStateMachine, GroupEndErrorFailsTheCollective) {
   EXPECT_TRUE(
       contains(message, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 5: invalid usage"))
       << message;
+}
+
+// N4: synchronize() polls the end event itself. The watchdog is held in its first poll, before
+// the device runs the collective, so only synchronize() can see it end.
+TEST_F(NcclStateMachine, SynchronizeReturnsOnceTheDeviceRanTheWorkWithoutTheWatchdog) {
+  auto group = make_group();
+  std::promise<void> release;
+  const std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> held{false};
+  nccl.on_poll([&] {
+    held = true;
+    released.wait();
+  });
+  auto work = group->allreduce({}, ReduceOp::Sum);
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (!held && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(held);
+  fake_cuda::run_all();
+  const std::string message = error_message([&] { work->synchronize(2s); });
+  release.set_value();
+  EXPECT_EQ(message, "(no error)");
+  EXPECT_TRUE(work->completed());
+  group.reset();  // before the hook's state goes
+}
+
+// A collective that never ends still ends synchronize() at its own timeout.
+TEST_F(NcclStateMachine, SynchronizeOfAWorkThatDoesNotEndTimesOut) {
+  auto group = make_group();
+  auto work = group->allreduce({}, ReduceOp::Sum);  // not run by the fake device yet
+  const std::string message = error_message([&] { work->synchronize(50ms); });
+  EXPECT_TRUE(contains(message,
+                       "[nccl] allreduce #1 on rank 0 of 2 did not complete within 50 ms (a peer "
+                       "may have died or hung, or the ranks issued different collectives)"))
+      << message;
+  EXPECT_FALSE(work->completed());
+  fake_cuda::run_all();
+  EXPECT_NO_THROW(work->synchronize(kBound));
 }
 
 // N10: a collective's start and end events come from the pool: no cudaEventCreate or
