@@ -47,6 +47,23 @@ void forget_stream(cudaStream_t handle, uint64_t id) noexcept {
   if (it != registry.streams.end() && it->second.id == id) registry.streams.erase(it);
 }
 
+// The on_stream_retired() listeners.
+struct RetirementListeners {
+  std::mutex mutex;
+  std::vector<StreamRetired> listeners;
+};
+
+RetirementListeners& retirement_listeners() {
+  static auto* listeners = new RetirementListeners;  // Note [Leaked singletons]
+  return *listeners;
+}
+
+void notify_retired(int device, uint64_t id) noexcept {
+  RetirementListeners& all = retirement_listeners();
+  std::lock_guard lock(all.mutex);
+  for (const StreamRetired listener : all.listeners) listener(device, id);
+}
+
 // Note [Event pool]: free events per device.
 struct EventPool {
   std::mutex mutex;
@@ -76,6 +93,12 @@ StreamInfo stream_info(cudaStream_t stream, int device) {
                " was not made by Stream::create (or is destroyed): the allocators know streams "
                "by ids that only Stream::create gives (Note [Stream ids])");
   return it->second;
+}
+
+void on_stream_retired(StreamRetired listener) {
+  RetirementListeners& all = retirement_listeners();
+  std::lock_guard lock(all.mutex);
+  all.listeners.push_back(listener);
 }
 
 cudaEvent_t acquire_event(int device) {
@@ -154,6 +177,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 void Stream::release() noexcept {
   if (!owned_) return;
   owned_ = false;
+  notify_retired(device_, id_);  // first: what the listeners free retires with the rest
   retire_stream_blocks(device_, id_, handle_);  // Note [Stream ids]
   // Forgotten before the handle can be handed out again.
   forget_stream(handle_, id_);

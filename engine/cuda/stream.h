@@ -88,6 +88,13 @@ StreamInfo stream_info(cudaStream_t stream, int device);
 /// nullptr, cudaStreamLegacy or cudaStreamPerThread: a default stream of the current device.
 bool is_default_stream(cudaStream_t stream);
 
+/// Called with a stream's device and id when a Stream of Stream::create is destroyed, before
+/// its blocks retire (Note [Stream ids]), for caches keyed by stream ids that must let go of
+/// what they hold for it (the cuBLAS workspaces). Must not throw.
+using StreamRetired = void (*)(int device, uint64_t id) noexcept;
+/// Adds `listener` for every later stream retirement, for the rest of the process. Thread-safe.
+void on_stream_retired(StreamRetired listener);
+
 /// An event of `device` without timing from the pool (Note [Event pool]), created when the pool
 /// is empty.
 cudaEvent_t acquire_event(int device);

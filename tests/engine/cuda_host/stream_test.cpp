@@ -2,6 +2,7 @@
 // reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
 // destructors ignore and clear.
 
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -107,6 +108,59 @@ TEST_F(CudaHostStream, AWaitAcrossDevicesOrdersTheWaitingStreamAfterTheProducer)
   EXPECT_TRUE(waiting.query());
   EXPECT_EQ(fake_cuda::queued(producer.handle(), 0), 1);
   EXPECT_EQ(current_device(), 0);
+}
+
+// What the retirement listener of the test below saw and frees.
+struct Retirements {
+  std::mutex mutex;
+  std::vector<uint64_t> ids;
+  CachingAllocator* allocator = nullptr;
+  void* block = nullptr;  ///< freed when its stream retires, as a cuBLAS workspace is
+  uint64_t block_stream = 0;
+};
+
+Retirements& retirements() {
+  static Retirements all;
+  return all;
+}
+
+void remember_retirement(int /*device*/, uint64_t id) noexcept {
+  Retirements& all = retirements();
+  std::lock_guard lock(all.mutex);
+  all.ids.push_back(id);
+  if (id == all.block_stream && all.block != nullptr) {
+    all.allocator->deallocate(all.block, 1 << 20);
+    all.block = nullptr;
+  }
+}
+
+// N8: a cache keyed by stream ids (the cuBLAS workspaces) hears of a stream's end before the
+// stream's blocks retire, so that what it frees then retires with them.
+TEST_F(CudaHostStream, ListenersHearOfAStreamsEndBeforeItsBlocksRetire) {
+  static const bool registered = (on_stream_retired(&remember_retirement), true);
+  EXPECT_TRUE(registered);
+  CachingAllocator allocator(0);
+  Retirements& all = retirements();
+  uint64_t id = 0;
+  void* block = nullptr;
+  {
+    const Stream side = Stream::create(0);
+    id = side.id();
+    block = allocator.allocate(1 << 20, side.handle());
+    std::lock_guard lock(all.mutex);
+    all.ids.clear();
+    all.allocator = &allocator;
+    all.block = block;
+    all.block_stream = id;
+  }
+  {
+    std::lock_guard lock(all.mutex);
+    EXPECT_EQ(all.ids, std::vector<uint64_t>{id});
+    EXPECT_EQ(all.block, nullptr);
+  }
+  fake_cuda::run_all();
+  EXPECT_EQ(allocator.allocate(1 << 20, nullptr), block) << "retired to the default stream";
+  allocator.deallocate(block, 1 << 20);
 }
 
 // N10: an event made per loss, per batch or per collective comes from the pool and goes back.
