@@ -270,9 +270,10 @@ struct CachingAllocator::State {
   // Records an event on every other stream that used `block`. Never throws.
   void record_uses(Block* block) noexcept {
     for (const StreamUse& use : block->stream_uses) {
-      cudaEvent_t event = record_event_or_wait(use.stream, use.device);
-      if (event == nullptr) continue;
-      pending.push_back({event, use.device, block, 0});
+      const StreamMark mark = record_event_or_wait(use.stream, use.device);
+      if (mark.waited) continue;
+      // Without an event nothing will say when the use is over: the block stays pending for good.
+      if (mark.event != nullptr) pending.push_back({mark.event, use.device, block, 0});
       ++block->pending_events;
     }
     block->stream_uses.clear();
@@ -394,9 +395,12 @@ void CachingAllocator::retire_stream(uint64_t id, cudaStream_t stream) noexcept 
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   if (id == 0 || s.blocks_of(id).empty()) return;
-  cudaEvent_t event = record_event_or_wait(stream, s.device);
-  if (event == nullptr) return s.move_to_default_stream(id);  // the host waited for it
-  s.pending.push_back({event, s.device, nullptr, id});
+  const StreamMark mark = record_event_or_wait(stream, s.device);
+  if (mark.event != nullptr) {
+    s.pending.push_back({mark.event, s.device, nullptr, id});
+  } else if (mark.waited) {
+    s.move_to_default_stream(id);
+  }  // neither: the blocks keep the retired id, with which nothing allocates again
 }
 
 void retire_stream_blocks(int device, uint64_t id, cudaStream_t stream) noexcept {

@@ -76,8 +76,8 @@ class CachingAllocator final : public Allocator {
 
   /// Marks the block that starts at `ptr` as used on `stream` too: when it is freed, it is not
   /// reused before `stream` has run everything queued on it up to the free. A stream of
-  /// Stream::create may belong to another device; any other handle is taken as one of this
-  /// device.
+  /// Stream::create may belong to another device; a default stream (nullptr) is this device's;
+  /// any other handle throws (stream_info()).
   void record_stream(void* ptr, cudaStream_t stream);
   /// Gives every cached segment that is entirely free back to the driver (cudaFree), after
   /// waiting for pending cross-stream frees and for the device.

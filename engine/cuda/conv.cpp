@@ -145,10 +145,19 @@ bool deterministic_algorithms() {
   return enabled;
 }
 
+// cuDNN keeps the detail of its last failure per thread, and CUDNN_CHECK quotes it
+// (library_errors.cpp); reading it clears it, so that a later, unrelated error is not described
+// by an earlier, expected one.
+void forget_cudnn_error_detail() {
+  char ignored[512];
+  cudnnGetLastErrorString(ignored, sizeof(ignored));
+}
+
 // The largest workspace any algorithm asks for, capped: what the search may use.
 template <typename Direction>
 size_t search_workspace(cudnnHandle_t handle, const ConvCall& call) {
   size_t largest = 0;
+  bool unsupported = false;
   for (int algo = 0; algo < Direction::kAlgoCount; ++algo) {
     size_t bytes = 0;
     const auto status =
@@ -156,7 +165,9 @@ size_t search_workspace(cudnnHandle_t handle, const ConvCall& call) {
     if (status == CUDNN_STATUS_SUCCESS && bytes <= kMaxSearchWorkspace) {
       largest = std::max(largest, bytes);
     }
+    unsupported = unsupported || status != CUDNN_STATUS_SUCCESS;
   }
+  if (unsupported) forget_cudnn_error_detail();  // the probes' NOT_SUPPORTED details
   return largest;
 }
 

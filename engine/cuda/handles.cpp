@@ -115,27 +115,65 @@ class ThreadLease {
 // pool, which all the streams the handle is used on share, so two GEMMs of one handle on streams
 // that run at once would share scratch memory. Each (handle, stream) pair therefore gets its own
 // workspace, set after every cublasSetStream, as PyTorch does. It comes from the caching
-// allocator on that stream, in cuBLAS's recommended size, and is kept for the process like the
-// handles (Note [Handle pools]).
+// allocator on that stream, in cuBLAS's recommended size. The stream is known by its id (Note
+// [Stream ids]): a later stream with a destroyed one's handle gets a workspace of its own, not
+// one that the destroyed stream's queued GEMMs may still use. A Stream's workspaces are freed
+// when it is destroyed (its blocks then retire to the default stream once its work has run);
+// the default stream's are kept for the process like the handles (Note [Handle pools]).
 size_t cublas_workspace_bytes(int device) {
   constexpr size_t kMiB = size_t{1} << 20;
   return device_properties(device).major >= 9 ? 32 * kMiB : 4 * kMiB;  // Hopper and later: 32
 }
 
+struct Workspace {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  CachingAllocator* allocator = nullptr;
+};
+
+struct Workspaces {
+  std::mutex mutex;
+  std::map<std::pair<cublasHandle_t, uint64_t>, Workspace> by_stream;  ///< (handle, stream id)
+};
+
+void release_workspaces(int device, uint64_t id) noexcept;
+
+Workspaces& workspaces() {
+  static auto* all = [] {
+    on_stream_retired(&release_workspaces);
+    return new Workspaces;  // Note [Handle pools]
+  }();
+  return *all;
+}
+
+// A retired stream's workspaces go back to the allocator, on that stream: its GEMMs still queued
+// come before any reuse.
+void release_workspaces(int /*device*/, uint64_t id) noexcept {
+  Workspaces& all = workspaces();
+  std::lock_guard lock(all.mutex);
+  std::erase_if(all.by_stream, [&](const auto& entry) {
+    if (entry.first.second != id) return false;
+    const Workspace& workspace = entry.second;
+    workspace.allocator->deallocate(workspace.ptr, workspace.bytes);
+    return true;
+  });
+}
+
 void* cublas_workspace(cublasHandle_t handle, cudaStream_t stream, int device, size_t bytes) {
-  static std::mutex mutex;
-  static auto* workspaces = new std::map<std::pair<cublasHandle_t, cudaStream_t>, void*>();
-  std::lock_guard lock(mutex);
-  const auto [it, inserted] = workspaces->try_emplace({handle, stream}, nullptr);
+  const uint64_t id = stream_info(stream, device).id;
+  Workspaces& all = workspaces();
+  std::lock_guard lock(all.mutex);
+  const auto [it, inserted] = all.by_stream.try_emplace({handle, id});
   if (inserted) {
     try {
-      it->second = caching_allocator(device).allocate(bytes, stream);
+      CachingAllocator& allocator = caching_allocator(device);
+      it->second = {allocator.allocate(bytes, stream), bytes, &allocator};
     } catch (...) {
-      workspaces->erase(it);
+      all.by_stream.erase(it);
       throw;
     }
   }
-  return it->second;
+  return it->second.ptr;
 }
 
 }  // namespace

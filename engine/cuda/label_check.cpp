@@ -72,7 +72,7 @@ std::optional<BadLabel> pop_finished(DeviceChecks& checks, bool wait) {
 
 void queue_label_check(const int* bad_row, const Tensor& labels, int64_t classes,
                        cudaStream_t stream, int device) {
-  QueuedCheck check{Event(), empty_pinned({1}, DType::Int64), labels, classes};
+  QueuedCheck check{Event::pooled(device), empty_pinned({1}, DType::Int64), labels, classes};
   // Pinned destination: the copy is asynchronous and never synchronises the host.
   CUDA_CHECK(cudaMemcpyAsync(check.first_bad.data_ptr(), bad_row, sizeof(int),
                              cudaMemcpyDeviceToHost, stream));

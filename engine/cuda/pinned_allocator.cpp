@@ -50,17 +50,25 @@ struct PinnedHostAllocator::State {
 
   void process_events(bool wait) {
     std::vector<PendingUse> still_pending;
-    for (const PendingUse& use : pending) {
-      const cudaError_t status = wait ? cudaEventSynchronize(use.event) : cudaEventQuery(use.event);
+    for (auto use = pending.begin(); use != pending.end(); ++use) {
+      const cudaError_t status =
+          wait ? cudaEventSynchronize(use->event) : cudaEventQuery(use->event);
       if (status == cudaErrorNotReady) {
         cudaGetLastError();
-        still_pending.push_back(use);
+        still_pending.push_back(*use);
         continue;
       }
-      release_event(use.device, use.event);
-      CUDA_CHECK(status);
-      --blocks.at(use.ptr).pending_events;
-      release(use.ptr);
+      if (status != cudaSuccess) {
+        // A failed query (a sticky error) tells nothing of the copy: this use and those not yet
+        // looked at stay pending with their events, none of which goes back to the pool, where
+        // another user could record it again; the uses already done are not done twice.
+        still_pending.insert(still_pending.end(), use, pending.end());
+        pending = std::move(still_pending);
+        CUDA_CHECK(status);
+      }
+      release_event(use->device, use->event);
+      --blocks.at(use->ptr).pending_events;
+      release(use->ptr);
     }
     pending = std::move(still_pending);
   }
@@ -110,9 +118,10 @@ void PinnedHostAllocator::deallocate(void* ptr, size_t) noexcept {
   block.allocated = false;
   s.allocated_bytes -= static_cast<int64_t>(block.size);
   for (const auto& [stream, device] : block.stream_uses) {
-    cudaEvent_t event = record_event_or_wait(stream, device);
-    if (event == nullptr) continue;  // the host waited for the stream
-    s.pending.push_back({event, device, ptr});
+    const StreamMark mark = record_event_or_wait(stream, device);
+    if (mark.waited) continue;
+    // Without an event nothing will say when the copy is done: the block stays pending for good.
+    if (mark.event != nullptr) s.pending.push_back({mark.event, device, ptr});
     ++block.pending_events;
   }
   block.stream_uses.clear();

@@ -47,6 +47,23 @@ void forget_stream(cudaStream_t handle, uint64_t id) noexcept {
   if (it != registry.streams.end() && it->second.id == id) registry.streams.erase(it);
 }
 
+// The on_stream_retired() listeners.
+struct RetirementListeners {
+  std::mutex mutex;
+  std::vector<StreamRetired> listeners;
+};
+
+RetirementListeners& retirement_listeners() {
+  static auto* listeners = new RetirementListeners;  // Note [Leaked singletons]
+  return *listeners;
+}
+
+void notify_retired(int device, uint64_t id) noexcept {
+  RetirementListeners& all = retirement_listeners();
+  std::lock_guard lock(all.mutex);
+  for (const StreamRetired listener : all.listeners) listener(device, id);
+}
+
 // Note [Event pool]: free events per device.
 struct EventPool {
   std::mutex mutex;
@@ -58,34 +75,30 @@ EventPool& event_pool() {
   return *pool;
 }
 
-// An event of the pool for one scope.
-class PooledEvent {
- public:
-  explicit PooledEvent(int device) : device_(device), handle_(acquire_event(device)) {}
-  ~PooledEvent() { release_event(device_, handle_); }
-  PooledEvent(const PooledEvent&) = delete;
-  PooledEvent& operator=(const PooledEvent&) = delete;
-  cudaEvent_t handle() const { return handle_; }
-
- private:
-  int device_;
-  cudaEvent_t handle_;
-};
-
 }  // namespace
 
+bool is_default_stream(cudaStream_t stream) {
+  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+}
+
 StreamInfo stream_info(cudaStream_t stream, int device) {
-  if (stream == nullptr || stream == cudaStreamLegacy) return {0, device};
+  if (is_default_stream(stream)) return {0, device};
   StreamRegistry& registry = stream_registry();
-  {
-    std::shared_lock lock(registry.mutex);
-    const auto it = registry.streams.find(stream);
-    if (it != registry.streams.end()) return it->second;
-  }
-  std::unique_lock lock(registry.mutex);
-  const auto [it, added] = registry.streams.try_emplace(stream, StreamInfo{0, device});
-  if (added) it->second.id = registry.next_id++;
+  std::shared_lock lock(registry.mutex);
+  const auto it = registry.streams.find(stream);
+  // A stream made elsewhere would have to be remembered forever (nothing tells when it is
+  // destroyed and its handle reused) and its device guessed: it is refused instead.
+  TANDEM_CHECK(it != registry.streams.end(), "[cuda stream] stream ",
+               static_cast<const void*>(stream),
+               " was not made by Stream::create (or is destroyed): the allocators know streams "
+               "by ids that only Stream::create gives (Note [Stream ids])");
   return it->second;
+}
+
+void on_stream_retired(StreamRetired listener) {
+  RetirementListeners& all = retirement_listeners();
+  std::lock_guard lock(all.mutex);
+  all.listeners.push_back(listener);
 }
 
 cudaEvent_t acquire_event(int device) {
@@ -115,19 +128,21 @@ void release_event(int device, cudaEvent_t event) noexcept {
   pool.free[static_cast<size_t>(device)].push_back(event);
 }
 
-cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept {
-  const QuietDeviceGuard guard(device);  // the legacy stream is the current device's
+StreamMark record_event_or_wait(cudaStream_t stream, int device) noexcept {
+  const QuietDeviceGuard guard(device);  // a default stream is the current device's
+  // Not current, `device`'s default stream cannot be named: nullptr would be another device's.
+  if (!guard.active() && is_default_stream(stream)) return {};
   cudaEvent_t event = nullptr;
   try {
     if (guard.active()) event = acquire_event(device);
   } catch (...) {
     event = nullptr;
   }
-  if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) return event;
+  if (event != nullptr && cudaEventRecord(event, stream) == cudaSuccess) return {event, false};
   cudaGetLastError();
   release_event(device, event);
   if (cudaStreamSynchronize(stream) != cudaSuccess) cudaGetLastError();
-  return nullptr;
+  return {nullptr, true};
 }
 
 // --- Stream
@@ -162,6 +177,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 void Stream::release() noexcept {
   if (!owned_) return;
   owned_ = false;
+  notify_retired(device_, id_);  // first: what the listeners free retires with the rest
   retire_stream_blocks(device_, id_, handle_);  // Note [Stream ids]
   // Forgotten before the handle can be handed out again.
   forget_stream(handle_, id_);
@@ -198,22 +214,33 @@ Event::Event(bool enable_timing) {
                                       enable_timing ? cudaEventDefault : cudaEventDisableTiming));
 }
 
+Event Event::pooled(int device) {
+  return Event(acquire_event(device), device);
+}
+
 Event::~Event() {
   release();
 }
 
-Event::Event(Event&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+Event::Event(Event&& other) noexcept
+    : handle_(std::exchange(other.handle_, nullptr)), pool_device_(other.pool_device_) {}
 
 Event& Event::operator=(Event&& other) noexcept {
   if (this != &other) {
     release();
     handle_ = std::exchange(other.handle_, nullptr);
+    pool_device_ = other.pool_device_;
   }
   return *this;
 }
 
 void Event::release() noexcept {
-  if (handle_ != nullptr && cudaEventDestroy(handle_) != cudaSuccess) cudaGetLastError();
+  if (handle_ == nullptr) return;
+  if (pool_device_ >= 0) {
+    release_event(pool_device_, handle_);
+  } else if (cudaEventDestroy(handle_) != cudaSuccess) {
+    cudaGetLastError();
+  }
   handle_ = nullptr;
 }
 
@@ -264,7 +291,7 @@ StreamGuard::~StreamGuard() {
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device) {
   if (waiting == producer && waiting_device == producer_device) return;
-  const PooledEvent event(producer_device);  // recorded on a stream of its own device
+  const Event event = Event::pooled(producer_device);  // recorded on a stream of its own device
   {
     const DeviceGuard guard(producer_device);
     CUDA_CHECK(cudaEventRecord(event.handle(), producer));

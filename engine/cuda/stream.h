@@ -18,7 +18,10 @@
 /// never reused (stream_info()), not by handles; and a Stream, before destroying its stream,
 /// has the allocators of its device move that stream's cached blocks to the default stream once
 /// its queued work has run (CachingAllocator::retire_stream), instead of keeping them for a
-/// stream that will never allocate again.
+/// stream that will never allocate again. Only streams of Stream::create get ids; the default
+/// streams (the legacy one, and cudaStreamPerThread, a blocking stream that Tandem never uses)
+/// are id 0 of their device; any other handle is refused, since nothing would say when it is
+/// destroyed and its handle handed out again, nor which device it is on.
 ///
 /// Note [Event pool]: ordering one stream after another takes an event; creating and destroying
 /// one per wait costs host time on the hot path (every cross-device copy waits twice). Events
@@ -77,10 +80,20 @@ struct StreamInfo {
   uint64_t id = 0;  ///< 0: the legacy default stream
   int device = 0;
 };
-/// For a stream of Stream::create: its id and device. For the legacy default stream (nullptr):
-/// id 0 and `device`. For a stream created elsewhere: an id given on first sight, and `device`.
-/// Thread-safe.
+/// For a stream of Stream::create: its id and device. For a default stream of `device` (nullptr,
+/// cudaStreamLegacy, cudaStreamPerThread): id 0 and `device`. Any other handle (a stream
+/// created elsewhere, or destroyed) throws "[cuda stream] stream 0x... was not made by
+/// Stream::create ...". Thread-safe.
 StreamInfo stream_info(cudaStream_t stream, int device);
+/// nullptr, cudaStreamLegacy or cudaStreamPerThread: a default stream of the current device.
+bool is_default_stream(cudaStream_t stream);
+
+/// Called with a stream's device and id when a Stream of Stream::create is destroyed, before
+/// its blocks retire (Note [Stream ids]), for caches keyed by stream ids that must let go of
+/// what they hold for it (the cuBLAS workspaces). Must not throw.
+using StreamRetired = void (*)(int device, uint64_t id) noexcept;
+/// Adds `listener` for every later stream retirement, for the rest of the process. Thread-safe.
+void on_stream_retired(StreamRetired listener);
 
 /// An event of `device` without timing from the pool (Note [Event pool]), created when the pool
 /// is empty.
@@ -88,18 +101,30 @@ cudaEvent_t acquire_event(int device);
 /// Gives an event of acquire_event() back once nothing will query or synchronise with it (a
 /// queued stream wait does not count). Never throws; nullptr is ignored.
 void release_event(int device, cudaEvent_t event) noexcept;
-/// For code that cannot throw (deallocate()): a pooled event of `device` recorded on `stream`
-/// (of that device), to give back with release_event() once it has passed. Where none can be
-/// recorded, the host waits for the stream instead and nullptr is returned; failures are cleared
-/// (Note [Device contexts]).
-cudaEvent_t record_event_or_wait(cudaStream_t stream, int device) noexcept;
+/// What record_event_or_wait() did.
+struct StreamMark {
+  /// A pooled event recorded on the stream: give it back with release_event() once it passed.
+  cudaEvent_t event = nullptr;
+  /// No event: the host waited for the stream instead (or that wait failed and was cleared).
+  bool waited = false;
+  // Neither: the stream is a default stream of a device that could not be made current, so it
+  // could be neither recorded nor waited for; what it may still use must never be reused.
+};
+/// For code that cannot throw (deallocate()): marks the work queued so far on `stream` (of
+/// `device`) with a pooled event, or else waits for it on the host; failures are cleared (Note
+/// [Device contexts]).
+StreamMark record_event_or_wait(cudaStream_t stream, int device) noexcept;
 
-/// A CUDA event (owned) of the device current at its creation: record it only on streams of
-/// that device (any device's stream may wait for it). Timing is off unless asked for: timed
-/// events cost more to record.
+/// A CUDA event of the device current at its creation: record it only on streams of that
+/// device (any device's stream may wait for it). Timing is off unless asked for: timed events
+/// cost more to record.
 class Event {
  public:
+  /// A new event, destroyed with this object.
   explicit Event(bool enable_timing = false);
+  /// An event of `device` from the pool (Note [Event pool]), given back to it with this object:
+  /// for the events made per loss, per uploaded batch or per collective. Without timing.
+  static Event pooled(int device);
   ~Event();
   Event(Event&& other) noexcept;
   Event& operator=(Event&& other) noexcept;
@@ -118,8 +143,10 @@ class Event {
   cudaEvent_t handle() const { return handle_; }
 
  private:
+  Event(cudaEvent_t handle, int pool_device) : handle_(handle), pool_device_(pool_device) {}
   void release() noexcept;
   cudaEvent_t handle_ = nullptr;
+  int pool_device_ = -1;  ///< the pool it goes back to; -1: destroyed instead
 };
 
 /// The calling thread's current stream on `device` (Note [Current stream]).

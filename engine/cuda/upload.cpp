@@ -60,7 +60,7 @@ class CudaUploadStream final : public UploadStream {
       copy.copy_(host);
       copies.push_back(std::move(copy));
     }
-    cuda::Event copied;
+    cuda::Event copied = cuda::Event::pooled(device_);
     copied.record(copy_stream_);
     return std::make_unique<CudaPendingUpload>(device_, std::move(copies), std::move(copied));
   }

@@ -1,5 +1,6 @@
 #include "parallel/comm/nccl_process_group.h"
 
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -25,6 +26,19 @@ using std::chrono::milliseconds;
 // Note [NCCL watchdog]: how often pending collectives are polled. Also the resolution of
 // Work::started_at()/ended_at() on NCCL.
 constexpr auto kWatchdogPoll = std::chrono::milliseconds(1);
+// How often a host blocked in Work::synchronize() polls the end event once the first couple of
+// milliseconds of yielding are over (Note [NCCL stream order]).
+constexpr auto kSynchronizePoll = std::chrono::microseconds(100);
+
+// Between two polls of what usually ends within microseconds (an NCCL launch, a collective the
+// host waits for): yield for the first 2 ms since `start`, then sleep `pause` per poll.
+void pause_between_polls(Clock::time_point start, Clock::duration pause) {
+  if (Clock::now() - start < std::chrono::milliseconds(2)) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(pause);
+  }
+}
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -38,11 +52,6 @@ ncclDataType_t nccl_type(DType dtype) {
   TANDEM_FAIL("[nccl] unknown dtype");
 }
 
-cuda::Event event_on(int device) {
-  const cuda::DeviceGuard guard(device);  // an event belongs to the device current at creation
-  return cuda::Event(/*enable_timing=*/false);
-}
-
 // One NCCL collective (Note [NCCL stream order]). The events are recorded by the group before the
 // Work is handed out and never again, so reading them needs no lock.
 class NcclWork final : public Work {
@@ -52,8 +61,8 @@ class NcclWork final : public Work {
         device_(device),
         host_blocking_wait_(host_blocking_wait),
         created_at_(Clock::now()),
-        start_(event_on(device)),
-        end_(event_on(device)) {}
+        start_(cuda::Event::pooled(device)),
+        end_(cuda::Event::pooled(device)) {}
 
   // Note [Work wait and synchronize]: the caller's current stream waits for the end event; the
   // host goes on. A barrier's wait() blocks the host, as PyTorch's does.
@@ -64,7 +73,8 @@ class NcclWork final : public Work {
   }
 
   void synchronize(milliseconds timeout) override {
-    Work::synchronize(timeout);  // the watchdog finishes the Work (or fails it after the timeout)
+    wait_for_end_event(timeout);
+    finish_synchronize(timeout);  // rethrows the error, or says the timeout passed
     order_current_stream();
   }
 
@@ -82,6 +92,21 @@ class NcclWork final : public Work {
   bool start_seen = false;  // the watchdog saw the start event complete (watchdog thread only)
 
  private:
+  // The host polls the end event itself (Note [NCCL stream order]), so it does not wait for the
+  // watchdog's next pass (up to kWatchdogPoll more per host-blocking collective). Polled, not
+  // cudaEventSynchronize: a collective that never ends still ends this wait, when the watchdog
+  // fails the Work or at `timeout`. Completing the Work here is safe for the reason given at
+  // completed().
+  void wait_for_end_event(milliseconds timeout) {
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline = net::deadline_after(timeout);
+    const cuda::DeviceGuard guard(device_);  // no context on another GPU for an unbound thread
+    while (!Work::completed() && Clock::now() < deadline) {
+      if (recorded_ && end_.query()) return mark_completed();  // ignored when it failed first
+      pause_between_polls(start, kSynchronizePoll);
+    }
+  }
+
   void order_current_stream() const {
     if (!recorded_) return;
     const cuda::DeviceGuard guard(device_);
@@ -168,12 +193,7 @@ void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point
     TANDEM_CHECK(Clock::now() < deadline, "NCCL did not finish within ",
                  net::format_duration(timeout),
                  " (a peer may have died or hung, or not every rank joined)");
-    // Spin briefly (launches usually finish within microseconds), then back off.
-    if (Clock::now() - start < std::chrono::milliseconds(2)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    pause_between_polls(start, std::chrono::milliseconds(1));
     ncclResult_t state = ncclInProgress;
     const ncclResult_t query = nccl.comm_get_async_error(comm, &state);
     result = query != ncclSuccess ? query : state;

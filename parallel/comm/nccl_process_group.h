@@ -27,10 +27,14 @@
 /// (3) records a start event, runs the NCCL call(s) in one ncclGroupStart/End, records an end
 /// event. Work::wait() makes the caller's current stream wait for the end event and returns at
 /// once; Work::synchronize() blocks the host (Note [Work wait and synchronize] in
-/// process_group.h). A barrier is a one-element all-reduce whose wait() blocks the host.
+/// process_group.h), polling the end event itself (yielding for about 2 ms, then every 100 µs)
+/// rather than waiting for the watchdog's next pass, until the event has passed, the watchdog
+/// has failed the Work, or the timeout. A barrier is a one-element all-reduce whose wait()
+/// blocks the host.
 ///
 /// Note [NCCL watchdog]: one thread per group polls the pending collectives (about every
-/// millisecond while any is pending): an end event that completed finishes its Work; a Work
+/// millisecond while any is pending): an end event that completed finishes its Work (unless
+/// synchronize() saw it first); a Work
 /// older than options.timeout, or an error from ncclCommGetAsyncError (a peer died, a network
 /// error), makes the watchdog abort the communicator (ncclCommAbort, which also ends the NCCL
 /// kernels waiting on the device, so streams that wait for them move on) and fail every pending

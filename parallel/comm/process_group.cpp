@@ -29,12 +29,19 @@ void Work::wait(std::chrono::milliseconds timeout) {
 }
 
 void Work::synchronize(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  // A huge timeout means "forever"; now() + milliseconds::max() would overflow.
-  const bool forever = timeout > std::chrono::hours(24 * 365);
-  if (forever) done_.wait(lock, [&] { return completed_; });
-  const bool done = forever || done_.wait_for(lock, timeout, [&] { return completed_; });
-  TANDEM_CHECK(done, description_, " did not complete within ", net::format_duration(timeout),
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    // A huge timeout means "forever"; now() + milliseconds::max() would overflow.
+    const bool forever = timeout > std::chrono::hours(24 * 365);
+    if (forever) done_.wait(lock, [&] { return completed_; });
+    if (!forever) done_.wait_for(lock, timeout, [&] { return completed_; });
+  }
+  finish_synchronize(timeout);
+}
+
+void Work::finish_synchronize(std::chrono::milliseconds timeout) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  TANDEM_CHECK(completed_, description_, " did not complete within ", net::format_duration(timeout),
                " (a peer may have died or hung, or the ranks issued different collectives)");
   if (error_) std::rethrow_exception(error_);
 }

@@ -93,6 +93,11 @@ class Work {
   /// counts.
   void mark_completed(std::exception_ptr error = nullptr);
 
+ protected:
+  /// The end of synchronize() once its wait of `timeout` is over, without waiting: throws that
+  /// the Work did not complete within `timeout`, or rethrows its error.
+  void finish_synchronize(std::chrono::milliseconds timeout) const;
+
  private:
   const std::string description_;
   const std::chrono::milliseconds default_timeout_;

@@ -287,6 +287,28 @@ TEST(CudaAllocatorGpu, TrainingStepsAfterTheFirstNeedNoCudaMalloc) {
 
 // --- streams and events
 
+// N8 (Note [cuBLAS workspaces]): a GEMM on a Stream takes a cuBLAS workspace of its own on that
+// stream, which goes back to the allocator when the Stream is destroyed.
+TEST(CudaStreamGpu, AStreamsCublasWorkspaceIsFreedWithIt) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Device gpu = Device::cuda(0);
+  Generator generator(1);
+  const Tensor a = randn({64, 64}, generator, {.device = gpu});
+  CachingAllocator& allocator = caching_allocator(0);
+  int64_t before = 0;
+  int64_t with_workspace = 0;
+  {
+    const Stream side = Stream::create(0);
+    const StreamGuard guard(side);
+    before = allocator.detailed_stats().allocated_bytes;
+    matmul(a, a);  // the product is freed at once; the workspace stays
+    with_workspace = allocator.detailed_stats().allocated_bytes;
+    side.synchronize();
+  }
+  EXPECT_GT(with_workspace, before) << "no workspace for the side stream";
+  EXPECT_EQ(allocator.detailed_stats().allocated_bytes, before);
+}
+
 TEST(CudaStreamGpu, DefaultIsTheLegacyStreamAndGuardsRestoreIt) {
   TANDEM_SKIP_WITHOUT_CUDA();
   EXPECT_EQ(current_stream(0), nullptr);

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/device.h"
+#include "engine/cuda/pinned_allocator.h"
 #include "engine/cuda/stream.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 
@@ -147,6 +149,40 @@ TEST_F(CudaHostAllocatorStreams, AnEventThatCannotBeRecordedBecomesAHostWaitAndI
   EXPECT_EQ(allocator.detailed_stats().pending_free_blocks, 0);
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   EXPECT_NO_THROW(busy_wait(nullptr, 0, 1.0));
+}
+
+// N12: cuda:1's default stream cannot be named while cuda:0 is current (nullptr is cuda:0's), so
+// with the switch to cuda:1 failing, the block that stream still reads is neither recorded nor
+// waited for: it stays pending instead of being reused behind a wait for the wrong stream.
+TEST_F(CudaHostAllocatorStreams, AFreeWhoseDeviceCannotBeMadeCurrentKeepsTheBlockPending) {
+  CachingAllocator allocator(1);
+  const Stream side = Stream::create(1);
+  void* block = allocator.allocate(kMiB, side.handle());
+  allocator.record_stream(block, nullptr);  // read by cuda:1's default stream too
+  busy_wait(nullptr, 1, 1.0);
+  set_device(0);
+  fake_cuda::fail_next("cudaSetDevice", cudaErrorDevicesUnavailable);
+  allocator.deallocate(block, kMiB);
+  EXPECT_EQ(calls_to("cudaStreamSynchronize").size(), 0u) << "a wait for cuda:0's stream";
+  EXPECT_EQ(allocator.detailed_stats().pending_free_blocks, 1);
+  void* next = allocator.allocate(kMiB, side.handle());
+  EXPECT_NE(next, block);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  allocator.deallocate(next, kMiB);
+}
+
+TEST_F(CudaHostAllocatorStreams, AFreeWhoseDeviceCannotBeMadeCurrentKeepsThePinnedBlockPending) {
+  PinnedHostAllocator pinned;
+  void* block = pinned.allocate(4096);
+  pinned.record_stream(block, nullptr, 1);  // a copy on cuda:1's default stream reads it
+  set_device(0);
+  fake_cuda::fail_next("cudaSetDevice", cudaErrorDevicesUnavailable);
+  pinned.deallocate(block, 4096);
+  EXPECT_EQ(calls_to("cudaStreamSynchronize").size(), 0u) << "a wait for cuda:0's stream";
+  void* next = pinned.allocate(4096);
+  EXPECT_NE(next, block);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  pinned.deallocate(next, 4096);
 }
 
 // Streams come and go on several threads while blocks are allocated on them, recorded on other

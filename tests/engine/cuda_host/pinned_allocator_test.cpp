@@ -8,6 +8,7 @@
 #include "engine/cuda/device.h"
 #include "engine/cuda/pinned_allocator.h"
 #include "engine/cuda/stream.h"
+#include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 
 namespace tandem::cuda {
@@ -81,6 +82,28 @@ TEST_F(CudaHostPinned, AnEventThatCannotBeRecordedBecomesAHostWaitAndIsCleared) 
   EXPECT_EQ(pinned.allocate(4096), block) << "the host waited: reusable at once";
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
   pinned.deallocate(block, 4096);
+  pinned.empty_cache();
+}
+
+// N17: a failed event query (a sticky error on a GPU) throws, and must leave the copy pending
+// with its event held: given back to the pool as well, the event would be handed out twice.
+TEST_F(CudaHostPinned, AFailedEventQueryKeepsTheCopyPendingAndItsEventOutOfThePool) {
+  PinnedHostAllocator pinned;
+  const Stream copies = Stream::create(0);
+  void* block = pinned.allocate(4096);
+  pinned.record_stream(block, copies.handle(), 0);
+  pinned.deallocate(block, 4096);
+  fake_cuda::run(copies.handle(), 0);
+  fake_cuda::fail_next("cudaEventQuery", cudaErrorLaunchFailure);
+  EXPECT_THROW(pinned.allocate(4096), Error);
+  void* after = pinned.allocate(4096);  // the query succeeds now: the copy is done
+  EXPECT_EQ(after, block);
+  const cudaEvent_t first = acquire_event(0);
+  const cudaEvent_t second = acquire_event(0);
+  EXPECT_NE(first, second) << "the copy's event went back to the pool twice";
+  release_event(0, first);
+  release_event(0, second);
+  pinned.deallocate(after, 4096);
   pinned.empty_cache();
 }
 

@@ -2,17 +2,24 @@
 // reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
 // destructors ignore and clear.
 
+#include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/device.h"
 #include "engine/cuda/stream.h"
+#include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
+#include "tests/support/error_message.h"
 
 namespace tandem::cuda {
 namespace {
 
 using fake_cuda::calls_to;
+using tandem::testing::contains;
+using tandem::testing::error_message;
 
 using CudaHostStream = fake_cuda::FakeCudaTest;
 
@@ -50,13 +57,30 @@ TEST_F(CudaHostStream, IdsAreNeverReusedWhenHandlesAre) {
   EXPECT_EQ(target.id(), moved_id);
 }
 
-TEST_F(CudaHostStream, AStreamCreatedElsewhereGetsAnIdOfItsOwn) {
+// N9: a stream made elsewhere would be remembered forever under its first caller's device; it is
+// refused, by the allocator too, which would otherwise key blocks by it.
+TEST_F(CudaHostStream, AStreamCreatedElsewhereIsRefused) {
   cudaStream_t external = nullptr;
   ASSERT_EQ(cudaStreamCreateWithPriority(&external, cudaStreamNonBlocking, 0), cudaSuccess);
-  const uint64_t id = stream_info(external, 0).id;
-  EXPECT_NE(id, 0u);
-  EXPECT_EQ(stream_info(external, 0).id, id);
+  const std::string message = error_message([&] { stream_info(external, 0); });
+  EXPECT_TRUE(contains(message, "[cuda stream] stream ")) << message;
+  EXPECT_TRUE(contains(message, " was not made by Stream::create")) << message;
+  CachingAllocator allocator(1);
+  void* block = allocator.allocate(512);
+  EXPECT_THROW(allocator.record_stream(block, external), Error);
+  EXPECT_THROW(allocator.allocate(512, external), Error);
+  allocator.deallocate(block, 512);
   EXPECT_EQ(cudaStreamDestroy(external), cudaSuccess);
+}
+
+// N9: the per-thread default stream is a default stream of the device asked about, as the legacy
+// one is; not a stream of its own bound to the first caller's device.
+TEST_F(CudaHostStream, ThePerThreadStreamIsTheDefaultStreamOfItsDevice) {
+  for (const cudaStream_t handle : {cudaStreamLegacy, cudaStreamPerThread}) {
+    EXPECT_EQ(stream_info(handle, 0).id, 0u);
+    EXPECT_EQ(stream_info(handle, 1).id, 0u);
+    EXPECT_EQ(stream_info(handle, 1).device, 1);
+  }
 }
 
 TEST_F(CudaHostStream, StreamWaitsReusePooledEvents) {
@@ -84,6 +108,76 @@ TEST_F(CudaHostStream, AWaitAcrossDevicesOrdersTheWaitingStreamAfterTheProducer)
   EXPECT_TRUE(waiting.query());
   EXPECT_EQ(fake_cuda::queued(producer.handle(), 0), 1);
   EXPECT_EQ(current_device(), 0);
+}
+
+// What the retirement listener of the test below saw and frees.
+struct Retirements {
+  std::mutex mutex;
+  std::vector<uint64_t> ids;
+  CachingAllocator* allocator = nullptr;
+  void* block = nullptr;  ///< freed when its stream retires, as a cuBLAS workspace is
+  uint64_t block_stream = 0;
+};
+
+Retirements& retirements() {
+  static Retirements all;
+  return all;
+}
+
+void remember_retirement(int /*device*/, uint64_t id) noexcept {
+  Retirements& all = retirements();
+  std::lock_guard lock(all.mutex);
+  all.ids.push_back(id);
+  if (id == all.block_stream && all.block != nullptr) {
+    all.allocator->deallocate(all.block, 1 << 20);
+    all.block = nullptr;
+  }
+}
+
+// N8: a cache keyed by stream ids (the cuBLAS workspaces) hears of a stream's end before the
+// stream's blocks retire, so that what it frees then retires with them.
+TEST_F(CudaHostStream, ListenersHearOfAStreamsEndBeforeItsBlocksRetire) {
+  static const bool registered = (on_stream_retired(&remember_retirement), true);
+  EXPECT_TRUE(registered);
+  CachingAllocator allocator(0);
+  Retirements& all = retirements();
+  uint64_t id = 0;
+  void* block = nullptr;
+  {
+    const Stream side = Stream::create(0);
+    id = side.id();
+    block = allocator.allocate(1 << 20, side.handle());
+    std::lock_guard lock(all.mutex);
+    all.ids.clear();
+    all.allocator = &allocator;
+    all.block = block;
+    all.block_stream = id;
+  }
+  {
+    std::lock_guard lock(all.mutex);
+    EXPECT_EQ(all.ids, std::vector<uint64_t>{id});
+    EXPECT_EQ(all.block, nullptr);
+  }
+  fake_cuda::run_all();
+  EXPECT_EQ(allocator.allocate(1 << 20, nullptr), block) << "retired to the default stream";
+  allocator.deallocate(block, 1 << 20);
+}
+
+// N10: an event made per loss, per batch or per collective comes from the pool and goes back.
+TEST_F(CudaHostStream, PooledEventsGoBackToThePool) {
+  const Stream side = Stream::create(1);
+  cudaEvent_t first = nullptr;
+  {
+    Event event = Event::pooled(1);
+    event.record(side);
+    first = event.handle();
+    const Event moved = std::move(event);
+  }
+  const size_t created = calls_to("cudaEventCreateWithFlags").size();
+  const Event again = Event::pooled(1);
+  EXPECT_EQ(again.handle(), first);
+  EXPECT_EQ(calls_to("cudaEventCreateWithFlags").size(), created);
+  EXPECT_EQ(calls_to("cudaEventDestroy").size(), 0u);
 }
 
 TEST_F(CudaHostStream, WaitsFromManyThreadsNeedFewEvents) {

@@ -21,6 +21,11 @@ void FakeNccl::on_abort(std::function<void()> hook) {
   on_abort_ = std::move(hook);
 }
 
+void FakeNccl::on_poll(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  on_poll_ = std::move(hook);
+}
+
 void FakeNccl::set_version(int version) {
   std::lock_guard lock(mutex_);
   version_ = version;
@@ -127,6 +132,12 @@ ncclResult_t FakeNccl::group_end() {
 }
 
 ncclResult_t FakeNccl::comm_get_async_error(ncclComm_t comm, ncclResult_t* state) {
+  std::function<void()> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = on_poll_;
+  }
+  if (hook) hook();
   std::lock_guard lock(mutex_);
   record("comm_get_async_error", comm, true);
   ++polls_;

@@ -34,6 +34,9 @@ class FakeNccl final : public NcclApi {
   void fail_async(ncclResult_t error, const std::string& detail);
   /// Runs on the aborting thread inside comm_abort(), before the fake records it.
   void on_abort(std::function<void()> hook);
+  /// Runs on the polling thread inside comm_get_async_error(), before the fake answers: a test
+  /// can hold the watchdog there.
+  void on_poll(std::function<void()> hook);
   void set_version(int version);
 
   /// The calls so far, by name ("comm_init_rank_config", "group_end", "comm_abort", ...).
@@ -79,6 +82,7 @@ class FakeNccl final : public NcclApi {
   ncclResult_t async_error_ = ncclSuccess;
   std::string detail_;
   std::function<void()> on_abort_;
+  std::function<void()> on_poll_;
   int version_ = NCCL_VERSION_CODE;
   int polls_ = 0;
   bool created_ = false;

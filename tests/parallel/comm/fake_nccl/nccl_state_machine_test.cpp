@@ -7,7 +7,9 @@
 // between the group's mutexes.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -149,6 +151,68 @@ TEST_F(NcclStateMachine, GroupEndErrorFailsTheCollective) {
   EXPECT_TRUE(
       contains(message, "[nccl] allreduce #1 on rank 0 of 2 failed: NCCL error 5: invalid usage"))
       << message;
+}
+
+// N4: synchronize() polls the end event itself. The watchdog is held in its first poll, before
+// the device runs the collective, so only synchronize() can see it end.
+TEST_F(NcclStateMachine, SynchronizeReturnsOnceTheDeviceRanTheWorkWithoutTheWatchdog) {
+  auto group = make_group();
+  std::promise<void> release;
+  const std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> held{false};
+  nccl.on_poll([&] {
+    held = true;
+    released.wait();
+  });
+  auto work = group->allreduce({}, ReduceOp::Sum);
+  const auto deadline = std::chrono::steady_clock::now() + kBound;
+  while (!held && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_TRUE(held);
+  fake_cuda::run_all();
+  const std::string message = error_message([&] { work->synchronize(2s); });
+  release.set_value();
+  EXPECT_EQ(message, "(no error)");
+  EXPECT_TRUE(work->completed());
+  group.reset();  // before the hook's state goes
+}
+
+// A collective that never ends still ends synchronize() at its own timeout.
+TEST_F(NcclStateMachine, SynchronizeOfAWorkThatDoesNotEndTimesOut) {
+  auto group = make_group();
+  auto work = group->allreduce({}, ReduceOp::Sum);  // not run by the fake device yet
+  const std::string message = error_message([&] { work->synchronize(50ms); });
+  EXPECT_TRUE(contains(message,
+                       "[nccl] allreduce #1 on rank 0 of 2 did not complete within 50 ms (a peer "
+                       "may have died or hung, or the ranks issued different collectives)"))
+      << message;
+  EXPECT_FALSE(work->completed());
+  fake_cuda::run_all();
+  EXPECT_NO_THROW(work->synchronize(kBound));
+}
+
+// N10: a collective's start and end events come from the pool: no cudaEventCreate or
+// cudaEventDestroy per collective once the first has given its events back.
+TEST_F(NcclStateMachine, CollectivesReusePooledEvents) {
+  auto group = make_group();
+  auto run_one = [&] {
+    std::weak_ptr<Work> done;
+    {
+      auto work = group->allreduce({}, ReduceOp::Sum);
+      fake_cuda::run_all();
+      work->synchronize(kBound);
+      done = work;
+    }
+    // The watchdog lets go of the Work at its next pass; its events then go back to the pool.
+    const auto deadline = std::chrono::steady_clock::now() + kBound;
+    while (!done.expired() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+  };
+  run_one();
+  const size_t created = fake_cuda::calls_to("cudaEventCreateWithFlags").size();
+  for (int i = 0; i < 10; ++i) run_one();
+  EXPECT_EQ(fake_cuda::calls_to("cudaEventCreateWithFlags").size(), created);
+  EXPECT_EQ(fake_cuda::calls_to("cudaEventDestroy").size(), 0u);
 }
 
 // --- failures found by the watchdog
