@@ -90,7 +90,8 @@ struct CachingAllocator::State {
     return block;
   }
 
-  Block* new_segment(size_t size, uint64_t stream, bool small) {
+  // nullptr when the device is out of memory and `may_empty_cache` is false.
+  Block* new_segment(size_t size, uint64_t stream, bool small, bool may_empty_cache) {
     size_t segment = kSmallSegment;
     if (!small) {
       segment = size <= kLargeRequest ? kMediumSegment
@@ -98,6 +99,10 @@ struct CachingAllocator::State {
     }
     void* ptr = nullptr;
     cudaError_t status = cudaMalloc(&ptr, segment);
+    if (status == cudaErrorMemoryAllocation && !may_empty_cache) {
+      cudaGetLastError();
+      return nullptr;
+    }
     if (status == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       release_cached();  // Note [Caching allocator]: empty the cache and retry once
@@ -332,6 +337,14 @@ void* CachingAllocator::allocate(size_t nbytes) {
 }
 
 void* CachingAllocator::allocate(size_t nbytes, cudaStream_t stream) {
+  return allocate_on(nbytes, stream, /*may_empty_cache=*/true);
+}
+
+void* CachingAllocator::try_allocate(size_t nbytes) {
+  return allocate_on(nbytes, current_stream(state_->device), /*may_empty_cache=*/false);
+}
+
+void* CachingAllocator::allocate_on(size_t nbytes, cudaStream_t stream, bool may_empty_cache) {
   if (nbytes == 0) return nullptr;
   State& s = *state_;
   const uint64_t id = stream_info(stream, s.device).id;
@@ -344,7 +357,8 @@ void* CachingAllocator::allocate(size_t nbytes, cudaStream_t stream) {
   if (block != nullptr) {
     ++s.stats.cache_hits;
   } else {
-    block = s.new_segment(size, id, small);
+    block = s.new_segment(size, id, small, may_empty_cache);
+    if (block == nullptr) return nullptr;  // try_allocate: the cache stays as it is
     ++s.stats.cache_misses;
   }
   s.split(block, size);
@@ -454,6 +468,11 @@ void record_stream(const Tensor& tensor, cudaStream_t stream) {
 DeviceBuffer::DeviceBuffer(int device, size_t nbytes)
     : allocator_(&caching_allocator(device)),
       data_(allocator_->allocate(nbytes)),
+      nbytes_(nbytes) {}
+
+DeviceBuffer::DeviceBuffer(int device, size_t nbytes, std::nothrow_t)
+    : allocator_(&caching_allocator(device)),
+      data_(allocator_->try_allocate(nbytes)),
       nbytes_(nbytes) {}
 
 DeviceBuffer::~DeviceBuffer() {

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include "engine/allocator.h"
 
@@ -70,6 +71,10 @@ class CachingAllocator final : public Allocator {
   void* allocate(size_t nbytes) override;
   /// A block for `nbytes` that will be used on `stream` (of this device).
   void* allocate(size_t nbytes, cudaStream_t stream);
+  /// allocate(nbytes), or nullptr where that would need more memory than the device has free
+  /// now: never empties the cache (which synchronises the device) and never throws out of
+  /// memory. For requests with a cheaper alternative, such as a convolution's workspace.
+  void* try_allocate(size_t nbytes);
   void deallocate(void* ptr, size_t nbytes) noexcept override;
   AllocatorStats stats() const override;
   CachingAllocatorStats detailed_stats() const;
@@ -93,6 +98,8 @@ class CachingAllocator final : public Allocator {
   static size_t round_size(size_t nbytes);
 
  private:
+  void* allocate_on(size_t nbytes, cudaStream_t stream, bool may_empty_cache);
+
   struct State;
   std::unique_ptr<State> state_;
 };
@@ -113,6 +120,8 @@ void record_stream(const Tensor& tensor, cudaStream_t stream);
 class DeviceBuffer {
  public:
   DeviceBuffer(int device, size_t nbytes);
+  /// With CachingAllocator::try_allocate: data() is null when the memory is not there now.
+  DeviceBuffer(int device, size_t nbytes, std::nothrow_t);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -278,8 +279,14 @@ const std::vector<ConvAlgoChoice>& choose(cudnnHandle_t handle, ConvCall& call, 
 // choice]): when memory is tight a leaner algorithm runs instead of the op failing.
 const ConvAlgoChoice& with_workspace(const std::vector<ConvAlgoChoice>& choices, int device,
                                      std::optional<DeviceBuffer>& workspace) {
-  const size_t index =
-      first_that_fits(choices, [&](size_t bytes) { workspace.emplace(device, bytes); });
+  const auto from_the_cache = [&](size_t bytes) {  // Note [Workspace without emptying the cache]
+    workspace.emplace(device, bytes, std::nothrow);
+    if (bytes == 0 || workspace->data() != nullptr) return true;
+    workspace.reset();
+    return false;
+  };
+  const size_t index = first_that_fits(choices, from_the_cache,
+                                       [&](size_t bytes) { workspace.emplace(device, bytes); });
   return choices[index];
 }
 

@@ -66,6 +66,20 @@ size_t first_that_fits(const std::vector<ConvAlgoChoice>& candidates, const Allo
   }
 }
 
+/// Note [Workspace without emptying the cache]: every candidate first through `try_fit(bytes)`
+/// (true when the workspace could be had without emptying the allocator's cache, which
+/// synchronises the device), and only when none fits so, first_that_fits(candidates, fit) with
+/// `fit` free to empty it. Under memory pressure a leaner algorithm then runs from the cache,
+/// instead of every convolution of every step emptying it and missing it again.
+template <typename TryFit, typename Fit>
+size_t first_that_fits(const std::vector<ConvAlgoChoice>& candidates, const TryFit& try_fit,
+                       const Fit& fit) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (try_fit(candidates[i].workspace)) return i;
+  }
+  return first_that_fits(candidates, fit);
+}
+
 /// Whether an environment variable's value (getenv's, may be null) turns a flag on such as
 /// TANDEM_CUDNN_DETERMINISTIC: set, not empty and not starting with '0'.
 bool environment_flag(const char* value);

@@ -99,6 +99,29 @@ TEST(ConvAlgorithm, OutOfMemoryMovesToTheNextAlgorithm) {
   EXPECT_EQ(first_that_fits(ranked, allocate_up_to(0)), 2u);  // the zero-workspace fallback
 }
 
+// Note [Workspace without emptying the cache]: the first candidate the cache can give wins over a
+// better one that would need the cache emptied; only when none fits so may the cache be emptied.
+TEST(ConvAlgorithm, ALeanerWorkspaceFromTheCacheBeatsEmptyingIt) {
+  const std::vector<ConvAlgoChoice> ranked = {{4, 8 * kMiB, kFma}, {2, kMiB, kFma}, {0, 0, kFma}};
+  std::vector<size_t> tried, emptying;
+  const auto cache_holds = [&](size_t limit) {
+    return [&tried, limit](size_t bytes) {
+      tried.push_back(bytes);
+      return bytes <= limit;
+    };
+  };
+  const auto fit_after_emptying = [&](size_t bytes) { emptying.push_back(bytes); };
+  EXPECT_EQ(first_that_fits(ranked, cache_holds(2 * kMiB), fit_after_emptying), 1u);
+  EXPECT_EQ(tried, (std::vector<size_t>{8 * kMiB, kMiB}));
+  EXPECT_TRUE(emptying.empty());
+  tried.clear();
+  // Nothing in the cache (not even the zero workspace, say): the cache may be emptied, best first.
+  EXPECT_EQ(first_that_fits(
+                ranked, [](size_t) { return false; }, fit_after_emptying),
+            0u);
+  EXPECT_EQ(emptying, (std::vector<size_t>{8 * kMiB}));
+}
+
 TEST(ConvAlgorithm, OutOfMemoryForEveryAlgorithmIsTheLastError) {
   const std::vector<ConvAlgoChoice> ranked = {{4, 8 * kMiB, kFma}, {1, kMiB, kFma}};
   int calls = 0;

@@ -186,5 +186,30 @@ TEST_F(CudaHostAllocator, OutOfMemoryIsAClearError) {
   allocator.deallocate(ok, kMiB);
 }
 
+// Note [Workspace without emptying the cache]: what does not fit is refused at once, the cache
+// kept and the device not synchronised; what the cache holds is served as allocate() would.
+TEST_F(CudaHostAllocator, TryAllocateNeitherEmptiesTheCacheNorThrows) {
+  fake_cuda::reset({.memory_bytes = 64 * kMiB});
+  CachingAllocator allocator(0);
+  void* held = allocator.allocate(20 * kMiB);
+  void* cached = allocator.allocate(20 * kMiB);
+  allocator.deallocate(cached, 20 * kMiB);  // a free 20 MiB segment in the cache
+  const int64_t reserved = allocator.detailed_stats().reserved_bytes;
+  EXPECT_EQ(allocator.try_allocate(30 * kMiB), nullptr);  // 24 MiB free on the device
+  EXPECT_TRUE(calls_to("cudaDeviceSynchronize").empty());
+  EXPECT_TRUE(calls_to("cudaFree").empty());
+  EXPECT_EQ(allocator.detailed_stats().reserved_bytes, reserved);
+  void* from_cache = allocator.try_allocate(20 * kMiB);
+  EXPECT_EQ(from_cache, cached);
+  EXPECT_EQ(allocator.detailed_stats().cache_hits, 1);
+  allocator.deallocate(from_cache, 20 * kMiB);
+  // allocate() of the same 30 MiB empties the cache, and then it fits.
+  void* big = allocator.allocate(30 * kMiB);
+  EXPECT_NE(big, nullptr);
+  EXPECT_EQ(calls_to("cudaFree").size(), 1u);
+  allocator.deallocate(big, 30 * kMiB);
+  allocator.deallocate(held, 20 * kMiB);
+}
+
 }  // namespace
 }  // namespace tandem::cuda
