@@ -11,9 +11,9 @@ namespace tandem::apps {
 bool gpus_by_default() {
   if (cuda_available()) return true;
   const std::string reason = cuda_unavailable_reason();
-  TANDEM_CHECK(
-      reason.rfind("CUDA is unusable", 0) != 0, "[devices] ", reason,
-      "; to train on the CPU anyway, name CPU devices (--devices cpu:0) or --backend gloo");
+  TANDEM_CHECK(reason.rfind("CUDA is unusable", 0) != 0, "[devices] ", reason,
+               "; to train on the CPU anyway, name CPU devices (--devices cpu:0, bench_cifar "
+               "--device-type cpu) or --backend gloo");
   return false;
 }
 
