@@ -13,7 +13,7 @@ train="$build/apps/train_cifar"
 run="$build/apps/tandem-run"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-job=(--synthetic --subset 2048 --batch-size 64 --epochs 50 --workers 1 --no-progress --mode ddp --threads 1)
+job=(--synthetic --subset 2048 --batch-size 64 --epochs 50 --workers 1 --no-progress --mode ddp --backend gloo --threads 1)
 
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { print b - a }'; }

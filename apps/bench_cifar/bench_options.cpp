@@ -22,11 +22,16 @@ std::string number(double value) {
 void add_matrix_flags(CLI::App& app, BenchOptions& o) {
   add_modes_flag(app, o.modes);
   app.add_option("--devices", o.devices,
-                 "device counts: dp runs on that many devices (cpu:0 … cpu:n-1, or GPUs when "
-                 "present), ddp on that many processes")
+                 "device counts: dp runs on that many devices (cuda:0 … cuda:n-1 or cpu:0 … "
+                 "cpu:n-1), ddp on that many processes (nccl or gloo)")
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->default_str("1,2");
+  app.add_option("--device-type", o.device_type,
+                 "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
+                 "gloo) or auto (cuda where CUDA can run, else cpu)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
@@ -193,6 +198,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--worker-json", result_path},
       {"--modes", mode_name(c.mode)},
       {"--devices", std::to_string(c.devices)},
+      {"--device-type", o.device_type},
       {"--batch-sizes", std::to_string(c.batch)},
       {"--arch", o.arch},
       {"--warmup", std::to_string(o.warmup)},

@@ -13,6 +13,7 @@ namespace tandem::apps::bench {
 struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};         ///< dp: devices; ddp: processes
+  std::string device_type = "auto";       ///< auto (GPUs where CUDA can run), cpu or cuda
   std::vector<int64_t> batch_sizes{128};  ///< global
   std::string arch = "resnet20";
   int warmup = 2;

@@ -30,6 +30,7 @@ ordered_json options_to_json(const BenchOptions& o) {
   for (Mode mode : o.modes) modes.emplace_back(mode_name(mode));
   return {{"modes", modes},
           {"devices", o.devices},
+          {"device_type", o.device_type},
           {"batch_sizes", o.batch_sizes},
           {"arch", o.arch},
           {"warmup", o.warmup},

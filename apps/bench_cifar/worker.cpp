@@ -187,17 +187,38 @@ void write_atomically(const std::string& path, const std::string& text) {
   std::filesystem::rename(temporary, path);
 }
 
+// --device-type: auto follows the programs' default (GPUs where CUDA can run); cpu and cuda name
+// the devices on purpose, so that a test or a comparison does not depend on the machine.
+bool uses_gpus(const std::string& device_type) {
+  if (device_type == "cpu") return false;
+  if (device_type == "auto") return gpus_by_default();
+  TANDEM_CHECK(cuda_available(), "[bench_cifar] --device-type cuda, but ",
+               cuda_unavailable_reason());
+  return true;
+}
+
+std::vector<Device> devices_of(const BenchConfig& config, bool gpus,
+                               const parallel::ProcessGroup* group) {
+  switch (config.mode) {
+    case Mode::Single: return {gpus ? Device::cuda(0) : Device::cpu()};
+    case Mode::DataParallel: return first_devices(config.devices, gpus);
+    case Mode::Distributed: return choose_devices(config.mode, "", group);
+  }
+  TANDEM_FAIL("[bench_cifar] unknown mode");
+}
+
 // Measures worker_config(o); `rank` is set as soon as it is known, for the error file.
 Measurement measure(const BenchOptions& o, int& rank) {
   const BenchConfig config = worker_config(o);
   const std::string problem = config_problem(config);
   TANDEM_CHECK(problem.empty(), problem);
+  const bool gpus = uses_gpus(o.device_type);
   std::shared_ptr<parallel::ProcessGroup> group;
   int world = 1;
   if (config.mode == Mode::Distributed) {
     const parallel::DistributedEnv env = parallel::from_environment();
     rank = env.rank;  // known before the rendezvous, which may fail
-    group = parallel::init_process_group(gpus_by_default() ? "nccl" : "gloo", env);
+    group = parallel::init_process_group(gpus ? "nccl" : "gloo", env);
     rank = group->rank(), world = group->size();
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);
@@ -214,9 +235,7 @@ Measurement measure(const BenchOptions& o, int& rank) {
                            .overlap = config.overlap != "off"}},
        .grad_compression = parallel::parse_grad_compression(
            config.compression.empty() ? "none" : config.compression)},
-      config.mode == Mode::DataParallel ? first_devices(config.devices)
-                                        : choose_devices(config.mode, "", group.get()),
-      group);
+      devices_of(config, gpus, group.get()), group);
   const std::vector<data::Batch> pool =
       make_pool(o, config, rank, world, setup.device(), setup.memory_format);
   Measurement m;

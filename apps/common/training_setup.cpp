@@ -11,15 +11,19 @@ namespace tandem::apps {
 bool gpus_by_default() {
   if (cuda_available()) return true;
   const std::string reason = cuda_unavailable_reason();
-  TANDEM_CHECK(
-      reason.rfind("CUDA is unusable", 0) != 0, "[devices] ", reason,
-      "; to train on the CPU anyway, name CPU devices (--devices cpu:0) or --backend gloo");
+  TANDEM_CHECK(reason.rfind("CUDA is unusable", 0) != 0, "[devices] ", reason,
+               "; to train on the CPU anyway, name CPU devices (--devices cpu:0, bench_cifar "
+               "--device-type cpu) or --backend gloo");
   return false;
 }
 
-std::vector<Device> first_devices(int count) {
+std::string ddp_backend(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  return gpus_by_default() ? "nccl" : "gloo";
+}
+
+std::vector<Device> first_devices(int count, bool gpus) {
   TANDEM_CHECK(count >= 1, "[devices] dp needs at least one device, got ", count);
-  const bool gpus = gpus_by_default();
   if (gpus) {
     const int available = cuda_backend().device_count();
     TANDEM_CHECK(count <= available, "[devices] dp over ", count,
@@ -41,7 +45,8 @@ std::vector<Device> choose_devices(Mode mode, const std::string& requested,
       return {gpus_by_default() ? Device::cuda(0) : Device::cpu()};
     case Mode::DataParallel:
       if (!requested.empty()) return parallel::parse_device_list(requested);
-      return first_devices(gpus_by_default() ? cuda_backend().device_count() : 2);
+      if (gpus_by_default()) return first_devices(cuda_backend().device_count(), true);
+      return first_devices(2, false);
     case Mode::Distributed:
       TANDEM_CHECK(requested.empty(), "[devices] --mode ddp trains each rank on its process ",
                    "group's device; --devices (", requested, ") is for single and dp");

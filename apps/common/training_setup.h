@@ -23,14 +23,18 @@
 
 namespace tandem::apps {
 
-/// dp over `count` devices: cuda:0 … cuda:count-1 when there are GPUs (there must be that many),
-/// else the virtual CPU devices cpu:0 … cpu:count-1, which share the cores.
-std::vector<Device> first_devices(int count);
+/// dp over `count` devices: cuda:0 … cuda:count-1 when `gpus` (there must be that many), else
+/// the virtual CPU devices cpu:0 … cpu:count-1, which share the cores.
+std::vector<Device> first_devices(int count, bool gpus);
 
 /// Whether device defaults go to GPUs: true when CUDA can run. Where a GPU is present but CUDA
 /// cannot use it (a driver older than the build's CUDA needs), defaults must not quietly fall back
 /// to the CPU (the CUDA review's D2): that throws, naming the driver and what is needed.
 bool gpus_by_default();
+
+/// The process group of a ddp rank: `requested` (--backend), else nccl where CUDA can run
+/// (gpus_by_default()), else gloo, as a PyTorch script picks it.
+std::string ddp_backend(const std::string& requested);
 
 /// The devices of a `mode` process given --devices `requested` (empty: the default):
 /// - single: the one device named, else cuda:0 when there is a GPU, else the CPU;

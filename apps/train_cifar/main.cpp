@@ -32,8 +32,14 @@ void on_signal(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
 }
 
-// ddp on one machine without a launcher: the same command line, once per rank.
+// ddp on one machine without a launcher: the same command line, once per rank. NCCL ranks that
+// the GPUs cannot hold one each stop here, in one line, before any rank starts.
 int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
+  if (apps::ddp_backend(options.backend) == "nccl") {
+    const int visible = cuda_available() ? cuda_backend().device_count() : 0;
+    const std::string problem = apps::local_ranks_gpu_problem(options.nproc, visible);
+    TANDEM_CHECK(problem.empty(), problem);
+  }
   parallel::LaunchOptions launch;
   launch.nproc_per_node = options.nproc;
   launch.master_port = 0;
@@ -53,11 +59,8 @@ int run(int argc, char** argv) {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
     }
-    const std::string backend = !options.backend.empty()  ? options.backend
-                                : apps::gpus_by_default() ? "nccl"
-                                                          : "gloo";
     group = parallel::init_process_group(
-        backend, env,
+        apps::ddp_backend(options.backend), env,
         {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
   }
   apps::Trainer trainer(options, group);

@@ -5,6 +5,7 @@
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
 #include "engine/error.h"
+#include "parallel/comm/nccl_process_group.h"
 
 namespace tandem::apps {
 
@@ -119,6 +120,22 @@ void validate(const TrainOptions& o, int world_size) {
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");
+}
+
+std::string local_ranks_gpu_problem(int ranks, int visible) {
+  // The ranks inherit this process's environment: a CUDA_VISIBLE_DEVICES of one device is one GPU
+  // for all of them, not one each, so no launcher evidence applies (Note [NCCL device]).
+  const int needed = parallel::nccl_gpus_needed(ranks, visible, parallel::LauncherGpus{});
+  if (visible >= needed) return "";
+  const auto count = [](int n, const char* noun) {
+    return detail::concat(n, " ", noun, n == 1 ? "" : "s");
+  };
+  std::string problem =
+      detail::concat("[ddp] ", count(ranks, "rank"), " on this node need", ranks == 1 ? "s " : " ",
+                     count(needed, "GPU"), ", ", visible, visible == 1 ? " is" : " are",
+                     " visible; use --backend gloo to run them on CPUs");
+  if (visible > 0) problem += ", or --nproc " + std::to_string(visible);
+  return problem;
 }
 
 }  // namespace tandem::apps

@@ -60,4 +60,10 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 /// Checks values that CLI11 cannot: combinations and ranges. world_size: ranks of a ddp job.
 void validate(const TrainOptions& options, int world_size);
 
+/// Why the --nproc `ranks` NCCL ranks that train_cifar starts itself cannot each have a GPU when
+/// `visible` are visible, in one line: "[ddp] 2 ranks on this node need 2 GPUs, 1 is visible; use
+/// --backend gloo to run them on CPUs, or --nproc 1". Empty when they can. Checked before any
+/// rank starts, so a one-GPU machine never reaches NCCL's "Duplicate GPU detected".
+std::string local_ranks_gpu_problem(int ranks, int visible);
+
 }  // namespace tandem::apps

@@ -169,6 +169,27 @@ bool launched_distributed() {
   return launched_distributed(process_environment());
 }
 
+LauncherGpus launcher_gpus(const EnvLookup& lookup) {
+  return {.visible_devices = lookup("CUDA_VISIBLE_DEVICES"),
+          .slurm_gpus =
+              lookup("SLURM_STEP_GPUS") ? lookup("SLURM_STEP_GPUS") : lookup("SLURM_JOB_GPUS")};
+}
+
+LauncherGpus launcher_gpus() {
+  return launcher_gpus(process_environment());
+}
+
+int listed_devices(const std::string& list) {
+  int count = 0;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    if (comma > start) ++count;
+    start = comma + 1;
+  }
+  return count;
+}
+
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
   // "2(x3),1" means two tasks on each of three nodes, then one task on the fourth.
   std::vector<int> counts;

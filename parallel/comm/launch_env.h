@@ -57,6 +57,23 @@ bool launched_distributed();
 
 bool launched_distributed(const EnvLookup& lookup);
 
+/// What the launcher says about this process's GPUs (Note [NCCL device] in nccl_process_group.h).
+struct LauncherGpus {
+  /// CUDA_VISIBLE_DEVICES as set ("3", "0,1", "GPU-5e…"); nullopt when unset (every GPU visible).
+  std::optional<std::string> visible_devices{};
+  /// The GPUs Slurm gave the step on this machine: SLURM_STEP_GPUS, else SLURM_JOB_GPUS
+  /// ("0,1,2,3"); nullopt outside Slurm or without GPUs.
+  std::optional<std::string> slurm_gpus{};
+};
+
+/// Reads LauncherGpus from the process environment.
+LauncherGpus launcher_gpus();
+LauncherGpus launcher_gpus(const EnvLookup& lookup);
+
+/// How many devices a comma-separated list such as CUDA_VISIBLE_DEVICES or SLURM_STEP_GPUS names
+/// (empty entries do not count).
+int listed_devices(const std::string& list);
+
 /// For one of Slurm's task counts such as "2(x3),1": how many tasks run on node `node_id`.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
 

@@ -20,26 +20,48 @@ void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensor
   }
 }
 
+namespace {
+
+// Note [NCCL device]: the evidence that each local rank sees a GPU of its own as cuda:0.
+bool each_rank_has_its_own_gpu(int local_world_size, int device_count, const LauncherGpus& gpus) {
+  if (device_count != 1 || local_world_size <= 1) return false;
+  if (gpus.visible_devices && listed_devices(*gpus.visible_devices) == 1) return true;
+  return gpus.slurm_gpus && listed_devices(*gpus.slurm_gpus) >= local_world_size;
+}
+
+std::string visible_devices_text(const LauncherGpus& gpus) {
+  return gpus.visible_devices ? "CUDA_VISIBLE_DEVICES=" + *gpus.visible_devices
+                              : std::string("CUDA_VISIBLE_DEVICES unset");
+}
+
+}  // namespace
+
+int nccl_gpus_needed(int local_world_size, int device_count, const LauncherGpus& gpus) {
+  return each_rank_has_its_own_gpu(local_world_size, device_count, gpus) ? 1 : local_world_size;
+}
+
 // Note [NCCL device].
 NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_size,
-                                    int device_count) {
+                                    int device_count, const LauncherGpus& gpus) {
   TANDEM_CHECK(device_count > 0, "[nccl] rank ", rank, " sees no CUDA device");
-  if (device_count == 1 && local_world_size > 1) {
+  const int needed = nccl_gpus_needed(local_world_size, device_count, gpus);
+  TANDEM_CHECK(device_count >= needed, "[nccl] rank ", rank, ": ", local_world_size,
+               " processes on this machine need ", needed, " GPUs, ", device_count,
+               device_count == 1 ? " is" : " are", " visible (", visible_devices_text(gpus),
+               "); start at most ", device_count,
+               " per machine (--nproc-per-node), give each process one GPU of its own "
+               "(CUDA_VISIBLE_DEVICES, srun --gpus-per-task=1), or use the gloo backend on CPUs");
+  if (needed == 1 && local_world_size > 1) {
     return {.device = 0,
             .note = detail::concat("[nccl] rank ", rank, " (local rank ", local_rank, " of ",
                                    local_world_size,
                                    " on this machine) sees one CUDA device: using it as cuda:0, "
-                                   "the GPU the launcher gave this rank")};
+                                   "the GPU the launcher gave this rank (",
+                                   visible_devices_text(gpus), ")")};
   }
-  const char* remedy =
-      "; start at most as many processes per machine (--nproc-per-node) as it "
-      "has GPUs, or give each process one GPU of its own (CUDA_VISIBLE_DEVICES, "
-      "srun --gpus-per-task=1)";
+  // Only a launcher whose local rank and size disagree gets here.
   TANDEM_CHECK(local_rank < device_count, "[nccl] rank ", rank, " needs cuda:", local_rank,
-               " (its local rank), but this machine has ", device_count, " CUDA device(s)", remedy);
-  TANDEM_CHECK(local_world_size <= device_count, "[nccl] rank ", rank, ": ", local_world_size,
-               " processes on this machine need a GPU each, but it has ", device_count,
-               " CUDA device(s)", remedy);
+               " (its local rank), but this machine has ", device_count, " CUDA device(s)");
   return {.device = local_rank, .note = ""};
 }
 

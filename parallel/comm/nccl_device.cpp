@@ -1,7 +1,6 @@
 // The NCCL process group's device: checked, chosen (Note [NCCL device]) and bound to the thread.
 // CUDA runtime calls only, no NCCL, so the unit tests run it on the fake CUDA runtime.
 #include <cstdio>
-#include <cstdlib>
 
 #include "engine/cuda/device.h"
 #include "engine/error.h"
@@ -21,12 +20,8 @@ void check_nccl_device(int rank, int device) {
 int bind_nccl_device(int rank, int local_rank, int local_world_size) {
   check_nccl_device(rank, 0);  // "no GPU" in the words of the NCCL group
   const NcclDeviceChoice choice =
-      choose_nccl_device(rank, local_rank, local_world_size, cuda::device_count());
-  if (!choice.note.empty()) {
-    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    std::fprintf(stderr, "%s (CUDA_VISIBLE_DEVICES=%s)\n", choice.note.c_str(),
-                 visible != nullptr ? visible : "unset");
-  }
+      choose_nccl_device(rank, local_rank, local_world_size, cuda::device_count(), launcher_gpus());
+  if (!choice.note.empty()) std::fprintf(stderr, "%s\n", choice.note.c_str());
   // Threads start on device 0: without this, every DeviceGuard(device) of this thread would
   // switch back to device 0 and create a context there, on another rank's GPU.
   cuda::set_device(choice.device);

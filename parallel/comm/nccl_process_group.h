@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "parallel/comm/launch_env.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store.h"
 
@@ -95,25 +96,33 @@ std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Stor
 /// "[nccl] rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s) ...".
 void check_nccl_device(int rank, int device);
 
-/// Note [NCCL device]: the GPU of a rank is cuda:local_rank, as with torchrun; except where each
-/// rank sees a single GPU while several run on the machine (srun --gpus-per-task=1 or
-/// --gpu-bind, any launcher that sets one CUDA_VISIBLE_DEVICES per rank): then it is cuda:0,
-/// its own GPU, and `note` says so. Fewer devices than processes otherwise is ambiguous (shared
-/// GPUs? a wrong --nproc-per-node?), so every rank throws, those below the count too: "[nccl]
-/// rank 3 needs cuda:3 (its local rank), but this machine has 2 CUDA device(s); ..." or "[nccl]
-/// rank 0: 4 processes on this machine need a GPU each, but it has 2 CUDA device(s); ...". Where
-/// two ranks were given the same GPU after all, creating the communicator fails with NCCL's
-/// "Duplicate GPU detected".
+/// Note [NCCL device]: the GPU of a rank is cuda:local_rank, as with torchrun. The exception is a
+/// launcher that evidently gave each rank a GPU of its own, so that each sees a single one: then
+/// it is cuda:0, and `note` says so. The evidence, since a rank cannot see its peers' devices:
+/// - CUDA_VISIBLE_DEVICES lists exactly one device (srun --gpus-per-task=1 or --gpu-bind, a
+///   wrapper that sets CUDA_VISIBLE_DEVICES=$LOCAL_RANK);
+/// - Slurm gave the step at least one GPU per local rank (SLURM_STEP_GPUS, else SLURM_JOB_GPUS)
+///   while this rank sees one: per-task binding (cgroups) hid the others.
+/// One visible GPU without that evidence is a one-GPU machine: several ranks on it would all take
+/// cuda:0 and fail deep inside NCCL ("Duplicate GPU detected"). So fewer visible GPUs than local
+/// ranks fails at once, on every rank, those below the count too (they would only wait for the
+/// others in the rendezvous): "[nccl] rank 0: 2 processes on this machine need 2 GPUs, 1 is
+/// visible (CUDA_VISIBLE_DEVICES unset); ...". Where ranks sharing a CUDA_VISIBLE_DEVICES of one
+/// device were started anyway, creating the communicator still fails with NCCL's message.
 struct NcclDeviceChoice {
   int device = 0;    ///< the CUDA device this rank uses
   std::string note;  ///< why it is not cuda:local_rank, a line to log; empty when it is
 };
 NcclDeviceChoice choose_nccl_device(int rank, int local_rank, int local_world_size,
-                                    int device_count);
+                                    int device_count, const LauncherGpus& gpus);
+
+/// The GPUs that `local_world_size` NCCL ranks on this machine need to see (Note [NCCL device]):
+/// 1 where the launcher gave each its own, else local_world_size (rank r takes cuda:r).
+int nccl_gpus_needed(int local_world_size, int device_count, const LauncherGpus& gpus);
 
 /// The nccl branch of init_process_group(), before it touches the store (so a machine without a
-/// GPU fails at once): check_nccl_device(), choose_nccl_device() (its note logged to stderr with
-/// CUDA_VISIBLE_DEVICES) and cuda::set_device() on the calling thread once, so that this thread
+/// GPU fails at once): check_nccl_device(), choose_nccl_device() on launcher_gpus() (its note
+/// logged to stderr) and cuda::set_device() on the calling thread once, so that this thread
 /// (the training loop) never initialises a context on another rank's GPU. Returns the device.
 /// A build without CUDA throws "[nccl] this build has no CUDA ...".
 int bind_nccl_device(int rank, int local_rank, int local_world_size);

@@ -106,7 +106,7 @@ TEST(BenchOptions, ConfigurationsThatCannotRunSayWhy) {
 
 TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   const BenchOptions parent = parse({"--arch", "resnet32", "--bucket-cap-mb", "0.25", "--steps",
-                                     "3", "--real", "--data-dir", "/data"});
+                                     "3", "--real", "--data-dir", "/data", "--device-type", "cpu"});
   const BenchConfig config{.mode = Mode::Distributed,
                            .devices = 4,
                            .batch = 64,
@@ -120,6 +120,7 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   EXPECT_EQ(worker.steps, 3);
   EXPECT_TRUE(worker.real);
   EXPECT_EQ(worker.data_dir, "/data");
+  EXPECT_EQ(worker.device_type, "cpu");
   const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
 }

@@ -55,6 +55,13 @@ std::vector<std::string> quick_run(const std::string& log, std::vector<std::stri
   return args;
 }
 
+void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind("train_cifar: error: ", 0), 0u) << run.output;
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+}
+
 void expect_loss_falls(const std::vector<std::string>& mode_args) {
   TempDir dir;
   std::vector<std::string> args = quick_run(dir.file("log.jsonl"), {"--epochs", "3"});
@@ -89,6 +96,7 @@ TEST(TrainCifar, DataParallelDefaultsToEveryGpuElseTwoCpuDevices) {
   EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
 }
 
+<<<<<<< HEAD
 // Note [Host syncs]: the trainer reads its losses every 10 steps and nothing else in a step
 // (Note [Counting host reads]: batch norm's counter, say, would add 21 reads to every step).
 TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
@@ -104,8 +112,30 @@ TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
   EXPECT_EQ(epochs[0]["host_reads"].get<int64_t>(), 2);
 }
 
+=======
+// The TrainCifarMultiprocess tests name Gloo: on CPUs whatever the machine (the default, nccl
+// where CUDA runs, would need a GPU per rank; TrainCifarGpu.* run that).
+>>>>>>> onegpu
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
-  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1"});
+  expect_loss_falls({"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1"});
+}
+
+// As a PyTorch script picks its backend: gloo without a GPU, nccl where CUDA runs, which needs
+// a GPU per rank: a one-GPU machine says so in one line before any rank starts.
+TEST(TrainCifarMultiprocess, DistributedDefaultsToGlooWithoutAGpuAndNeedsAGpuPerRankWithOne) {
+  const int gpus = cuda_available() ? cuda_backend().device_count() : 0;
+  if (gpus >= 2) GTEST_SKIP() << "two ranks fit this machine's GPUs (TrainCifarGpu.* run them)";
+  const ProgramRun run = train_cifar({"--synthetic", "--subset", "64", "--batch-size", "32",
+                                      "--epochs", "1", "--workers", "0", "--no-progress", "--mode",
+                                      "ddp", "--nproc", "2", "--threads", "1"});
+  if (gpus == 1) {
+    expect_one_error_line(run,
+                          "[ddp] 2 ranks on this node need 2 GPUs, 1 is visible; use --backend "
+                          "gloo to run them on CPUs, or --nproc 1");
+    return;
+  }
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("mode ddp on 2 ranks, gloo on cpu:0"), std::string::npos) << run.output;
 }
 
 // End to end on GPUs, in each mode (the CUDA review found no GPU run of train_cifar at all): dp
@@ -142,11 +172,13 @@ TEST(TrainCifar, AccumulationStepsOncePerGroupOfMicroBatches) {
 }
 
 TEST(TrainCifarMultiprocess, DistributedAccumulationLossFalls) {
-  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--accumulate", "2"});
+  expect_loss_falls({"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1",
+                     "--accumulate", "2"});
 }
 
 TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormLossFalls) {
-  expect_loss_falls({"--mode", "ddp", "--nproc", "2", "--threads", "1", "--sync-bn"});
+  expect_loss_falls(
+      {"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1", "--sync-bn"});
 }
 
 // 257 images over 2 ranks of 16: shares of 129 and 128 images, 9 and 8 batches. Rank 1 joins
@@ -162,8 +194,9 @@ TEST(TrainCifarMultiprocess, DistributedWithSyncBatchNormTracksOneProcess) {
     EXPECT_EQ(run.exit_code, 0) << run.output;
     return epochs_of(read_log(dir.file(name)));
   };
-  const auto single = run_mode("single.jsonl", {"--mode", "single"});
-  const auto ddp = run_mode("ddp.jsonl", {"--mode", "ddp", "--nproc", "2", "--sync-bn"});
+  const auto single = run_mode("single.jsonl", {"--mode", "single", "--devices", "cpu:0"});
+  const auto ddp =
+      run_mode("ddp.jsonl", {"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--sync-bn"});
   ASSERT_EQ(single.size(), 2u);
   ASSERT_EQ(ddp.size(), 2u);
   for (size_t e = 0; e < 2; ++e) {
@@ -182,6 +215,7 @@ TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
                                       "--lr",        "0.05",
                                       "--epochs",    "3",
                                       "--mode",      "ddp",
+                                      "--backend",   "gloo",
                                       "--nproc",     "2",
                                       "--threads",   "1",
                                       "--save",      dir.file("run.ckpt")});
@@ -196,21 +230,25 @@ TEST(TrainCifarMultiprocess, DistributedUnevenSharesJoinInsteadOfPadding) {
 }
 
 TEST(TrainCifarMultiprocess, DistributedWithBf16GradientsLossFalls) {
-  expect_loss_falls(
-      {"--mode", "ddp", "--nproc", "2", "--threads", "1", "--grad-compression", "bf16"});
+  expect_loss_falls({"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1",
+                     "--grad-compression", "bf16"});
 }
 
+// On the CPU, whose kernels are deterministic (cuDNN's need TANDEM_CUDNN_DETERMINISTIC=1).
 TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   TempDir dir;
-  const ProgramRun whole = train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2"}));
+  const ProgramRun whole =
+      train_cifar(quick_run(dir.file("whole.jsonl"), {"--epochs", "2", "--devices", "cpu:0"}));
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const std::string checkpoint = dir.file("run.ckpt");
-  const ProgramRun first = train_cifar(quick_run(
-      dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1", "--save", checkpoint}));
+  const ProgramRun first =
+      train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1",
+                                                      "--save", checkpoint, "--devices", "cpu:0"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
   EXPECT_NE(first.output.find("continue with --resume"), std::string::npos) << first.output;
-  const ProgramRun second = train_cifar(quick_run(
-      dir.file("split.jsonl"), {"--epochs", "2", "--resume", checkpoint, "--save", checkpoint}));
+  const ProgramRun second =
+      train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--resume", checkpoint,
+                                                      "--save", checkpoint, "--devices", "cpu:0"}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
 
   const auto expected = epochs_of(read_log(dir.file("whole.jsonl")));
@@ -224,18 +262,11 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
     EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
   }
   // The checkpoint evaluates to the logged accuracy.
-  const ProgramRun eval =
-      train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
+  const ProgramRun eval = train_cifar(quick_run(
+      dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only", "--devices", "cpu:0"}));
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_DOUBLE_EQ(read_log(dir.file("eval.jsonl")).at(0)["test_accuracy"].get<double>(),
                    actual[1]["test_accuracy"].get<double>());
-}
-
-void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
-  EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.rfind("train_cifar: error: ", 0), 0u) << run.output;
-  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
-  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
 }
 
 TEST(TrainCifar, BadInputGetsOneClearLine) {
@@ -248,6 +279,13 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
                         cuda_available() ? "cuda:7" : cuda_unavailable_reason());
   expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
+  // More NCCL ranks than visible GPUs, on any machine: one line before any rank starts.
+  const int visible = cuda_available() ? cuda_backend().device_count() : 0;
+  const std::string ranks = std::to_string(visible + 2);
+  expect_one_error_line(
+      train_cifar({"--synthetic", "--mode", "ddp", "--backend", "nccl", "--nproc", ranks}),
+      "[ddp] " + ranks + " ranks on this node need " + ranks + " GPUs, " + std::to_string(visible) +
+          (visible == 1 ? " is" : " are") + " visible; use --backend gloo to run them on CPUs");
   expect_one_error_line(train_cifar({"--synthetic", "--devices", "cpu:0,cpu:1"}),
                         "--devices cpu:0,cpu:1 lists several devices, which only --mode dp uses");
   TempDir dir;

@@ -166,5 +166,22 @@ TEST(TrainOptions, CombinationsAreChecked) {
             std::string::npos);
 }
 
+// The ranks train_cifar starts itself share its CUDA_VISIBLE_DEVICES, so each needs a GPU of the
+// ones visible (Note [NCCL device]): a one-GPU machine says so before any rank starts.
+TEST(TrainOptions, LocalNcclRanksNeedAVisibleGpuEach) {
+  EXPECT_EQ(local_ranks_gpu_problem(2, 1),
+            "[ddp] 2 ranks on this node need 2 GPUs, 1 is visible; use --backend gloo to run "
+            "them on CPUs, or --nproc 1");
+  EXPECT_EQ(local_ranks_gpu_problem(4, 2),
+            "[ddp] 4 ranks on this node need 4 GPUs, 2 are visible; use --backend gloo to run "
+            "them on CPUs, or --nproc 2");
+  EXPECT_EQ(local_ranks_gpu_problem(1, 0),
+            "[ddp] 1 rank on this node needs 1 GPU, 0 are visible; use --backend gloo to run "
+            "them on CPUs");
+  EXPECT_EQ(local_ranks_gpu_problem(1, 1), "");
+  EXPECT_EQ(local_ranks_gpu_problem(2, 2), "");
+  EXPECT_EQ(local_ranks_gpu_problem(2, 8), "");
+}
+
 }  // namespace
 }  // namespace tandem::apps

@@ -43,9 +43,17 @@ TEST(TrainingSetup, DefaultDevicesFollowPyTorch) {
     // dp without GPUs: two virtual CPU devices, whatever the program (train_cifar, bench_cifar)
     EXPECT_EQ(single, std::vector<Device>{Device::cpu()});
     EXPECT_EQ(dp, (std::vector<Device>{Device::cpu(0), Device::cpu(1)}));
-    EXPECT_EQ(first_devices(3),
-              (std::vector<Device>{Device::cpu(0), Device::cpu(1), Device::cpu(2)}));
   }
+  // CPU devices named on purpose, GPUs or not (bench_cifar --device-type cpu)
+  EXPECT_EQ(first_devices(3, false),
+            (std::vector<Device>{Device::cpu(0), Device::cpu(1), Device::cpu(2)}));
+}
+
+// As a PyTorch script picks its backend: nccl where CUDA runs, else gloo; --backend wins.
+TEST(TrainingSetup, DdpBackendIsNcclOnGpusElseGloo) {
+  EXPECT_EQ(ddp_backend(""), cuda_available() ? "nccl" : "gloo");
+  EXPECT_EQ(ddp_backend("gloo"), "gloo");
+  EXPECT_EQ(ddp_backend("nccl"), "nccl");
 }
 
 TEST(TrainingSetup, RequestedDevicesAreParsed) {
@@ -64,7 +72,7 @@ TEST(TrainingSetup, DevicesThatDoNotFitTheModeAreOneLineErrors) {
             std::string::npos);
   EXPECT_EQ(error_message([] { choose_devices(Mode::Distributed, "", nullptr); }),
             "[devices] --mode ddp needs a process group");
-  EXPECT_EQ(error_message([] { first_devices(0); }),
+  EXPECT_EQ(error_message([] { first_devices(0, false); }),
             "[devices] dp needs at least one device, got 0");
   EXPECT_EQ(
       error_message([] {

@@ -49,7 +49,7 @@ for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
 ip -n "$a" link set "${tag}x" up; ip -n "$b" link set "${tag}y" up
 master="10.77.$subnet.1"
 
-job=(--synthetic --subset 512 --batch-size 64 --workers 1 --no-progress --mode ddp --threads 1 --seed 3)
+job=(--synthetic --subset 512 --batch-size 64 --workers 1 --no-progress --mode ddp --backend gloo --threads 1 --seed 3)
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
 
 nnodes=2

@@ -48,7 +48,7 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 [ -n "$port" ] || port=$(( 29500 + $$ % 2000 ))
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
 
-job=(--mode ddp --synthetic --subset 1024 --epochs 1 --workers 0 --no-progress --seed 3)
+job=(--mode ddp --backend gloo --synthetic --subset 1024 --epochs 1 --workers 0 --no-progress --seed 3)
 # --kill-on-bad-exit: a rank that dies takes the other down instead of leaving it waiting.
 timeout 150 srun --job-name "$job_name" --ntasks 2 --time 5 --kill-on-bad-exit=1 \
   "$train" "${job[@]}" --log-json "$scratch/srun.jsonl" >"$scratch/srun.log" 2>&1 \

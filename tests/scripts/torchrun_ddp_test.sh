@@ -17,7 +17,7 @@ python=/usr/bin/python3
 scratch="$(mktemp -d)"
 trap 'pkill -KILL -f "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 
-job=(--mode ddp --synthetic --subset 512 --batch-size 64 --epochs 2 --workers 1 --no-progress --seed 3)
+job=(--mode ddp --backend gloo --synthetic --subset 512 --batch-size 64 --epochs 2 --workers 1 --no-progress --seed 3)
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -8 "$f"; done; exit 1; }
 
 # A free port for the static rendezvous (bound once by Python to find it, then released).

@@ -9,10 +9,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -408,6 +411,24 @@ TEST_F(NcclStateMachine, BindSetsTheLocalRanksDeviceOnce) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].detail, "1");
   EXPECT_EQ(fake_cuda::devices_with_context(), std::set<int>{1});
+}
+
+// More local ranks than GPUs and no launcher evidence of a GPU per rank (no CUDA_VISIBLE_DEVICES,
+// no Slurm): the rank fails before it makes any device current (and so before the store or NCCL).
+// Three ranks on the fake's two devices; the device count is probed once per process.
+TEST_F(NcclStateMachine, BindWithFewerGpusThanLocalRanksFailsBeforeTouchingTheDevice) {
+  std::map<std::string, std::string> saved;
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
+    if (const char* value = std::getenv(name)) saved[name] = value;
+    ::unsetenv(name);
+  }
+  const std::string message = error_message([] { bind_nccl_device(0, 0, 3); });
+  for (const auto& [name, value] : saved) ::setenv(name.c_str(), value.c_str(), 1);
+  EXPECT_TRUE(contains(message,
+                       "[nccl] rank 0: 3 processes on this machine need 3 GPUs, 2 are "
+                       "visible (CUDA_VISIBLE_DEVICES unset)"))
+      << message;
+  EXPECT_TRUE(fake_cuda::calls_to("cudaSetDevice").empty());
 }
 
 }  // namespace
