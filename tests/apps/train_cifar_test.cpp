@@ -96,7 +96,6 @@ TEST(TrainCifar, DataParallelDefaultsToEveryGpuElseTwoCpuDevices) {
   EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
 }
 
-<<<<<<< HEAD
 // Note [Host syncs]: the trainer reads its losses every 10 steps and nothing else in a step
 // (Note [Counting host reads]: batch norm's counter, say, would add 21 reads to every step).
 TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
@@ -112,10 +111,8 @@ TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
   EXPECT_EQ(epochs[0]["host_reads"].get<int64_t>(), 2);
 }
 
-=======
 // The TrainCifarMultiprocess tests name Gloo: on CPUs whatever the machine (the default, nccl
 // where CUDA runs, would need a GPU per rank; TrainCifarGpu.* run that).
->>>>>>> onegpu
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1"});
 }
