@@ -85,7 +85,11 @@ toolkit="$(cd "$(dirname "$(readlink -f "$nvcc")")/.." && pwd)"
 mkdir -p "$out" "$build_dir"
 out="$(cd "$out" && pwd)" build_dir="$(cd "$build_dir" && pwd)" bundle="$(cd "$bundle" && pwd)"
 prefix="$build_dir/deps"
-libdirs="$prefix/usr/lib/x86_64-linux-gnu:$prefix/usr/lib"
+# The bundle's library folders: Debian 12 puts some in /usr/lib, /usr/lib/<triplet> and, for
+# packages not yet moved to /usr (libnl), /lib/<triplet>.
+libdirs() {
+  find "$prefix/lib" "$prefix/usr/lib" -maxdepth 2 -name 'lib*.so*' -printf '%h\n' 2>/dev/null | sort -u
+}
 
 # --- the bundle, unpacked once per manifest (Note [Offline prefix])
 unpack_bundle() {
@@ -129,19 +133,54 @@ cuda_arch() {
   fi
 }
 
+# The bundle's libraries and the cuDNN and NCCL CMake found come first, then the wheels' (cuDNN's
+# sub-libraries, cuBLAS(Lt), the CUDA runtime, nvrtc), then the toolkit's: PyTorch, which runs in
+# the same environment in some steps (compare-cpu, torch-store), then loads the CUDA libraries it
+# was built with, and Tandem the same ones (CUDA 13 runtimes and cuBLAS of a later minor serve a
+# program built with 13.0). The build needs it too: gtest's test discovery runs the test programs,
+# and libdnnl finds libOpenCL only through it. PyTorch's own step keeps the caller's environment.
+caller_ld_library_path="${LD_LIBRARY_PATH:-}"
+runtime_library_path() {
+  local path wheel_libs="" library
+  path="$(libdirs | paste -sd:)"
+  for library in CUDNN_LIBRARY NCCL_LIBRARY; do
+    [ ! -f "$build_dir/CMakeCache.txt" ] || path+=":$(dirname "$(cache "$library")")"
+  done
+  if command -v python3 >/dev/null; then
+    wheel_libs="$(python3 -c 'import glob, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+print(":".join(sorted(p for d in dirs for p in glob.glob(d + "/nvidia/*/lib"))))' 2>/dev/null || true)"
+  fi
+  echo "$path${wheel_libs:+:$wheel_libs}:$toolkit/lib64${caller_ld_library_path:+:$caller_ld_library_path}"
+}
+cache() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" | head -1; }
+# header_version HEADER MACRO… : "9.19.0" from the #defines of the header configure found.
+header_version() {
+  local header="$1" macro parts=()
+  shift
+  for macro in "$@"; do
+    parts+=("$(sed -n "s/^#define $macro  *\([0-9]*\).*/\1/p" "$header" 2>/dev/null | head -1)")
+  done
+  (IFS=.; echo "${parts[*]}")
+}
+
 build() {
   unpack_bundle
+  LD_LIBRARY_PATH="$(runtime_library_path)"
+  export LD_LIBRARY_PATH
   local cuda_arch_value
   cuda_arch_value="$(cuda_arch)"
   # shellcheck source=scripts/build_env.sh
   source "$root/scripts/build_env.sh"  # Ninja and ccache, as every build (needs root, build_dir)
-  local rpath_link="-Wl,-rpath-link,$prefix/usr/lib/x86_64-linux-gnu -Wl,-rpath-link,$prefix/usr/lib"
+  local rpath_link="" dir
+  for dir in $(libdirs); do rpath_link+="${rpath_link:+ }-Wl,-rpath-link,$dir"; done
   local configure=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch_value"
                    "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_PREFIX_PATH=$prefix/usr"
                    "-DCMAKE_EXE_LINKER_FLAGS=$rpath_link" "-DCMAKE_SHARED_LINKER_FLAGS=$rpath_link")
   [ -z "$cifar" ] || configure+=("-DTANDEM_CIFAR10_DIR=$(cd "$cifar" && pwd)")
   echo "== configure (CUDA on, sm_$cuda_arch_value) in $build_dir"
   cmake -S "$root" -B "$build_dir" "${configure[@]}" "${cmake_speedups[@]}"
+  LD_LIBRARY_PATH="$(runtime_library_path)"  # now with the cuDNN and NCCL configure found
   echo "== build (-j$jobs): $targets"
   local start=$SECONDS
   # shellcheck disable=SC2086  # the target list is words
@@ -156,33 +195,27 @@ esac
 
 # --- the test steps
 [ -f "$build_dir/CMakeCache.txt" ] || { echo "error: nothing built in $build_dir: run --build first" >&2; exit 1; }
-cache() { sed -n "s/^$1:[A-Z]*=//p" "$build_dir/CMakeCache.txt" | head -1; }
 [ "$(cache TANDEM_WITH_CUDA)" = ON ] || { echo "error: $build_dir was built without CUDA" >&2; exit 1; }
-
-# The bundle's libraries and the cuDNN and NCCL CMake found come first, then the wheels' (cuDNN's
-# sub-libraries, cuBLAS(Lt), the CUDA runtime, nvrtc), then the toolkit's: PyTorch, which runs in
-# the same environment in some steps (compare-cpu, torch-store), then loads the CUDA libraries it
-# was built with, and Tandem the same ones (CUDA 13 runtimes and cuBLAS of a later minor serve a
-# program built with 13.0). PyTorch's own step keeps the caller's environment.
-wheel_libs=""
-if command -v python3 >/dev/null; then
-  wheel_libs="$(python3 -c 'import glob, site
-dirs = site.getsitepackages() + [site.getusersitepackages()]
-print(":".join(sorted(p for d in dirs for p in glob.glob(d + "/nvidia/*/lib"))))' 2>/dev/null || true)"
-fi
-caller_ld_library_path="${LD_LIBRARY_PATH:-}"
-LD_LIBRARY_PATH="$libdirs:$(dirname "$(cache CUDNN_LIBRARY)"):$(dirname "$(cache NCCL_LIBRARY)")"
-LD_LIBRARY_PATH+="${wheel_libs:+:$wheel_libs}:$toolkit/lib64${caller_ld_library_path:+:$caller_ld_library_path}"
+LD_LIBRARY_PATH="$(runtime_library_path)"
 export LD_LIBRARY_PATH
+
 built_arch="$(cache CMAKE_CUDA_ARCHITECTURES)"
+cudnn_version="$(header_version "$(cache CUDNN_INCLUDE_DIR)/cudnn_version.h" CUDNN_MAJOR CUDNN_MINOR CUDNN_PATCHLEVEL)"
+nccl_version="$(header_version "$(cache NCCL_INCLUDE_DIR)/nccl.h" NCCL_MAJOR NCCL_MINOR NCCL_PATCH)"
 bin="$build_dir"
 data=(--synthetic)
 [ -z "$cifar" ] || data=(--data-dir "$(cd "$cifar" && pwd)")
 train=("$bin/apps/train_cifar" --epochs 1 --subset 2560 --batch-size 128 --no-progress "${data[@]}")
+# The venv's python3 on the GPU node; Debian's /usr/bin/python3 (python3-torch) where python3 is
+# another interpreter.
 torch_python=""
-if command -v python3 >/dev/null && LD_LIBRARY_PATH="$caller_ld_library_path" python3 -c 'import torch' 2>/dev/null; then
-  torch_python="$(command -v python3)"
-fi
+for candidate in python3 /usr/bin/python3; do
+  if command -v "$candidate" >/dev/null &&
+     LD_LIBRARY_PATH="$caller_ld_library_path" "$candidate" -c 'import torch' 2>/dev/null; then
+    torch_python="$(command -v "$candidate")"
+    break
+  fi
+done
 sanitizer="$(command -v compute-sanitizer || true)"
 [ -n "$sanitizer" ] || [ ! -x "$toolkit/bin/compute-sanitizer" ] || sanitizer="$toolkit/bin/compute-sanitizer"
 
@@ -192,10 +225,10 @@ step_environment() {
   nvidia-smi -L || true
   "$nvcc" --version
   g++ --version | head -1; cmake --version | head -1
-  echo "cuDNN $(cache CUDNN_VERSION) ($(cache CUDNN_LIBRARY)); NCCL $(cache NCCL_VERSION) ($(cache NCCL_LIBRARY))"
+  echo "cuDNN $cudnn_version ($(cache CUDNN_LIBRARY)); NCCL $nccl_version ($(cache NCCL_LIBRARY))"
   echo "kernels for sm_$built_arch; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ls "$toolkit"/lib64/lib{cublas,cudnn,nccl}* 2>/dev/null || true
-  command -v python3 && LD_LIBRARY_PATH="$caller_ld_library_path" python3 -c \
+  [ -z "$torch_python" ] || LD_LIBRARY_PATH="$caller_ld_library_path" "$torch_python" -c \
     'import torch; print("torch", torch.__version__, "cuDNN", torch.backends.cudnn.version(), "NCCL", torch.cuda.nccl.version(), "CUDA", torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU")' || true
   ldd "$bin/tests/engine_tests" | grep -E 'cudnn|cudart|dnnl|gloo|OpenCL|not found' || true
   ldd "$bin/apps/train_cifar" | grep -E 'nccl|cudart|gloo|not found' || true
@@ -214,8 +247,8 @@ step_ctest_gpu() {
   skipped="$(grep '(Skipped)$' "$copy" | grep -vE "($two_gpus) " || true)"
   rm -f "$copy"
   if [ -n "$skipped" ]; then
-    echo "error: gpu tests skipped on a GPU node:"
     echo "$skipped"
+    echo "error: $(wc -l <<<"$skipped") gpu tests skipped on a GPU node (above); only two-GPU tests may"
     return 1
   fi
   return "$status"
@@ -245,7 +278,8 @@ step_torch_store() {
 }
 
 export -f step_environment step_ctest_gpu step_memcheck step_bench_gpu step_compare_cpu step_torch_store cache
-export build_dir bin out root nvcc toolkit bundle sanitizer torch_python caller_ld_library_path cifar built_arch
+export build_dir bin out root nvcc toolkit bundle sanitizer torch_python caller_ld_library_path cifar built_arch \
+  cudnn_version nccl_version
 
 names=() statuses=() seconds=() notes=()
 failed=0
@@ -296,7 +330,7 @@ run_step train-ddp-bf16 60 "$no_gpu" "${train[@]}" --mode ddp --backend nccl --n
 run_step train-ddp-syncbn 60 "$no_gpu" "${train[@]}" --mode ddp --backend nccl --nproc 1 --sync-bn
 run_step bench-gpu 60 "$no_gpu" bash -c 'step_bench_gpu'
 run_step pytorch-gpu 90 "${no_torch:-$no_gpu}" env LD_LIBRARY_PATH="$caller_ld_library_path" \
-  python3 "$root/scripts/pytorch_gpu_step.py" --json "$out/pytorch-gpu.json"
+  "$torch_python" "$root/scripts/pytorch_gpu_step.py" --json "$out/pytorch-gpu.json"
 run_step compare-cpu 150 "$no_torch" bash -c 'step_compare_cpu'
 run_step torch-store 60 "$no_torch" bash -c 'step_torch_store'
 
@@ -311,7 +345,7 @@ json_string() {
   echo
   echo "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)" \
        "| nvcc $("$nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')" \
-       "| cuDNN $(cache CUDNN_VERSION) | NCCL $(cache NCCL_VERSION) | sm_$built_arch" \
+       "| cuDNN $cudnn_version | NCCL $nccl_version | sm_$built_arch" \
        "| data: ${cifar:-synthetic}"
   echo
   echo "| step | status | seconds | note | log |"
@@ -325,6 +359,7 @@ json_string() {
   echo "  \"date\": $(json_string "$(date -u +%Y-%m-%dT%H:%M:%SZ)"),"
   echo "  \"gpu\": $(json_string "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)"),"
   echo "  \"cuda_arch\": $(json_string "$built_arch"),"
+  echo "  \"cudnn\": $(json_string "$cudnn_version"), \"nccl\": $(json_string "$nccl_version"),"
   echo "  \"data\": $(json_string "${cifar:-synthetic}"),"
   echo "  \"steps\": ["
   for i in "${!names[@]}"; do
