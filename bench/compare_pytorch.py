@@ -82,7 +82,10 @@ def run_worker(spec):
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{spec['port']}",
                                 rank=rank, world_size=world)
     torch.manual_seed(spec["seed"])  # the same weights on every rank, as DDP requires
-    network = pytorch_models().make(spec["arch"])
+    # scripts/pytorch_gpu_step.py runs this worker on a GPU; the comparison itself on the CPU.
+    device = torch.device(spec.get("device", "cpu"))
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    network = pytorch_models().make(spec["arch"]).to(device)
     channels_last = spec["format"] == "channels_last"
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
@@ -97,19 +100,22 @@ def run_worker(spec):
         images = torch.randn(local, 3, 32, 32, generator=generator)
         if channels_last:
             images = images.contiguous(memory_format=torch.channels_last)
-        pool.append((images, torch.randint(0, 10, (local,), generator=generator)))
+        labels = torch.randint(0, 10, (local,), generator=generator)
+        pool.append((images.to(device), labels.to(device)))
 
     start = None
     for i in range(spec["warmup"] + spec["steps"]):
         if i == spec["warmup"]:
             if world > 1:
                 dist.barrier()  # the ranks start the clock together
+            synchronize()
             start = time.perf_counter()
         images, labels = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)  # as Tandem's Sgd::zero_grad
         loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
+    synchronize()
     elapsed = time.perf_counter() - start
     if world > 1:
         dist.barrier()  # no rank leaves while another still needs it
