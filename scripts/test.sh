@@ -6,7 +6,7 @@
 #   scripts/test.sh                      # every test, as CI runs them first
 #   scripts/test.sh -L unit              # extra arguments go to ctest (-R Autograd, -L gpu, ...)
 #   scripts/test.sh --sanitize address   # AddressSanitizer + UndefinedBehaviorSanitizer (and
-#                                        # LeakSanitizer) over every test but gpu and bench,
+#                                        # LeakSanitizer) over every test but gpu, bench and offline,
 #                                        # in build-asan (CUDA off); CI runs it second
 #   scripts/test.sh --sanitize thread    # ThreadSanitizer over the threaded parts (autograd,
 #                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
@@ -65,7 +65,7 @@ if [ "$sanitize" = "address" ]; then
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  set -- -LE "gpu|bench" --timeout 600 "$@"
+  set -- -LE "gpu|bench|offline" --timeout 600 "$@"  # offline: a build of its own, not sanitized
 elif [ "$sanitize" = "thread" ]; then
   flags="-fsanitize=thread -fno-omit-frame-pointer"
   configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"
