@@ -63,7 +63,7 @@ struct PinnedHostAllocator::State {
         // looked at stay pending with their events, none of which goes back to the pool, where
         // another user could record it again; the uses already done are not done twice.
         still_pending.insert(still_pending.end(), use, pending.end());
-        pending = std::move(still_pending);
+        pending.swap(still_pending);  // `use` is not looked at again: the check throws
         CUDA_CHECK(status);
       }
       release_event(use->device, use->event);
