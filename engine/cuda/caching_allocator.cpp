@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -75,7 +76,20 @@ struct CachingAllocator::State {
   Pool large_pool;
   std::unordered_map<void*, Block*> active;  ///< allocated blocks by address
   std::vector<PendingEvent> pending;         ///< cross-stream frees and retirements in flight
+  std::unordered_set<Block*> stranded;       ///< pending for good: a use nothing can wait for
   CachingAllocatorStats stats;
+
+  // The bookkeeping only, never a CUDA call: the segments release_cached() did not give back (a
+  // block still handed out or stranded) keep their device memory until the process ends.
+  ~State() {
+    std::unordered_set<Block*> blocks(stranded);
+    for (const Pool* pool : {&small_pool, &large_pool}) blocks.insert(pool->begin(), pool->end());
+    for (const auto& [ptr, block] : active) blocks.insert(block);
+    for (const PendingEvent& entry : pending) {
+      if (entry.block != nullptr) blocks.insert(entry.block);
+    }
+    for (Block* block : blocks) delete block;
+  }
 
   Pool& pool_of(const Block* block) { return block->small ? small_pool : large_pool; }
 
@@ -278,7 +292,11 @@ struct CachingAllocator::State {
       const StreamMark mark = record_event_or_wait(use.stream, use.device);
       if (mark.waited) continue;
       // Without an event nothing will say when the use is over: the block stays pending for good.
-      if (mark.event != nullptr) pending.push_back({mark.event, use.device, block, 0});
+      if (mark.event != nullptr) {
+        pending.push_back({mark.event, use.device, block, 0});
+      } else {
+        stranded.insert(block);
+      }
       ++block->pending_events;
     }
     block->stream_uses.clear();
