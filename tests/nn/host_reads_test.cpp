@@ -9,6 +9,7 @@
 #include "nn/sync_batch_norm.h"
 #include "tests/support/cuda_skip.h"
 #include "tests/support/host_reads.h"
+#include "tests/support/one_rank_reducer.h"
 
 namespace tandem::nn {
 namespace {
@@ -53,13 +54,6 @@ TEST(HostReadsGpu, ResNet20TrainingStepsCopyNothingToTheHost) {
   EXPECT_EQ(host_reads_during([&] { (void)model->named_buffers()[2].second.item(); }), 1);
 }
 
-// A one-rank reducer: the arithmetic of synchronised batch norm without a process group
-// (tests/parallel runs it across ranks).
-class OneRank final : public StatisticsReducer {
- public:
-  void sum_over_ranks(Tensor&) override {}
-};
-
 // Hands `reducer` to every batch norm below `module`; returns how many.
 int synchronise_batch_norms(Module& module, const std::shared_ptr<StatisticsReducer>& reducer) {
   int count = 0;
@@ -75,7 +69,7 @@ int synchronise_batch_norms(Module& module, const std::shared_ptr<StatisticsRedu
 TEST(HostReads, SyncBatchNormTrainingStepsReadNothing) {
   Generator init(3);
   auto model = make_resnet("resnet20", init);
-  ASSERT_EQ(synchronise_batch_norms(*model, std::make_shared<OneRank>()), 21);
+  ASSERT_EQ(synchronise_batch_norms(*model, std::make_shared<testing::OneRankReducer>()), 21);
   const testing::ImageBatch batch = random_image_batch(4, 5);
   EXPECT_EQ(host_reads_during([&] { train_steps(*model, batch, 2); }), 0);
 }

@@ -6,16 +6,13 @@
 #include "engine/tandem.h"
 #include "nn/sync_batch_norm.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/one_rank_reducer.h"
 #include "tests/support/tensor_compare.h"
 
 namespace tandem::nn {
 namespace {
 
-class OneRank final : public StatisticsReducer {
- public:
-  void sum_over_ranks(Tensor&) override { ++calls; }
-  int calls = 0;
-};
+using OneRank = testing::OneRankReducer;
 
 TEST(SyncBatchNorm, OneRankEqualsBatchNorm) {
   for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
