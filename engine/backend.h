@@ -9,8 +9,22 @@
 ///   pooling (x, y and their gradients) may instead all be channels-last (Note [Memory
 ///   formats]), and convolution weights dense in either format;
 /// - outputs are allocated by the caller with the right shape and dtype;
-/// - compute ops take float32.
+/// - compute ops take float32; the activation ops also take bfloat16 (Note [bfloat16
+///   activations]).
 /// Shapes are written beside each kernel: (N, C, H, W) is NCHW.
+///
+/// Note [bfloat16 activations]: mixed precision (nn/precision.h) keeps weights, optimizer state,
+/// batch-norm statistics and the loss in float32 and the activations between layers, with their
+/// gradients, in bfloat16. So these kernels take bfloat16 as well as float32, every float tensor
+/// of one call in one dtype except where said, computing in float32 (each element widened on
+/// load, rounded once on store, sums accumulated in float32):
+/// - conv2d_*: x, w, y and their gradients; a bias and its gradient stay float32;
+/// - batch_norm_* (and the fused ReLU ones): x, y and their gradients; gamma, beta, running and
+///   saved statistics, grad_gamma and grad_beta stay float32;
+/// - unary Relu, binary Add, AddRelu, ReluBackward; sum(); the pooling kernels;
+/// - gemm: a and b bfloat16 with c float32 (float32 accumulation, oneDNN's and cuBLAS's
+///   bf16bf16f32 GEMM), alpha and beta as for float32.
+/// Other kernels take float32 only; a backend that lacks a bfloat16 kernel throws, naming it.
 
 #include <cstdint>
 #include <string>
