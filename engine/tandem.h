@@ -6,6 +6,7 @@
 #include "engine/device.h"
 #include "engine/error.h"
 #include "engine/host_reads.h"
+#include "engine/ops/cast.h"
 #include "engine/ops/concat.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/elementwise.h"

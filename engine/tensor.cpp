@@ -144,8 +144,9 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TANDEM_CHECK(is_leaf(), "[set_requires_grad] only leaves can be marked; use detach() first");
-  TANDEM_CHECK(!requires_grad || dtype() == DType::Float32,
-               "[set_requires_grad] only float tensors can require gradients, got ",
+  // bfloat16: mixed precision's activations (Note [bfloat16 activations] in engine/backend.h).
+  TANDEM_CHECK(!requires_grad || dtype() == DType::Float32 || dtype() == DType::BFloat16,
+               "[set_requires_grad] only float32 and bfloat16 tensors can require gradients, got ",
                dtype_name(dtype()));
   impl_->mutable_autograd().requires_grad = requires_grad;
   return *this;

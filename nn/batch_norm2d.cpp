@@ -1,5 +1,6 @@
 #include "nn/batch_norm2d.h"
 
+#include "engine/ops/cast.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 
@@ -35,7 +36,11 @@ Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
                                  .eps = config_.eps,
                                  .fuse_relu = relu};
   if (reducer_ && is_training()) {
-    return sync_batch_norm2d(input, weight_, bias_, running_mean_, running_var_, options, reducer_);
+    // SyncBatchNorm computes in float32 only: a bfloat16 input goes through it in float32 and
+    // comes back in bfloat16, so the next layer sees the dtype it would have seen without it.
+    const Tensor y = sync_batch_norm2d(cast(input, DType::Float32), weight_, bias_, running_mean_,
+                                       running_var_, options, reducer_);
+    return cast(y, input.dtype());
   }
   return batch_norm2d(input, weight_, bias_, running_mean_, running_var_, options);
 }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/ops/cast.h"
 #include "engine/ops/conv.h"
 #include "engine/ops/factory.h"
 #include "nn/init.h"
@@ -17,7 +18,9 @@ Conv2d::Conv2d(const Conv2dConfig& config) : config_(config) {
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight_, bias_, {.stride = config_.stride, .padding = config_.padding});
+  const DType dtype = compute_dtype(precision());
+  return conv2d(cast(input, dtype), cast(weight_, dtype), bias_,
+                {.stride = config_.stride, .padding = config_.padding});
 }
 
 std::string Conv2d::describe() const {

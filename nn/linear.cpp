@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/ops/cast.h"
 #include "engine/ops/factory.h"
 #include "nn/init.h"
 
@@ -12,6 +13,11 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
                "[Linear] feature counts must be positive");
   weight_ = register_parameter("weight", zeros({config.out_features, config.in_features}));
   if (config.bias) bias_ = register_parameter("bias", zeros({config.out_features}));
+}
+
+Tensor Linear::forward(const Tensor& input) {
+  const DType dtype = compute_dtype(precision());
+  return linear(cast(input, dtype), cast(weight_, dtype), bias_);
 }
 
 std::string Linear::describe() const {

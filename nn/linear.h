@@ -15,7 +15,8 @@ struct LinearConfig {
 class Linear final : public Module {
  public:
   explicit Linear(const LinearConfig& config);
-  Tensor forward(const Tensor& input) override { return linear(input, weight_, bias_); }
+  /// In bfloat16 precision the input and weight meet in bfloat16 and the output is float32.
+  Tensor forward(const Tensor& input) override;
   std::string describe() const override;
 
   const Tensor& weight() const { return weight_; }  ///< (out, in)

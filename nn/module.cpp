@@ -74,6 +74,11 @@ void Module::train(bool on) {
   for (auto& [name, child] : children_) child->train(on);
 }
 
+void Module::set_precision(Precision precision) {
+  precision_ = precision;
+  for (auto& [name, child] : children_) child->set_precision(precision);
+}
+
 void Module::to(Device device) {
   for (auto& [name, tensor] : state_dict()) {
     if (tensor.device() == device) continue;
@@ -119,6 +124,7 @@ std::shared_ptr<Module> Module::clone() const {
     into.set_requires_grad(from.requires_grad());
   }
   twin->train(training_);
+  twin->set_precision(precision_);
   return twin;
 }
 

@@ -13,6 +13,7 @@
 #include "engine/memory_format.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
+#include "nn/precision.h"
 
 namespace tandem::nn {
 
@@ -41,6 +42,11 @@ class Module {
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+
+  /// What convolutions and linear layers compute in, recursively (Note [Mixed precision]).
+  /// Parameters stay float32 either way.
+  void set_precision(Precision precision);
+  Precision precision() const { return precision_; }
 
   /// Moves parameters, buffers and gradients in place: tensor handles stay valid.
   void to(Device device);
@@ -87,6 +93,7 @@ class Module {
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  Precision precision_ = Precision::Float32;
 };
 
 }  // namespace tandem::nn

@@ -44,12 +44,14 @@ struct ConvPrimitives {
 // x: (N, C, H, W), w: (K, C, R, S), y: (N, K, P, Q). Activations in `format`: channels-last
 // ones are taken as they are (nhwc), plain ones in whatever layout oneDNN prefers (Note
 // [oneDNN layouts]); weights always in oneDNN's choice.
+// `dtype` is that of x, w, y and their gradients; a bias stays float32 (Note [bfloat16
+// activations]): oneDNN picks its bf16 kernels (AVX512-BF16, AMX) with float32 accumulation.
 ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_bias,
-                      const Conv2dOptions& options, MemoryFormat format) {
+                      const Conv2dOptions& options, MemoryFormat format, DType dtype) {
   const bool nhwc = format == MemoryFormat::ChannelsLast;
-  const memory::desc x_md = nhwc ? ctx::format_desc(x, format) : ctx::any_desc(x);
-  const memory::desc w_md = ctx::any_desc(w);
-  const memory::desc y_md = nhwc ? ctx::format_desc(y, format) : ctx::any_desc(y);
+  const memory::desc x_md = nhwc ? ctx::format_desc(x, format, dtype) : ctx::any_desc(x, dtype);
+  const memory::desc w_md = ctx::any_desc(w, dtype);
+  const memory::desc y_md = nhwc ? ctx::format_desc(y, format, dtype) : ctx::any_desc(y, dtype);
   const memory::desc b_md = has_bias ? ctx::plain_desc({w[0]}) : memory::desc();
   const memory::dims strides = {options.stride, options.stride};
   const memory::dims padding = {options.padding, options.padding};
@@ -80,8 +82,9 @@ std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shap
   const MemoryFormat format = x.memory_format();
   const std::string key = shape_str(x.shape()) + shape_str(w) + (has_bias ? "b" : "") + "s" +
                           std::to_string(options.stride) + "p" + std::to_string(options.padding) +
-                          memory_format_name(format);
-  return cache.get(key, [&] { return create(x.shape(), w, y, has_bias, options, format); });
+                          memory_format_name(format) + dtype_name(x.dtype());
+  return cache.get(key,
+                   [&] { return create(x.shape(), w, y, has_bias, options, format, x.dtype()); });
 }
 
 }  // namespace

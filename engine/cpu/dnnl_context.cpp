@@ -14,34 +14,43 @@ dnnl::engine& engine() {
   return instance;
 }
 
-memory::desc plain_desc(const Shape& shape) {
+memory::data_type data_type_of(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return memory::data_type::f32;
+    case DType::BFloat16: return memory::data_type::bf16;
+    case DType::Float16: return memory::data_type::f16;
+    default: TANDEM_FAIL("[onednn] no oneDNN float type for ", dtype_name(dtype));
+  }
+}
+
+memory::desc plain_desc(const Shape& shape, DType dtype) {
   static const memory::format_tag tags[] = {memory::format_tag::undef, memory::format_tag::a,
                                             memory::format_tag::ab, memory::format_tag::abc,
                                             memory::format_tag::abcd};
   TANDEM_CHECK(shape.size() >= 1 && shape.size() <= 4, "[onednn] unsupported rank ", shape.size());
-  return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+  return memory::desc(memory::dims(shape.begin(), shape.end()), data_type_of(dtype),
                       tags[shape.size()]);
 }
 
-memory::desc format_desc(const Shape& shape, MemoryFormat format) {
-  if (format == MemoryFormat::Contiguous) return plain_desc(shape);
+memory::desc format_desc(const Shape& shape, MemoryFormat format, DType dtype) {
+  if (format == MemoryFormat::Contiguous) return plain_desc(shape, dtype);
   TANDEM_CHECK(shape.size() == 4, "[onednn] channels_last needs 4 dims, got ", shape_str(shape));
-  return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+  return memory::desc(memory::dims(shape.begin(), shape.end()), data_type_of(dtype),
                       memory::format_tag::nhwc);
 }
 
 memory::desc desc_of(const Tensor& tensor) {
-  if (tensor.is_contiguous()) return plain_desc(tensor.shape());
+  if (tensor.is_contiguous()) return plain_desc(tensor.shape(), tensor.dtype());
   if (tensor.is_contiguous(MemoryFormat::ChannelsLast)) {
-    return format_desc(tensor.shape(), MemoryFormat::ChannelsLast);
+    return format_desc(tensor.shape(), MemoryFormat::ChannelsLast, tensor.dtype());
   }
   return memory::desc(memory::dims(tensor.shape().begin(), tensor.shape().end()),
-                      memory::data_type::f32,
+                      data_type_of(tensor.dtype()),
                       memory::dims(tensor.strides().begin(), tensor.strides().end()));
 }
 
-memory::desc any_desc(const Shape& shape) {
-  return memory::desc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32,
+memory::desc any_desc(const Shape& shape, DType dtype) {
+  return memory::desc(memory::dims(shape.begin(), shape.end()), data_type_of(dtype),
                       memory::format_tag::any);
 }
 

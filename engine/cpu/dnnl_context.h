@@ -30,12 +30,15 @@ namespace tandem::cpu::dnnl_context {
 
 dnnl::engine& engine();
 
-/// float32 descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).
-dnnl::memory::desc plain_desc(const Shape& shape);
-/// float32 descriptor of a dense `shape` in `format`: plain, or `nhwc` for ChannelsLast.
-dnnl::memory::desc format_desc(const Shape& shape, MemoryFormat format);
-/// float32 descriptor of `shape` that lets a primitive choose its layout (format_tag::any).
-dnnl::memory::desc any_desc(const Shape& shape);
+/// oneDNN's name for a float dtype (float32, bfloat16, float16); throws for the others.
+dnnl::memory::data_type data_type_of(DType dtype);
+/// Descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype = DType::Float32);
+/// Descriptor of a dense `shape` in `format`: plain, or `nhwc` for ChannelsLast.
+dnnl::memory::desc format_desc(const Shape& shape, MemoryFormat format,
+                               DType dtype = DType::Float32);
+/// Descriptor of `shape` that lets a primitive choose its layout (format_tag::any).
+dnnl::memory::desc any_desc(const Shape& shape, DType dtype = DType::Float32);
 /// The descriptor of the tensor's own layout: plain, nhwc, or its strides as they are.
 dnnl::memory::desc desc_of(const Tensor& tensor);
 /// A oneDNN memory over the tensor's data in its own layout (no copy).

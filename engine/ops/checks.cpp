@@ -17,6 +17,12 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype)
                             : "");
 }
 
+void check_activation_dtype(const char* op, const char* name, const Tensor& t) {
+  check_defined(op, name, t);
+  TANDEM_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::BFloat16, "[", op, "] ", name,
+               " is ", dtype_name(t.dtype()), ", expected float32 or bfloat16");
+}
+
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
   check_defined(op, name, t);
   TANDEM_CHECK(t.dim() == dim, "[", op, "] ", name, " has ", t.dim(), " dims (shape ",

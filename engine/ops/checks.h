@@ -10,6 +10,8 @@ namespace tandem::ops {
 
 void check_defined(const char* op, const char* name, const Tensor& t);
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
+/// An activation of mixed precision: float32 or bfloat16 (Note [bfloat16 activations]).
+void check_activation_dtype(const char* op, const char* name, const Tensor& t);
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim);
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected);
 /// All defined tensors must live on the first one's device.

@@ -9,8 +9,9 @@ namespace tandem {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options) {
-  ops::check_dtype("conv2d", "input", x, DType::Float32);
-  ops::check_dtype("conv2d", "weight", weight, DType::Float32);
+  // float32, or bfloat16 input and weight with a float32 bias (Note [bfloat16 activations]).
+  ops::check_activation_dtype("conv2d", "input", x);
+  ops::check_dtype("conv2d", "weight", weight, x.dtype());
   ops::check_dim("conv2d", "input", x, 4);
   ops::check_dim("conv2d", "weight", weight, 4);
   ops::check_same_device("conv2d", {&x, &weight, &bias});
@@ -40,12 +41,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   const Tensor cw = compute == MemoryFormat::ChannelsLast && weight.is_dense()
                         ? weight.detach()
                         : weight.detach().contiguous();
-  Tensor out = empty(out_shape, {.device = x.device(), .memory_format = compute});
+  Tensor out =
+      empty(out_shape, {.dtype = x.dtype(), .device = x.device(), .memory_format = compute});
   backend_for(x.device())
       .conv2d_forward(cx, cw, bias.defined() ? bias.detach().contiguous() : Tensor(), options, out);
   autograd::record(
       "conv2d", {&x, &weight, &bias}, {&out},
       [cx, cw, options, compute](const std::vector<Tensor>& grads, const std::vector<bool>& needs) {
+        TANDEM_CHECK(grads[0].dtype() == cx.dtype(), "[conv2d] backward got a ",
+                     dtype_name(grads[0].dtype()), " gradient for a ", dtype_name(cx.dtype()),
+                     " output");
         const Tensor grad_y = grads[0].contiguous(compute);
         Backend& backend = backend_for(grad_y.device());
         Tensor grad_x, grad_w, grad_b;

@@ -12,7 +12,8 @@ namespace {
 using Grads = std::vector<Tensor>;
 using Needs = std::vector<bool>;
 
-// op(a) @ op(b) into a new tensor; inputs are made contiguous, no autograd.
+// op(a) @ op(b) into a new float32 tensor (a and b float32, or both bfloat16 with float32
+// accumulation); inputs are made contiguous, no autograd.
 Tensor gemm(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b) {
   const Tensor ca = a.detach().contiguous();
   const Tensor cb = b.detach().contiguous();
@@ -21,6 +22,13 @@ Tensor gemm(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b
   Tensor c = empty({m, n}, {.device = a.device()});
   backend_for(a.device()).gemm(transpose_a, transpose_b, 1.0f, ca, cb, 0.0f, c);
   return c;
+}
+
+// The gradient of one of linear's bfloat16 operands: `g` (float32, as linear's output) and the
+// other operand meet in bfloat16 and the float32 product is rounded to the operand's dtype. For
+// float32 operands both casts return their input.
+Tensor linear_grad(bool transpose_a, bool transpose_b, const Tensor& g, const Tensor& other) {
+  return gemm(transpose_a, transpose_b, g.to(other.dtype()), other).to(other.dtype());
 }
 
 }  // namespace
@@ -43,7 +51,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  ops::check_dtype("linear", "input", x, DType::Float32);
+  // float32, or bfloat16 input and weight giving a float32 output (Note [bfloat16 activations]:
+  // the logits go to the loss, which computes in float32).
+  ops::check_activation_dtype("linear", "input", x);
+  ops::check_dtype("linear", "weight", weight, x.dtype());
+  if (bias.defined()) ops::check_dtype("linear", "bias", bias, DType::Float32);
   ops::check_dim("linear", "input", x, 2);
   ops::check_dim("linear", "weight", weight, 2);
   ops::check_same_device("linear", {&x, &weight, &bias});
@@ -57,8 +69,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   }
   autograd::record("linear", {&x, &weight, &bias}, {&out},
                    [sx = x.detach(), sw = weight.detach()](const Grads& g, const Needs& needs) {
-                     return Grads{needs[0] ? gemm(false, false, g[0], sw) : Tensor(),
-                                  needs[1] ? gemm(true, false, g[0], sx) : Tensor(),
+                     return Grads{needs[0] ? linear_grad(false, false, g[0], sw) : Tensor(),
+                                  needs[1] ? linear_grad(true, false, g[0], sx) : Tensor(),
                                   needs[2] ? sum(g[0], {0}) : Tensor()};
                    });
   return out;

@@ -287,9 +287,10 @@ TEST(HalfTensor, ComputeOpsRefuseThemClearly) {
   EXPECT_TRUE(says(error_message([&] { matmul(f, h); }), "[matmul] b is float16"));
   EXPECT_TRUE(says(error_message([&] { sum(h); }), "[sum] input is float16"));
   EXPECT_TRUE(says(error_message([&] { relu(a); }), "[relu] input is bfloat16"));
-  Tensor leaf = ones({2}, {.dtype = DType::BFloat16});
+  Tensor leaf = ones({2}, {.dtype = DType::Float16});
   EXPECT_TRUE(says(error_message([&] { leaf.set_requires_grad(true); }),
-                   "[set_requires_grad] only float tensors can require gradients, got bfloat16"));
+                   "[set_requires_grad] only float32 and bfloat16 tensors can require gradients, "
+                   "got float16"));
   EXPECT_TRUE(says(error_message([&] { a.to_vector<float>(); }),
                    "[to_vector] tensor is bfloat16, asked for float32"));
 }
