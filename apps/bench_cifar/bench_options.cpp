@@ -53,6 +53,7 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   add_memory_format_flag(app, o.memory_format);
+  add_precision_flags(app, o.precisions, o.allow_slow_bf16);
   add_bucket_cap_flag(app, o.bucket_cap_mb);
   app.add_option(
          "--first-bucket-mb", o.first_bucket_mb,
@@ -116,6 +117,8 @@ std::string BenchConfig::label() const {
   if (!overlap.empty()) text += " overlap " + overlap;
   if (!compression.empty() && compression != "none") text += " " + compression;
   if (dp_replicas == "rebuilt") text += " rebuilt replicas";
+  if (precision != nn::Precision::Float32)
+    text += std::string(" amp ") + nn::precision_name(precision);
   return text;
 }
 
@@ -131,9 +134,9 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
 
 void validate(const BenchOptions& o) {
   TANDEM_CHECK(!o.modes.empty() && !o.devices.empty() && !o.batch_sizes.empty() &&
-                   !o.compressions.empty() && !o.dp_replicas.empty(),
-               "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression and "
-               "--dp-replicas each need at least one value");
+                   !o.compressions.empty() && !o.dp_replicas.empty() && !o.precisions.empty(),
+               "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression, "
+               "--dp-replicas and --precision each need at least one value");
   TANDEM_CHECK(
       !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
       o.data_dir,
@@ -171,10 +174,18 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
       }
     }
   }
-  // A mode listed twice, or a repeated count, would only measure the same thing again.
+  // A mode listed twice, or a repeated count, would only measure the same thing again. Each
+  // configuration's precisions run one after the other, so that their rows compare at the
+  // closest moments of a noisy machine.
   std::vector<BenchConfig> unique;
   for (const BenchConfig& config : configs) {
-    if (std::find(unique.begin(), unique.end(), config) == unique.end()) unique.push_back(config);
+    for (nn::Precision precision : o.precisions) {
+      BenchConfig in_precision = config;
+      in_precision.precision = precision;
+      if (std::find(unique.begin(), unique.end(), in_precision) == unique.end()) {
+        unique.push_back(in_precision);
+      }
+    }
   }
   return unique;
 }
@@ -209,9 +220,11 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--grad-compression", c.compression.empty() ? "none" : c.compression},
       {"--dp-replicas", c.dp_replicas.empty() ? "persistent" : c.dp_replicas},
       {"--seed", std::to_string(o.seed)},
-      {"--memory-format", o.memory_format}};
+      {"--memory-format", o.memory_format},
+      {"--precision", nn::precision_name(c.precision)}};
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
+  if (o.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
   return args;
 }
@@ -221,7 +234,8 @@ BenchConfig worker_config(const BenchOptions& o) {
                "[bench_cifar] a worker needs one mode, device count and batch size");
   BenchConfig config{.mode = o.modes[0],
                      .devices = o.modes[0] == Mode::Single ? 1 : o.devices[0],
-                     .batch = o.batch_sizes[0]};
+                     .batch = o.batch_sizes[0],
+                     .precision = o.precisions.empty() ? nn::Precision::Float32 : o.precisions[0]};
   if (config.mode == Mode::Distributed) {
     config.overlap = o.overlap == "off" ? "off" : "on";
     config.compression = o.compressions.empty() ? "none" : o.compressions[0];

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/common/mode.h"
+#include "nn/precision.h"
 
 namespace tandem::apps::bench {
 
@@ -25,6 +26,8 @@ struct BenchOptions {
   std::string overlap = "on";                     ///< on, off or both
   std::vector<std::string> compressions{"none"};  ///< ddp: gradient compression, a row for each
   std::vector<std::string> dp_replicas{"persistent"};  ///< dp: persistent, rebuilt; a row for each
+  std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
+  bool allow_slow_bf16 = false;  ///< bf16 even where the CPU emulates it
   bool real = false;
   std::string data_dir = "./data/cifar-10-batches-bin";
   uint64_t seed = 0;
@@ -50,8 +53,10 @@ struct BenchConfig {
   std::string overlap{};      ///< ddp: "on" or "off"; otherwise empty
   std::string compression{};  ///< ddp: "none", "fp16" or "bf16"; otherwise empty
   std::string dp_replicas{};  ///< dp: "persistent" or "rebuilt" (every step); otherwise empty
+  nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
 
-  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16", "dp x2 b128 rebuilt replicas"
+  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16" (compressed gradients), "dp x2
+  /// b128 rebuilt replicas", "single x1 b128 amp bf16" (mixed precision)
   std::string label() const;
   friend bool operator==(const BenchConfig&, const BenchConfig&) = default;
 };

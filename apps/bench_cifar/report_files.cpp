@@ -15,6 +15,12 @@ namespace {
 using nlohmann::ordered_json;
 
 // null instead of an empty string: the field does not apply to the row.
+std::vector<std::string> precision_names(const std::vector<nn::Precision>& precisions) {
+  std::vector<std::string> names;
+  for (nn::Precision precision : precisions) names.emplace_back(nn::precision_name(precision));
+  return names;
+}
+
 ordered_json text_or_null(const std::string& text) {
   return text.empty() ? ordered_json(nullptr) : ordered_json(text);
 }
@@ -41,6 +47,7 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"overlap", o.overlap},
           {"grad_compression", o.compressions},
           {"dp_replicas", o.dp_replicas},
+          {"precision", precision_names(o.precisions)},
           {"data", o.real ? o.data_dir : "synthetic"},
           {"seed", o.seed}};
 }
@@ -128,6 +135,7 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
                     {"overlap", text_or_null(c.overlap)},
                     {"grad_compression", text_or_null(c.compression)},
                     {"dp_replicas", text_or_null(c.dp_replicas)},
+                    {"precision", nn::precision_name(c.precision)},
                     {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
   // Where it ran (device … local_batch), as the worker reported it.
   const ordered_json where = where_json(row.measured.value_or(Measurement{}));

@@ -150,8 +150,10 @@ std::vector<BenchRow> run_matrix(const BenchOptions& options, WorkArea& area,
 void add_scaling(std::vector<BenchRow>& rows) {
   for (BenchRow& row : rows) {
     if (!row.measured) continue;
-    const BenchRow* base =
-        find_row(rows, {.mode = Mode::Single, .devices = 1, .batch = row.config.batch});
+    const BenchRow* base = find_row(rows, {.mode = Mode::Single,
+                                           .devices = 1,
+                                           .batch = row.config.batch,
+                                           .precision = row.config.precision});
     if (!base) {
       BenchConfig same_mode = row.config;
       same_mode.devices = 1;

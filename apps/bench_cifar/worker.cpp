@@ -234,7 +234,9 @@ Measurement measure(const BenchOptions& o, int& rank) {
                            .bucket_cap_mb = o.bucket_cap_mb,
                            .overlap = config.overlap != "off"}},
        .grad_compression = parallel::parse_grad_compression(
-           config.compression.empty() ? "none" : config.compression)},
+           config.compression.empty() ? "none" : config.compression),
+       .precision = config.precision,
+       .allow_slow_bf16 = o.allow_slow_bf16},
       devices_of(config, gpus, group.get()), group);
   const std::vector<data::Batch> pool =
       make_pool(o, config, rank, world, setup.device(), setup.memory_format);

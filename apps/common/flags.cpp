@@ -16,6 +16,22 @@ CLI::IsMember mode_check() {
   return CLI::IsMember(std::vector<std::string>(std::begin(kModeNames), std::end(kModeNames)));
 }
 
+constexpr const char* kPrecisionHelp =
+    "bf16: convolutions and the linear layer in bfloat16 with float32 accumulation, activations "
+    "kept in bfloat16; weights, optimizer, batch-norm statistics, loss and checkpoints stay "
+    "float32 (docs/engine.md, Mixed precision)";
+constexpr const char* kSlowBf16Help =
+    "run --precision bf16 even on a CPU without AVX512-BF16 or AMX, where it is emulated and "
+    "several times slower";
+
+nn::Precision parse_precision(const std::string& name) {
+  return name == "bf16" ? nn::Precision::BFloat16 : nn::Precision::Float32;
+}
+
+CLI::IsMember precisions_check() {
+  return CLI::IsMember({"fp32", "bf16"});
+}
+
 CLI::IsMember compressions() {
   return CLI::IsMember({"none", "fp16", "bf16"});
 }
@@ -62,6 +78,31 @@ void add_memory_format_flag(CLI::App& app, std::string& memory_format) {
       ->check(
           CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
       ->capture_default_str();
+}
+
+void add_precision_flags(CLI::App& app, nn::Precision& precision, bool& allow_slow_bf16) {
+  app.add_option_function<std::string>(
+         "--precision",
+         [&precision](const std::string& name) { precision = parse_precision(name); },
+         kPrecisionHelp)
+      ->check(precisions_check())
+      ->default_str(nn::precision_name(precision));
+  app.add_flag("--allow-slow-bf16", allow_slow_bf16, kSlowBf16Help);
+}
+
+void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
+                         bool& allow_slow_bf16) {
+  app.add_option_function<std::vector<std::string>>(
+         "--precision",
+         [&precisions](const std::vector<std::string>& names) {
+           precisions.clear();
+           for (const std::string& name : names) precisions.push_back(parse_precision(name));
+         },
+         std::string(kPrecisionHelp) + "; a list (fp32,bf16) measures each")
+      ->delimiter(',')
+      ->check(precisions_check())
+      ->default_str(nn::precision_name(nn::Precision::Float32));
+  app.add_flag("--allow-slow-bf16", allow_slow_bf16, kSlowBf16Help);
 }
 
 void add_bucket_cap_flag(CLI::App& app, double& bucket_cap_mb) {

@@ -1,6 +1,9 @@
 #include "apps/common/training_setup.h"
 
+#include <algorithm>
+
 #include "engine/backend.h"
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 #include "engine/ops/layout.h"
 #include "nn/resnet.h"
@@ -65,6 +68,18 @@ std::string device_list(const std::vector<Device>& devices) {
   return text;
 }
 
+void check_precision_runs_fast(nn::Precision precision, const std::vector<Device>& devices,
+                               bool allow_slow) {
+  const bool on_cpu = std::any_of(devices.begin(), devices.end(),
+                                  [](const Device& device) { return device.is_cpu(); });
+  if (precision != nn::Precision::BFloat16 || !on_cpu || allow_slow) return;
+  TANDEM_CHECK(cpu_has_native_bf16(),
+               "[precision] bf16 needs AVX512-BF16 (or AMX) on this CPU, which has only ",
+               cpu_kernel_isa(),
+               ": it would be emulated, several times slower than fp32; use --precision fp32, "
+               "or --allow-slow-bf16 to run it anyway");
+}
+
 TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> devices,
                                   const std::shared_ptr<parallel::ProcessGroup>& group,
                                   const BeforeWrapping& before_wrapping) {
@@ -77,8 +92,10 @@ TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> dev
   TrainingSetup s;
   s.mode = o.mode;
   s.devices = std::move(devices);
+  check_precision_runs_fast(o.precision, s.devices, o.allow_slow_bf16);
   Generator generator(o.seed);
   s.network = nn::make_resnet(o.arch, generator);
+  s.network->set_precision(o.precision);
   s.network->to(s.device());
   s.memory_format = o.memory_format == "auto" ? ops::preferred_memory_format(s.device())
                                               : parse_memory_format(o.memory_format);

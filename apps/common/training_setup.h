@@ -16,6 +16,7 @@
 #include "apps/common/mode.h"
 #include "engine/device.h"
 #include "engine/memory_format.h"
+#include "nn/precision.h"
 #include "nn/sgd.h"
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
@@ -58,6 +59,8 @@ struct SetupOptions {
   parallel::DdpOptions ddp{};          ///< ddp: buckets, overlap
   parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
   bool sync_bn = false;  ///< ddp: parallel::convert_sync_batchnorm before wrapping
+  nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
+  bool allow_slow_bf16 = false;  ///< bf16 on a CPU that emulates it (check_precision_runs_fast)
 };
 
 struct TrainingSetup {
@@ -73,6 +76,12 @@ struct TrainingSetup {
   /// Where batches go (dp: the first replica's device, which scatters them).
   Device device() const { return devices.front(); }
 };
+
+/// Throws a one-line "[precision] …" when `precision` is bf16 on a CPU device whose CPU lacks
+/// bfloat16 instructions (AVX512-BF16, AMX): oneDNN would emulate it, several times slower than
+/// float32, which nobody asks for on purpose; `allow_slow` lets it run.
+void check_precision_runs_fast(nn::Precision precision, const std::vector<Device>& devices,
+                               bool allow_slow);
 
 /// Runs between building the network and SGD and wrapping them, e.g. loading a checkpoint (DDP's
 /// constructor then broadcasts rank 0's loaded weights).

@@ -93,6 +93,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   add_memory_format_flag(app, o.memory_format);
+  add_precision_flags(app, o.precision, o.allow_slow_bf16);
   app.add_option("--log-json", o.log_json,
                  "JSON-lines metrics: one record per epoch and a summary");
   app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/common/mode.h"
+#include "nn/precision.h"
 
 namespace CLI {
 class App;
@@ -46,8 +47,10 @@ struct TrainOptions {
   bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
   int threads = 0;         ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
-  std::string log_json;                ///< JSON-lines metrics, one record per epoch and a summary
-  bool progress = true;                ///< progress bar on a terminal (--no-progress: never)
+  nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
+  bool allow_slow_bf16 = false;                      ///< bf16 even where the CPU emulates it
+  std::string log_json;  ///< JSON-lines metrics, one record per epoch and a summary
+  bool progress = true;  ///< progress bar on a terminal (--no-progress: never)
 };
 
 /// Declares every flag on `app`, writing into `options`; --help explains each with its default.

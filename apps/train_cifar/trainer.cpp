@@ -111,7 +111,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
        .ddp = {.reducer = {.bucket_cap_mb = options_.bucket_cap_mb,
                            .overlap = !options_.no_overlap}},
        .grad_compression = parallel::parse_grad_compression(options_.grad_compression),
-       .sync_bn = options_.sync_bn},
+       .sync_bn = options_.sync_bn,
+       .precision = options_.precision,
+       .allow_slow_bf16 = options_.allow_slow_bf16},
       choose_devices(options_.mode, options_.devices, group_.get()), group_,
       [this](nn::Module& network, nn::Sgd& optimizer) {
         if (!options_.resume.empty()) resume(network, optimizer);
@@ -231,6 +233,8 @@ void Trainer::save_checkpoint(int epochs_done) {
     nn::TrainingState state{.epoch = epochs_done, .step = step_};
     state.extra["arch"] = options_.arch;
     state.extra["mode"] = mode_name(options_.mode);
+    // Informational: the weights are float32 in either precision, so any run may resume them.
+    state.extra["precision"] = nn::precision_name(options_.precision);
     nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer, state);
   }
   if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
@@ -397,13 +401,13 @@ void Trainer::print_header() {
   }
   std::printf(
       "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
-      "%s, %s data: %s train / %s test images, %d threads, %s\n",
+      "%s, %s data: %s train / %s test images, %d threads, %s, %s\n",
       options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
       mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
       options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
       options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
-      thousands(test_set_->size()).c_str(), num_threads(),
-      memory_format_name(setup_.memory_format));
+      thousands(test_set_->size()).c_str(), num_threads(), memory_format_name(setup_.memory_format),
+      nn::precision_name(options_.precision));
   if (start_epoch_ > 0)
     std::printf("resuming after epoch %d (step %lld)\n", start_epoch_,
                 static_cast<long long>(step_));
@@ -463,6 +467,7 @@ RunSummary Trainer::run() {
                   {"lr", lr},
                   {"step", step_},
                   {"mode", mode_name(options_.mode)},
+                  {"precision", nn::precision_name(options_.precision)},
                   {"world_size", world_}});
     }
   }
@@ -488,6 +493,7 @@ RunSummary Trainer::run() {
                 {"interrupted", summary.interrupted},
                 {"mode", mode_name(options_.mode)},
                 {"world_size", world_},
+                {"precision", nn::precision_name(options_.precision)},
                 {"arch", options_.arch}});
   }
   return summary;
