@@ -3,7 +3,9 @@
 interleaved in one run on one machine, with the ratio Tandem / PyTorch per workload.
 
 A step is forward, cross-entropy, backward and SGD (momentum 0.9) on synthetic CIFAR-shaped
-batches (random normal 3x32x32 images, random labels 0..9), global batch 128, float32. Each
+batches (random normal 3x32x32 images, random labels 0..9), global batch 128, in float32 and,
+with --precisions bf16 (or fp32,bf16), in mixed precision: Tandem's --precision bf16 beside
+PyTorch's torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss. Each
 measurement runs in fresh processes: Tandem's through `bench_cifar --json`, PyTorch's as this
 script again with the hidden --worker flag (one process, or one per DDP rank over Gloo). For each
 repeat, every workload runs Tandem's configurations and PyTorch's (NCHW and channels-last) back to
@@ -12,6 +14,7 @@ back, in alternating order, so that the machine's noise falls on both; the table
     scripts/compare_pytorch.sh                       # builds bench_cifar if missing, then this
     python3 bench/compare_pytorch.py --rows resnet20-single --repeats 1 --steps 3
     python3 bench/compare_pytorch.py --pytorch-only  # without Tandem's binary
+    python3 bench/compare_pytorch.py --precisions fp32,bf16   # mixed precision rows too
 
 Needs Debian's python3-torch (scripts/install_deps.sh): run it with /usr/bin/python3 when
 `python3` is another interpreter. Standard library and torch only.
@@ -22,6 +25,7 @@ import importlib.util
 import json
 import os
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -58,6 +62,12 @@ WORKLOADS = {
 # Steps per measurement when --warmup/--steps are not given: ResNet-18 costs ~10x ResNet-20 per
 # image, and the default run (3 repeats, all workloads) should take about 10 minutes on 2 cores.
 DEFAULT_STEPS = {"resnet20": (3, 10), "resnet18": (1, 3)}  # (warm-up, timed)
+PRECISIONS = ("fp32", "bf16")  # bench_cifar's --precision names
+
+
+def row_key(workload, precision):
+    """One row of the table: a workload in one precision."""
+    return f"{workload.name}:{precision}"
 
 
 # --- the PyTorch worker: one process (or one DDP rank) measuring one configuration ------------
@@ -112,7 +122,11 @@ def run_worker(spec):
             start = time.perf_counter()
         images, labels = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)  # as Tandem's Sgd::zero_grad
-        loss = F.cross_entropy(model(images), labels)
+        # bf16: PyTorch's recipe for CPUs, autocast around forward and loss (no GradScaler:
+        # bfloat16 has float32's range).
+        with torch.autocast(device.type, dtype=torch.bfloat16,
+                            enabled=spec.get("precision") == "bf16"):
+            loss = F.cross_entropy(model(images), labels)
         loss.backward()
         optimizer.step()
     synchronize()
@@ -125,7 +139,8 @@ def run_worker(spec):
                   "ms_per_step": 1e3 * elapsed / spec["steps"],
                   "parameters": sum(p.numel() for p in network.parameters()),
                   "threads_per_process": torch.get_num_threads(),
-                  "final_loss": loss.item()}
+                  "final_loss": loss.item(),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
         Path(spec["out"]).write_text(json.dumps(result))
 
 
@@ -186,7 +201,7 @@ def last_line(text):
     return lines[-1].strip() if lines else "(no output)"
 
 
-def measure_pytorch(workload, fmt, args, steps, work):
+def measure_pytorch(workload, fmt, precision, args, steps, work):
     """One PyTorch measurement in fresh processes: (result dict or None, error or None)."""
     per_process = max(1, args.threads // workload.world)
     out = Path(tempfile.mkstemp(suffix=".json", dir=work)[1])
@@ -194,7 +209,7 @@ def measure_pytorch(workload, fmt, args, steps, work):
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # loopback: the ranks share this machine
     spec = {"arch": workload.arch, "format": fmt, "batch": args.batch, "warmup": steps[0],
             "steps": steps[1], "threads": per_process, "world": workload.world,
-            "port": free_port(), "seed": 0, "out": str(out)}
+            "port": free_port(), "seed": 0, "out": str(out), "precision": precision}
     logs = [f"{out}.rank{rank}.log" for rank in range(workload.world)]
     processes = []
     for rank in range(workload.world):
@@ -221,7 +236,7 @@ def tandem_formats(binary):
     return list(PYTORCH_FORMATS)
 
 
-def measure_tandem(workload, fmt, args, steps, work):
+def measure_tandem(workload, fmt, precision, args, steps, work):
     """One bench_cifar run of one configuration: (result dict or None, error or None)."""
     out = Path(tempfile.mkstemp(suffix=".json", dir=work)[1])
     command = [str(args.bench_cifar), "--modes", workload.mode, "--batch-sizes", str(args.batch),
@@ -231,6 +246,8 @@ def measure_tandem(workload, fmt, args, steps, work):
         command += ["--devices", str(workload.world), "--overlap", "on"]
     if fmt != "default":
         command += ["--memory-format", TANDEM_FORMAT_FLAGS[fmt]]
+    if precision != "fp32":
+        command += ["--precision", precision]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -244,7 +261,7 @@ def measure_tandem(workload, fmt, args, steps, work):
     return {"images_per_s": row["images_per_s"], "ms_per_step": row["ms_per_step"],
             "parameters": round(row["parameter_bytes"] / 4),  # float32
             "threads_per_process": row.get("threads_per_process"),
-            "final_loss": row.get("final_loss")}, None
+            "final_loss": row.get("final_loss"), "peak_rss_mb": row.get("peak_rss_mb")}, None
 
 
 def machine_info(args):
@@ -289,25 +306,26 @@ def run_all(args, workloads, tandem_fmts, work):
     samples, errors, details = {}, [], {}
     for repeat in range(args.repeats):
         for workload in workloads:
-            jobs = [("tandem", f) for f in tandem_fmts] + [("pytorch", f) for f in PYTORCH_FORMATS]
+            jobs = [("tandem", f, p) for p in args.precisions for f in tandem_fmts]
+            jobs += [("pytorch", f, p) for p in args.precisions for f in PYTORCH_FORMATS]
             if repeat % 2:
                 jobs.reverse()  # neither side always goes first
             steps = steps_for(workload.arch, args)
-            for side, fmt in jobs:
+            for side, fmt, precision in jobs:
                 measure = measure_tandem if side == "tandem" else measure_pytorch
                 began = time.monotonic()
-                result, error = measure(workload, fmt, args, steps, work)
-                key = (workload.name, side, fmt)
+                result, error = measure(workload, fmt, precision, args, steps, work)
+                key = (row_key(workload, precision), side, fmt)
                 samples.setdefault(key, [])
                 outcome = f"{result['images_per_s']:.1f} images/s" if result else "failed"
-                print(f"[{repeat + 1}/{args.repeats}] {workload.name} {side} "
-                      f"{FORMAT_TITLES[fmt]}: {outcome} ({time.monotonic() - began:.0f} s)",
-                      file=sys.stderr, flush=True)
+                what = f"{workload.name} {precision} {side} {FORMAT_TITLES[fmt]}"
+                print(f"[{repeat + 1}/{args.repeats}] {what}: {outcome} "
+                      f"({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
                 if result:
                     samples[key].append(result["images_per_s"])
                     details.setdefault(key, result)
                 else:
-                    errors.append(f"{workload.name} {side} {FORMAT_TITLES[fmt]}: {error}")
+                    errors.append(f"{what}: {error}")
     return samples, errors, details
 
 
@@ -356,26 +374,46 @@ def print_report(args, info, workloads, tandem_fmts, samples, errors, details):
     print("|" + " --- |" * len(header))
     for w in workloads:
         threads = max(1, args.threads // w.world)
-        row = [w.title.format(t=f"{threads} thread" + ("s" if threads > 1 else ""))
-               + f", b{args.batch}"]
-        row += [cell(samples.get((w.name, "tandem", f), [])) for f in tandem_columns]
-        row += [cell(samples.get((w.name, "pytorch", f), [])) for f in PYTORCH_FORMATS]
-        if not args.pytorch_only:
-            ours, theirs = (best(samples, w.name, "tandem", tandem_fmts),
-                            best(samples, w.name, "pytorch", PYTORCH_FORMATS))
-            row.append(f"{ours / theirs:.2f}" if ours and theirs else "-")
-        print("| " + " | ".join(row) + " |")
+        for precision in args.precisions:
+            key = row_key(w, precision)
+            row = [w.title.format(t=f"{threads} thread" + ("s" if threads > 1 else ""))
+                   + f", b{args.batch}" + (", bf16 (PyTorch: autocast)" if precision == "bf16"
+                                           else "")]
+            row += [cell(samples.get((key, "tandem", f), [])) for f in tandem_columns]
+            row += [cell(samples.get((key, "pytorch", f), [])) for f in PYTORCH_FORMATS]
+            if not args.pytorch_only:
+                ours, theirs = (best(samples, key, "tandem", tandem_fmts),
+                                best(samples, key, "pytorch", PYTORCH_FORMATS))
+                row.append(f"{ours / theirs:.2f}" if ours and theirs else "-")
+            print("| " + " | ".join(row) + " |")
     if len(tandem_columns) > 1:
         print("\nThe ratio takes the faster format on each side.")
+    for line in precision_gains(args, workloads, tandem_fmts, samples):
+        print(line)
     for error in errors:
         print(f"failed: {error}")
+
+
+def precision_gains(args, workloads, tandem_fmts, samples):
+    """bf16 against fp32 on each side, best format each, when both precisions ran."""
+    if set(args.precisions) != set(PRECISIONS):
+        return []
+    lines = ["", "bf16 / fp32, each side's faster format:"]
+    for w in workloads:
+        gains = []
+        for side, formats in (("Tandem", tandem_fmts), ("PyTorch", PYTORCH_FORMATS)):
+            fast = best(samples, row_key(w, "bf16"), side.lower(), formats)
+            slow = best(samples, row_key(w, "fp32"), side.lower(), formats)
+            gains.append(f"{side} {fast / slow:.2f}" if fast and slow else f"{side} -")
+        lines.append(f"- {w.name}: " + ", ".join(gains))
+    return lines
 
 
 def parameter_line(arch, info, details):
     """Whether Tandem's model (bench_cifar's parameter_bytes / 4) has PyTorch's parameter count."""
     theirs = info["parameters"][arch]
-    ours = {r["parameters"] for (name, side, _), r in details.items()
-            if side == "tandem" and WORKLOADS[name].arch == arch}
+    ours = {r["parameters"] for (key, side, _), r in details.items()
+            if side == "tandem" and WORKLOADS[key.split(":")[0]].arch == arch}
     if not ours:
         return f"parameters: PyTorch {theirs:,}"
     if ours == {theirs}:
@@ -386,19 +424,25 @@ def parameter_line(arch, info, details):
 def write_json(path, args, info, workloads, tandem_fmts, samples, errors, details):
     rows = []
     for w in workloads:
-        entry = {"workload": w.name, "arch": w.arch, "mode": w.mode, "processes": w.world,
-                 "threads_per_process": max(1, args.threads // w.world), "batch": args.batch,
-                 "warmup_steps": steps_for(w.arch, args)[0],
-                 "timed_steps": steps_for(w.arch, args)[1]}
-        for side, formats in (("tandem", tandem_fmts), ("pytorch", PYTORCH_FORMATS)):
-            for f in formats:
-                values = samples.get((w.name, side, f), [])
-                entry[f"{side}_{f}"] = {"images_per_s": values,
-                                        "median": statistics.median(values) if values else None}
-        ours = best(samples, w.name, "tandem", tandem_fmts)
-        theirs = best(samples, w.name, "pytorch", PYTORCH_FORMATS)
-        entry["ratio_tandem_over_best_pytorch"] = ours / theirs if ours and theirs else None
-        rows.append(entry)
+        for precision in args.precisions:
+            key = row_key(w, precision)
+            entry = {"workload": w.name, "arch": w.arch, "mode": w.mode, "precision": precision,
+                     "processes": w.world, "threads_per_process": max(1, args.threads // w.world),
+                     "batch": args.batch, "warmup_steps": steps_for(w.arch, args)[0],
+                     "timed_steps": steps_for(w.arch, args)[1]}
+            for side, formats in (("tandem", tandem_fmts), ("pytorch", PYTORCH_FORMATS)):
+                for f in formats:
+                    values = samples.get((key, side, f), [])
+                    entry[f"{side}_{f}"] = {"images_per_s": values,
+                                            "median": statistics.median(values) if values else None}
+                    # rank 0's for PyTorch, the largest rank's for Tandem (bench_cifar's)
+                    peak = details.get((key, side, f), {}).get("peak_rss_mb")
+                    if peak is not None:
+                        entry[f"{side}_{f}"]["peak_rss_mb"] = peak
+            ours = best(samples, key, "tandem", tandem_fmts)
+            theirs = best(samples, key, "pytorch", PYTORCH_FORMATS)
+            entry["ratio_tandem_over_best_pytorch"] = ours / theirs if ours and theirs else None
+            rows.append(entry)
     info = dict(info, load_average_end=os.getloadavg()[0], repeats=args.repeats,
                 tandem_formats=[] if args.pytorch_only else tandem_fmts)
     Path(path).write_text(json.dumps({"benchmark": "compare_pytorch", "machine": info,
@@ -425,6 +469,9 @@ def parse_args():
     parser.add_argument("--pytorch-only", action="store_true", help="measure PyTorch alone")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per measurement")
     parser.add_argument("--json", help="also write the table's data to this JSON file")
+    parser.add_argument("--precisions", default="fp32",
+                        help="fp32, bf16 or fp32,bf16: a row per workload and precision (bf16: "
+                             "Tandem's --precision bf16, PyTorch's autocast)")
     args = parser.parse_args()
     names = [n for n in args.rows.split(",") if n]
     unknown = [n for n in names if n not in WORKLOADS]
@@ -432,6 +479,9 @@ def parse_args():
         parser.error(f"--rows: unknown {unknown}; choose from {', '.join(WORKLOADS)}")
     if args.repeats < 1 or args.threads < 1 or (args.steps is not None and args.steps < 1):
         parser.error("--repeats, --threads and --steps must be at least 1")
+    args.precisions = [p for p in args.precisions.split(",") if p]
+    if not args.precisions or any(p not in PRECISIONS for p in args.precisions):
+        parser.error(f"--precisions: choose from {', '.join(PRECISIONS)}")
     if args.batch % 2:
         parser.error("--batch must be even (DDP splits it over 2 ranks)")
     return args, [WORKLOADS[n] for n in names]
