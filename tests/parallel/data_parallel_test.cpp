@@ -17,9 +17,13 @@ namespace {
 
 using testing::error_message;
 
-// Shards (or ranks) change only the float32 summation order: see tensor_compare.h.
-void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what) {
-  testing::expect_close_to_reference(actual, expected, what);
+// Shards (or ranks) change only the float32 summation order: see tensor_compare.h. In bfloat16
+// each shard's weight gradient is also rounded to 8 significant bits before the shards are
+// summed, where one device rounds the sum once: a few 2^-8 of the largest gradient.
+void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what,
+                  nn::Precision precision = nn::Precision::Float32) {
+  testing::expect_close_to_reference(actual, expected, what,
+                                     precision == nn::Precision::BFloat16 ? 1e-2 : 2e-4);
 }
 
 using Batch = testing::ImageBatch;
@@ -71,35 +75,42 @@ TEST(ScatterGather, RoundTripCarriesValuesAndGradients) {
 
 // Note: batch-norm in eval mode, so that every shard normalises with the same statistics and the
 // data-parallel gradient is the single-device one up to rounding.
-// `format`: of DataParallel's master and batch; the single device stays NCHW.
+// `format`: of DataParallel's master and batch; the single device stays NCHW. `precision`: of
+// both models (Note [Mixed precision]).
 void expect_matches_single_device(const std::vector<Device>& devices, int64_t batch_size,
-                                  bool persistent, MemoryFormat format = MemoryFormat::Contiguous) {
+                                  bool persistent, MemoryFormat format = MemoryFormat::Contiguous,
+                                  nn::Precision precision = nn::Precision::Float32) {
   const Batch batch = random_image_batch(batch_size, 11);
   auto single = resnet20();
+  single->set_precision(precision);
   single->eval();
   const Tensor single_loss = loss_and_backward(*single, batch);
 
   auto master = resnet20();
   master->to(format);
+  master->set_precision(precision);
   DataParallel model(master, devices, {.persistent_replicas = persistent});
   model.eval();
   const Tensor loss = loss_and_backward(model, {batch.images.contiguous(format), batch.labels});
-  EXPECT_NEAR(loss.item(), single_loss.item(), 1e-5);
+  EXPECT_NEAR(loss.item(), single_loss.item(), precision == nn::Precision::BFloat16 ? 1e-3 : 1e-5);
 
   const auto expected = single->named_parameters();
   const auto actual = model.module().named_parameters();
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad",
+                 precision);
     EXPECT_EQ(actual[i].second.grad().memory_format(), actual[i].second.memory_format())
         << expected[i].first;
+    EXPECT_EQ(actual[i].second.grad().dtype(), DType::Float32) << expected[i].first;
   }
 
   // One SGD step on each: the updated parameters agree too.
   nn::Sgd(single->parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
   nn::Sgd(model.parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
   for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close(actual[i].second, expected[i].second, expected[i].first + " after a step");
+    expect_close(actual[i].second, expected[i].second, expected[i].first + " after a step",
+                 precision);
   }
 }
 
@@ -124,6 +135,13 @@ TEST(DataParallel, ChannelsLastOverTwoDevicesMatchesOneNchwDevice) {
                                MemoryFormat::ChannelsLast);
   expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false,
                                MemoryFormat::ChannelsLast);
+}
+
+TEST(DataParallel, Bf16OverTwoDevicesMatchesOneBf16Device) {
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 16, true,
+                               MemoryFormat::ChannelsLast, nn::Precision::BFloat16);
+  expect_matches_single_device({Device::cpu(0), Device::cpu(1)}, 6, false, MemoryFormat::Contiguous,
+                               nn::Precision::BFloat16);
 }
 
 // Note [Counting host reads]: scatter, replicas, gather and the reduce into the master read
