@@ -1,6 +1,8 @@
 // bench_cifar's flags, matrix, scaling and report columns, without measuring anything.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "apps/bench_cifar/bench_options.h"
 #include "apps/bench_cifar/report.h"
 #include "apps/bench_cifar/runner.h"
@@ -60,6 +62,29 @@ TEST(BenchOptions, EachDpReplicaChoiceIsADpRow) {
   EXPECT_EQ(configs[2].dp_replicas, "");  // a dp choice only
   const auto args = worker_arguments(o, configs[1], "r.json");
   EXPECT_EQ(worker_config(parse({args.begin(), args.end()})), configs[1]);
+}
+
+TEST(BenchOptions, EachPrecisionIsARowNextToItsTwin) {
+  const BenchOptions o = parse(
+      {"--modes", "single,ddp", "--devices", "2", "--precision", "fp32,bf16", "--allow-slow-bf16"});
+  const std::vector<BenchConfig> configs = expand_matrix(o);
+  EXPECT_EQ(labels(configs), (std::vector<std::string>{"single x1 b128", "single x1 b128 amp bf16",
+                                                       "ddp x2 b128 overlap on",
+                                                       "ddp x2 b128 overlap on amp bf16"}));
+  const auto args = worker_arguments(o, configs[3], "r.json");
+  const auto flag = std::find(args.begin(), args.end(), "--precision");
+  ASSERT_NE(flag, args.end());
+  EXPECT_EQ(*(flag + 1), "bf16");
+  EXPECT_NE(std::find(args.begin(), args.end(), "--allow-slow-bf16"), args.end());
+  std::vector<const char*> argv{"bench_cifar"};
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  BenchOptions worker;
+  ASSERT_TRUE(parse_bench_options(static_cast<int>(argv.size()), argv.data(), worker));
+  EXPECT_EQ(worker_config(worker), configs[3]) << "the worker measures the row it was given";
+  EXPECT_NE(error_message([] {
+              parse({"--precision", "fp16"});
+            }).find("--precision"),
+            std::string::npos);
 }
 
 TEST(BenchOptions, ModesAreParsedIntoTheEnum) {

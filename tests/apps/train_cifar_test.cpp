@@ -231,6 +231,79 @@ TEST(TrainCifarMultiprocess, DistributedWithBf16GradientsLossFalls) {
                      "--grad-compression", "bf16"});
 }
 
+// bf16 runs pass --allow-slow-bf16, so that they also run (emulated) on CPUs without
+// AVX512-BF16; on those with it the flag changes nothing.
+const std::vector<std::string> kBf16{"--precision", "bf16", "--allow-slow-bf16"};
+
+TEST(TrainCifar, Bf16LossFallsAndIsLogged) {
+  TempDir dir;
+  std::vector<std::string> args = quick_run(dir.file("log.jsonl"), {"--epochs", "3"});
+  args.insert(args.end(), kBf16.begin(), kBf16.end());
+  const ProgramRun run = train_cifar(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(", bf16\n"), std::string::npos) << "the header names it";
+  const auto log = read_log(dir.file("log.jsonl"));
+  const auto epochs = epochs_of(log);
+  ASSERT_EQ(epochs.size(), 3u) << run.output;
+  EXPECT_EQ(epochs[0]["precision"], "bf16");
+  EXPECT_EQ(log.back()["precision"], "bf16");
+  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3);
+  EXPECT_GT(epochs[2]["test_accuracy"].get<double>(), 0.3) << run.output;
+}
+
+TEST(TrainCifarMultiprocess, DistributedBf16WithBf16GradientsLossFalls) {
+  std::vector<std::string> args{"--mode",    "ddp", "--backend",          "gloo", "--nproc", "2",
+                                "--threads", "1",   "--grad-compression", "bf16"};
+  args.insert(args.end(), kBf16.begin(), kBf16.end());
+  expect_loss_falls(args);
+}
+
+TEST(TrainCifar, Bf16WithoutBf16InstructionsStopsWithOneLineUnlessAllowed) {
+  // oneDNN capped at AVX2 is the CPU of a Zen 3 day: no AVX512-BF16, no AMX.
+  const auto capped = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"ONEDNN_MAX_CPU_ISA=AVX2", testing::kTrainCifarProgram});
+    return testing::run_program("env", args);
+  };
+  TempDir dir;
+  expect_one_error_line(
+      capped({"--synthetic", "--precision", "bf16"}),
+      "[precision] bf16 needs AVX512-BF16 (or AMX) on this CPU, which has only avx2");
+  const ProgramRun forced =
+      capped({"--synthetic", "--subset", "64", "--batch-size", "32", "--epochs", "1",
+              "--no-progress", "--precision", "bf16", "--allow-slow-bf16"});
+  EXPECT_EQ(forced.exit_code, 0) << forced.output;
+  EXPECT_EQ(capped({"--synthetic", "--subset", "64", "--batch-size", "32", "--epochs", "1",
+                    "--no-progress", "--precision", "fp32"})
+                .exit_code,
+            0);
+}
+
+// The weights are float32 in either precision, so a run may change precision when it resumes.
+TEST(TrainCifar, CheckpointsResumeAcrossPrecisions) {
+  TempDir dir;
+  const std::string checkpoint = dir.file("run.ckpt");
+  std::vector<std::string> first = quick_run(
+      dir.file("log.jsonl"), {"--epochs", "3", "--run-epochs", "1", "--save", checkpoint});
+  first.insert(first.end(), kBf16.begin(), kBf16.end());
+  ASSERT_EQ(train_cifar(first).exit_code, 0);
+  const ProgramRun in_fp32 = train_cifar(
+      quick_run(dir.file("log.jsonl"), {"--epochs", "3", "--run-epochs", "1", "--resume",
+                                        checkpoint, "--save", checkpoint, "--precision", "fp32"}));
+  ASSERT_EQ(in_fp32.exit_code, 0) << in_fp32.output;
+  std::vector<std::string> last =
+      quick_run(dir.file("log.jsonl"), {"--epochs", "3", "--resume", checkpoint});
+  last.insert(last.end(), kBf16.begin(), kBf16.end());
+  const ProgramRun in_bf16 = train_cifar(last);
+  ASSERT_EQ(in_bf16.exit_code, 0) << in_bf16.output;
+  const auto epochs = epochs_of(read_log(dir.file("log.jsonl")));
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_EQ(epochs[0]["precision"], "bf16");
+  EXPECT_EQ(epochs[1]["precision"], "fp32");
+  EXPECT_EQ(epochs[2]["precision"], "bf16");
+  EXPECT_EQ(epochs[2]["step"].get<int64_t>(), 24);
+  EXPECT_LT(epochs[2]["train_loss"].get<double>(), epochs[0]["train_loss"].get<double>() - 0.3);
+}
+
 // On the CPU, whose kernels are deterministic (cuDNN's need TANDEM_CUDNN_DETERMINISTIC=1).
 TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   TempDir dir;
