@@ -17,6 +17,18 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype)
                             : "");
 }
 
+void check_float_activation(const char* op, const char* name, const Tensor& t) {
+  check_defined(op, name, t);
+  if (t.dtype() != DType::BFloat16) check_dtype(op, name, t, DType::Float32);
+}
+
+void check_same_dtype(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                      const Tensor& b) {
+  TANDEM_CHECK(a.dtype() == b.dtype(), "[", op, "] ", a_name, " is ", dtype_name(a.dtype()),
+               " but ", b_name, " is ", dtype_name(b.dtype()),
+               ": mixed dtypes are not promoted, cast one of them first");
+}
+
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {
   check_defined(op, name, t);
   TANDEM_CHECK(t.dim() == dim, "[", op, "] ", name, " has ", t.dim(), " dims (shape ",
