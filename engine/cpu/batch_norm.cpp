@@ -1,5 +1,7 @@
 // Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
-// cached per shape. Statistics are per channel over (N, H, W).
+// cached per shape. Statistics are per channel over (N, H, W). Channels-last tensors go to
+// batch_norm_channels_last.cpp; bfloat16 NCHW ones run the float32 primitive on a widened copy
+// (engine/cpu/float_types.h), so their statistics are float32's on the same values.
 
 #include <bit>
 #include <cstdint>
@@ -7,6 +9,7 @@
 #include "engine/cpu/batch_norm_channels_last.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/float_types.h"
 #include "engine/ops/factory.h"
 
 namespace tandem::cpu {
@@ -65,6 +68,12 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
     return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, y, save_mean,
                                                       save_var);
   }
+  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
+  if (x.dtype() == DType::BFloat16) {
+    Tensor y_float = float_like(y);
+    batch_norm_forward_training(widened(x), gamma, beta, eps, y_float, save_mean, save_var);
+    return narrow_into(y_float, y);
+  }
   const auto p = primitives_for(x, eps);
   ctx::execute(p->training, p->training_pd.scratchpad_desc(),
                {{DNNL_ARG_SRC, ctx::wrap(x)},
@@ -82,6 +91,12 @@ void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gam
     return channels_last::batch_norm_forward_inference(x, gamma, beta, running_mean, running_var,
                                                        eps, y);
   }
+  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
+  if (x.dtype() == DType::BFloat16) {
+    Tensor y_float = float_like(y);
+    batch_norm_forward_inference(widened(x), gamma, beta, running_mean, running_var, eps, y_float);
+    return narrow_into(y_float, y);
+  }
   const auto p = primitives_for(x, eps);
   ctx::execute(p->inference, p->inference_pd.scratchpad_desc(),
                {{DNNL_ARG_SRC, ctx::wrap(x)},
@@ -98,6 +113,13 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, cons
   if (x.memory_format() == MemoryFormat::ChannelsLast) {
     return channels_last::batch_norm_backward(grad_y, Tensor(), x, gamma, save_mean, save_var, eps,
                                               grad_x, grad_gamma, grad_beta);
+  }
+  check_kernel_dtypes("batch_norm_backward", x.dtype(), {&grad_y, &grad_x});
+  if (x.dtype() == DType::BFloat16) {
+    Tensor grad_x_float = float_like(grad_x);
+    batch_norm_backward(widened(grad_y), widened(x), gamma, save_mean, save_var, eps, grad_x_float,
+                        grad_gamma, grad_beta);
+    return narrow_into(grad_x_float, grad_x);
   }
   const auto p = primitives_for(x, eps);
   // oneDNN 2.6 insists on a shift input to backward although gradients do not depend on it.

@@ -12,6 +12,12 @@
 // one pass over the data for both statistics. Per-element loops are compiled for AVX-512, AVX2
 // and the baseline, picked at load time (target_clones), since the build targets no particular
 // CPU.
+//
+// Each loop is templated on the element type T of x, y and their gradients, float or BFloat16
+// (Note [bfloat16 activations]): widen() on load, narrow<T>() on store (engine/cpu/float_types.h),
+// the rest float32 as for float, so the statistics of bfloat16 data are those the float32 kernel
+// computes on the same (widened) values. The inline conversions vectorise: measured with
+// bench/batch_norm_bfloat16 (?), bfloat16 forward + backward take TODO of float32's time.
 
 #include "engine/cpu/batch_norm_channels_last.h"
 
@@ -19,6 +25,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
 
 namespace tandem::cpu::channels_last {
@@ -50,18 +57,18 @@ int64_t block_begin(int64_t block, int64_t blocks, int64_t rows) {
 // Over rows [begin, end): shift[c] = x[begin, c], sum[c] = sum of (x - shift), squares[c] = sum
 // of (x - shift)^2. Shifting by a value of the data keeps the float sums small (Note
 // [Channels-last batch norm]).
-TANDEM_VECTOR_CLONES
-void moment_rows(const float* x, int64_t begin, int64_t end, int64_t channels, float* shift,
-                 float* sum, float* squares) {
-  const float* first = x + begin * channels;
+template <typename T>
+TANDEM_VECTOR_CLONES void moment_rows(const T* x, int64_t begin, int64_t end, int64_t channels,
+                                      float* shift, float* sum, float* squares) {
+  const T* first = x + begin * channels;
   for (int64_t c = 0; c < channels; ++c) {
-    shift[c] = first[c];
+    shift[c] = widen(first[c]);
     sum[c] = squares[c] = 0.0f;
   }
   for (int64_t r = begin; r < end; ++r) {
-    const float* row = x + r * channels;
+    const T* row = x + r * channels;
     for (int64_t c = 0; c < channels; ++c) {
-      const float d = row[c] - shift[c];
+      const float d = widen(row[c]) - shift[c];
       sum[c] += d;
       squares[c] += d * d;
     }
@@ -75,7 +82,8 @@ struct Moments {
 
 // Per-channel mean and biased variance over all rows in one pass: each block's shifted sums,
 // then the blocks merged in double in block order (Chan et al.'s pairwise update).
-Moments channel_moments(const float* x, const Rows& rows) {
+template <typename T>
+Moments channel_moments(const T* x, const Rows& rows) {
   const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
   const size_t per_block = static_cast<size_t>(rows.channels);
   std::vector<float> shift(blocks * per_block), sum(shift.size()), squares(shift.size());
@@ -108,25 +116,29 @@ Moments channel_moments(const float* x, const Rows& rows) {
 }
 
 // y[r, c] = x[r, c] * scale[c] + shift[c], or its max with 0
-TANDEM_VECTOR_CLONES
-void affine_rows(const float* x, const float* scale, const float* shift, int64_t begin, int64_t end,
-                 int64_t channels, bool relu, float* y) {
+template <typename T>
+TANDEM_VECTOR_CLONES void affine_rows(const T* x, const float* scale, const float* shift,
+                                      int64_t begin, int64_t end, int64_t channels, bool relu,
+                                      T* y) {
   for (int64_t r = begin; r < end; ++r) {
-    const float* in = x + r * channels;
-    float* out = y + r * channels;
+    const T* in = x + r * channels;
+    T* out = y + r * channels;
     if (relu) {
-      for (int64_t c = 0; c < channels; ++c) out[c] = std::max(in[c] * scale[c] + shift[c], 0.0f);
+      for (int64_t c = 0; c < channels; ++c) {
+        out[c] = narrow<T>(std::max(widen(in[c]) * scale[c] + shift[c], 0.0f));
+      }
     } else {
-      for (int64_t c = 0; c < channels; ++c) out[c] = in[c] * scale[c] + shift[c];
+      for (int64_t c = 0; c < channels; ++c) out[c] = narrow<T>(widen(in[c]) * scale[c] + shift[c]);
     }
   }
 }
 
+template <typename T>
 void apply_affine(const Tensor& x, const std::vector<float>& scale, const std::vector<float>& shift,
                   bool relu, Tensor& y) {
   const Rows rows = rows_of(x);
-  const float* in = x.data<float>();
-  float* out = y.data<float>();
+  const T* in = static_cast<const T*>(x.data_ptr());
+  T* out = static_cast<T*>(y.data_ptr());
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
     affine_rows(in, scale.data(), shift.data(), begin, end, rows.channels, relu, out);
@@ -135,44 +147,47 @@ void apply_affine(const Tensor& x, const std::vector<float>& scale, const std::v
 
 // The gradient reaching batch norm's output: grad_y, or zero where the fused ReLU's output y
 // (null: no ReLU) is not positive.
-inline float through_relu(const float* grad_y, const float* y, int64_t i) {
-  return y == nullptr || y[i] > 0.0f ? grad_y[i] : 0.0f;
+template <typename T>
+inline float through_relu(const T* grad_y, const T* y, int64_t i) {
+  return y == nullptr || widen(y[i]) > 0.0f ? widen(grad_y[i]) : 0.0f;
 }
 
 // grad_x[r, c] = g[r, c] * a[c] + x[r, c] * b[c] + d[c], g = grad_y through the ReLU
-TANDEM_VECTOR_CLONES
-void backward_rows(const float* grad_y, const float* y, const float* x, const float* a,
-                   const float* b, const float* d, int64_t begin, int64_t end, int64_t channels,
-                   float* grad_x) {
+template <typename T>
+TANDEM_VECTOR_CLONES void backward_rows(const T* grad_y, const T* y, const T* x, const float* a,
+                                        const float* b, const float* d, int64_t begin, int64_t end,
+                                        int64_t channels, T* grad_x) {
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
-    const float* in = x + row;
-    float* out = grad_x + row;
+    const T* in = x + row;
+    T* out = grad_x + row;
     if (y != nullptr) {
       for (int64_t c = 0; c < channels; ++c) {
-        const float g = y[row + c] > 0.0f ? grad_y[row + c] : 0.0f;
-        out[c] = g * a[c] + in[c] * b[c] + d[c];
+        const float g = widen(y[row + c]) > 0.0f ? widen(grad_y[row + c]) : 0.0f;
+        out[c] = narrow<T>(g * a[c] + widen(in[c]) * b[c] + d[c]);
       }
     } else {
-      for (int64_t c = 0; c < channels; ++c) out[c] = grad_y[row + c] * a[c] + in[c] * b[c] + d[c];
+      for (int64_t c = 0; c < channels; ++c) {
+        out[c] = narrow<T>(widen(grad_y[row + c]) * a[c] + widen(in[c]) * b[c] + d[c]);
+      }
     }
   }
 }
 
 // partial_g[c] = sum of g; partial_gx[c] = sum of g * (x - mean), over [begin, end); g = grad_y
 // through the ReLU.
-TANDEM_VECTOR_CLONES
-void grad_sums_rows(const float* grad_y, const float* y, const float* x, const float* mean,
-                    int64_t begin, int64_t end, int64_t channels, float* partial_g,
-                    float* partial_gx) {
+template <typename T>
+TANDEM_VECTOR_CLONES void grad_sums_rows(const T* grad_y, const T* y, const T* x, const float* mean,
+                                         int64_t begin, int64_t end, int64_t channels,
+                                         float* partial_g, float* partial_gx) {
   for (int64_t c = 0; c < channels; ++c) partial_g[c] = partial_gx[c] = 0.0f;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
-    const float* in = x + row;
+    const T* in = x + row;
     for (int64_t c = 0; c < channels; ++c) {
       const float g = through_relu(grad_y, y, row + c);
       partial_g[c] += g;
-      partial_gx[c] += g * (in[c] - mean[c]);
+      partial_gx[c] += g * (widen(in[c]) - mean[c]);
     }
   }
 }
@@ -182,14 +197,12 @@ std::vector<float> host_values(const Tensor& t) {
   return std::vector<float>(p, p + t.numel());
 }
 
-}  // namespace
-
-void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                 float eps, bool relu, Tensor& y, Tensor& save_mean,
-                                 Tensor& save_var) {
+template <typename T>
+void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                      bool relu, Tensor& y, Tensor& save_mean, Tensor& save_var) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
-  const Moments moments = channel_moments(x.data<float>(), rows);
+  const Moments moments = channel_moments(x.data<T>(), rows);
 
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
@@ -204,11 +217,12 @@ void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Ten
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - mean * g[c] * invstd);
   }
-  apply_affine(x, scale, shift, relu, y);
+  apply_affine<T>(x, scale, shift, relu, y);
 }
 
-void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                  const Tensor& mean, const Tensor& var, float eps, Tensor& y) {
+template <typename T>
+void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& mean,
+                       const Tensor& var, float eps, Tensor& y) {
   const size_t channels = static_cast<size_t>(x.size(1));
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
@@ -220,17 +234,18 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - m[c] * g[c] * invstd);
   }
-  apply_affine(x, scale, shift, false, y);
+  apply_affine<T>(x, scale, shift, false, y);
 }
 
-void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x,
-                         const Tensor& gamma, const Tensor& save_mean, const Tensor& save_var,
-                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+template <typename T>
+void backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x, const Tensor& gamma,
+              const Tensor& save_mean, const Tensor& save_var, float eps, Tensor& grad_x,
+              Tensor& grad_gamma, Tensor& grad_beta) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
-  const float* gy = grad_y.data<float>();
-  const float* in = x.data<float>();
-  const float* y = relu_output.defined() ? relu_output.data<float>() : nullptr;
+  const T* gy = grad_y.data<T>();
+  const T* in = x.data<T>();
+  const T* y = relu_output.defined() ? relu_output.data<T>() : nullptr;
   const std::vector<float> mean = host_values(save_mean);
 
   const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
@@ -268,10 +283,39 @@ void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const 
     b[c] = static_cast<float>(slope);
     d[c] = static_cast<float>(-scale * sum_g / count - slope * mean[c]);
   }
-  float* out = grad_x.data<float>();
+  T* out = grad_x.data<T>();
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
     backward_rows(gy, y, in, a.data(), b.data(), d.data(), begin, end, rows.channels, out);
+  });
+}
+
+}  // namespace
+
+void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                 float eps, bool relu, Tensor& y, Tensor& save_mean,
+                                 Tensor& save_var) {
+  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
+  dispatch_float_types(x.dtype(), "batch_norm", [&](auto type) {
+    forward_training<decltype(type)>(x, gamma, beta, eps, relu, y, save_mean, save_var);
+  });
+}
+
+void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& mean, const Tensor& var, float eps, Tensor& y) {
+  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
+  dispatch_float_types(x.dtype(), "batch_norm", [&](auto type) {
+    forward_inference<decltype(type)>(x, gamma, beta, mean, var, eps, y);
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x,
+                         const Tensor& gamma, const Tensor& save_mean, const Tensor& save_var,
+                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+  check_kernel_dtypes("batch_norm_backward", x.dtype(), {&grad_y, &relu_output, &grad_x});
+  dispatch_float_types(x.dtype(), "batch_norm_backward", [&](auto type) {
+    backward<decltype(type)>(grad_y, relu_output, x, gamma, save_mean, save_var, eps, grad_x,
+                             grad_gamma, grad_beta);
   });
 }
 

@@ -5,6 +5,7 @@
 
 #include "engine/collapse_dims.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
 
 namespace tandem::cpu {
@@ -12,23 +13,25 @@ namespace {
 
 constexpr int64_t kGrain = 1 << 15;
 
-template <typename Fn>
-void map_unary(const float* in, float* out, int64_t n, Fn fn) {
+template <typename T, typename Fn>
+void map_unary(const T* in, T* out, int64_t n, Fn fn) {
   parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) out[i] = fn(in[i]);
+    for (int64_t i = begin; i < end; ++i) out[i] = narrow<T>(fn(widen(in[i])));
   });
 }
 
-template <typename T, typename Fn>
+// In: the operands' element type; Out: the result's (float, or the bfloat16 of bfloat16
+// operands). fn computes on widened values (Note [bfloat16 activations]).
+template <typename In, typename Out, typename Fn>
 void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
-  const T* pa = static_cast<const T*>(a.data_ptr());
-  const T* pb = static_cast<const T*>(b.data_ptr());
-  float* po = static_cast<float*>(out.data_ptr());
+  const In* pa = static_cast<const In*>(a.data_ptr());
+  const In* pb = static_cast<const In*>(b.data_ptr());
+  Out* po = static_cast<Out*>(out.data_ptr());
   const int64_t n = out.numel();
   if (n == 0) return;
   if (a.shape() == out.shape() && b.shape() == out.shape()) {
     parallel_for(n, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) po[i] = fn(pa[i], pb[i]);
+      for (int64_t i = begin; i < end; ++i) po[i] = narrow<Out>(fn(widen(pa[i]), widen(pb[i])));
     });
     return;
   }
@@ -55,10 +58,33 @@ void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
         oa += index * a_stride[d];
         ob += index * b_stride[d];
       }
-      float* o = po + row * inner;
-      for (int64_t i = 0; i < inner; ++i) o[i] = fn(pa[oa + i * sa], pb[ob + i * sb]);
+      Out* o = po + row * inner;
+      for (int64_t i = 0; i < inner; ++i) {
+        o[i] = narrow<Out>(fn(widen(pa[oa + i * sa]), widen(pb[ob + i * sb])));
+      }
     }
   });
+}
+
+// Lambdas rather than functions, so that each map_binary instantiation inlines its op.
+constexpr auto relu = [](float v) { return v > 0.0f ? v : 0.0f; };
+constexpr auto add = [](float x, float y) { return x + y; };
+constexpr auto relu_backward = [](float g, float y) { return y > 0.0f ? g : 0.0f; };
+constexpr auto add_relu = [](float x, float y) {
+  const float sum = x + y;
+  return sum > 0.0f ? sum : 0.0f;
+};
+
+// The ops that take bfloat16 (Note [bfloat16 activations]): bfloat16 operands, bfloat16 result.
+void binary_bfloat16(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  switch (op) {
+    case BinaryOp::Add: return map_binary<BFloat16, BFloat16>(a, b, out, add);
+    case BinaryOp::AddRelu: return map_binary<BFloat16, BFloat16>(a, b, out, add_relu);
+    case BinaryOp::ReluBackward: return map_binary<BFloat16, BFloat16>(a, b, out, relu_backward);
+    default:
+      TANDEM_FAIL(
+          "[binary] has no bfloat16 kernel for this op, only add, add_relu and relu_backward");
+  }
 }
 
 }  // namespace
@@ -72,12 +98,17 @@ void CpuBackend::unary(UnaryOp op, const Tensor& in, float s, Tensor& out) {
     for (int64_t i = 0; i < in.numel(); ++i) y[i] = x[i] + step;  // counters: a few elements
     return;
   }
+  if (in.dtype() == DType::BFloat16) {
+    TANDEM_CHECK(op == UnaryOp::Relu, "[unary] has no bfloat16 kernel for this op, only relu");
+    check_kernel_dtypes("unary", DType::BFloat16, {&out});
+    return map_unary(in.data<BFloat16>(), out.data<BFloat16>(), in.numel(), relu);
+  }
   const float* x = in.data<float>();
   float* y = out.data<float>();
   const int64_t n = in.numel();
   switch (op) {
     case UnaryOp::Neg: return map_unary(x, y, n, [](float v) { return -v; });
-    case UnaryOp::Relu: return map_unary(x, y, n, [](float v) { return v > 0.0f ? v : 0.0f; });
+    case UnaryOp::Relu: return map_unary(x, y, n, relu);
     case UnaryOp::Exp: return map_unary(x, y, n, [](float v) { return std::exp(v); });
     case UnaryOp::Log: return map_unary(x, y, n, [](float v) { return std::log(v); });
     case UnaryOp::Sqrt: return map_unary(x, y, n, [](float v) { return std::sqrt(v); });
@@ -88,24 +119,25 @@ void CpuBackend::unary(UnaryOp op, const Tensor& in, float s, Tensor& out) {
 }
 
 void CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
+  if (op != BinaryOp::Equal) check_kernel_dtypes("binary", a.dtype(), {&b, &out});
+  if (a.dtype() == DType::BFloat16) return binary_bfloat16(op, a, b, out);
   switch (op) {
-    case BinaryOp::Add: return map_binary<float>(a, b, out, [](float x, float y) { return x + y; });
-    case BinaryOp::Sub: return map_binary<float>(a, b, out, [](float x, float y) { return x - y; });
-    case BinaryOp::Mul: return map_binary<float>(a, b, out, [](float x, float y) { return x * y; });
-    case BinaryOp::Div: return map_binary<float>(a, b, out, [](float x, float y) { return x / y; });
-    case BinaryOp::ReluBackward:
-      return map_binary<float>(a, b, out, [](float g, float y) { return y > 0.0f ? g : 0.0f; });
-    case BinaryOp::AddRelu:
-      return map_binary<float>(a, b, out, [](float x, float y) {
-        const float sum = x + y;
-        return sum > 0.0f ? sum : 0.0f;
-      });
+    case BinaryOp::Add: return map_binary<float, float>(a, b, out, add);
+    case BinaryOp::Sub:
+      return map_binary<float, float>(a, b, out, [](float x, float y) { return x - y; });
+    case BinaryOp::Mul:
+      return map_binary<float, float>(a, b, out, [](float x, float y) { return x * y; });
+    case BinaryOp::Div:
+      return map_binary<float, float>(a, b, out, [](float x, float y) { return x / y; });
+    case BinaryOp::ReluBackward: return map_binary<float, float>(a, b, out, relu_backward);
+    case BinaryOp::AddRelu: return map_binary<float, float>(a, b, out, add_relu);
     case BinaryOp::Equal:
       if (a.dtype() == DType::Int64) {
-        return map_binary<int64_t>(a, b, out,
-                                   [](int64_t x, int64_t y) { return x == y ? 1.0f : 0.0f; });
+        return map_binary<int64_t, float>(
+            a, b, out, [](int64_t x, int64_t y) { return x == y ? 1.0f : 0.0f; });
       }
-      return map_binary<float>(a, b, out, [](float x, float y) { return x == y ? 1.0f : 0.0f; });
+      return map_binary<float, float>(a, b, out,
+                                      [](float x, float y) { return x == y ? 1.0f : 0.0f; });
   }
 }
 

@@ -1,8 +1,10 @@
-// Reductions: sums over any set of dims (accumulated in double), row argmax.
+// Reductions: sums over any set of dims (accumulated in double; float32 or bfloat16 in, the same
+// dtype out, rounded once), row argmax.
 
 #include <algorithm>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
 
 namespace tandem::cpu {
@@ -40,11 +42,10 @@ int64_t unravel_offset(int64_t index, const std::vector<Group>& groups) {
   return offset;
 }
 
-}  // namespace
-
-void CpuBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
-  const float* x = in.data<float>();
-  float* y = out.data<float>();
+template <typename T>
+void sum_typed(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
+  const T* x = static_cast<const T*>(in.data_ptr());
+  T* y = static_cast<T*>(out.data_ptr());
   std::vector<Group> kept;
   std::vector<Group> reduced;
   for (const Group& group : group_dims(in.shape(), dims)) {
@@ -52,7 +53,7 @@ void CpuBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor&
   }
   const int64_t outputs = out.numel();
   if (in.numel() == 0) {
-    std::fill(y, y + outputs, 0.0f);
+    std::fill(y, y + outputs, narrow<T>(0.0f));
     return;
   }
   // The innermost reduced group is walked as a strided row; the rest are unravelled.
@@ -62,15 +63,23 @@ void CpuBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor&
   for (const Group& group : reduced) rows *= group.size;
   parallel_for(outputs, 1, [&](int64_t begin, int64_t end) {
     for (int64_t o = begin; o < end; ++o) {
-      const float* base = x + unravel_offset(o, kept);
+      const T* base = x + unravel_offset(o, kept);
       double total = 0.0;
       for (int64_t r = 0; r < rows; ++r) {
-        const float* row = base + unravel_offset(r, reduced);
-        for (int64_t i = 0; i < inner.size; ++i) total += row[i * inner.stride];
+        const T* row = base + unravel_offset(r, reduced);
+        for (int64_t i = 0; i < inner.size; ++i) total += widen(row[i * inner.stride]);
       }
-      y[o] = static_cast<float>(total);
+      y[o] = narrow<T>(static_cast<float>(total));
     }
   });
+}
+
+}  // namespace
+
+void CpuBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
+  check_kernel_dtypes("sum", in.dtype(), {&out});
+  dispatch_float_types(in.dtype(), "sum",
+                       [&](auto type) { sum_typed<decltype(type)>(in, dims, out); });
 }
 
 void CpuBackend::argmax_rows(const Tensor& in, Tensor& out) {

@@ -17,10 +17,17 @@ void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype)
                             : "");
 }
 
-void check_activation_dtype(const char* op, const char* name, const Tensor& t) {
+void check_float_activation(const char* op, const char* name, const Tensor& t) {
   check_defined(op, name, t);
   TANDEM_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::BFloat16, "[", op, "] ", name,
                " is ", dtype_name(t.dtype()), ", expected float32 or bfloat16");
+}
+
+void check_same_dtype(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                      const Tensor& b) {
+  TANDEM_CHECK(a.dtype() == b.dtype(), "[", op, "] ", a_name, " is ", dtype_name(a.dtype()),
+               " but ", b_name, " is ", dtype_name(b.dtype()),
+               ": mixed dtypes are not promoted, cast one of them first");
 }
 
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim) {

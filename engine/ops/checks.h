@@ -10,8 +10,12 @@ namespace tandem::ops {
 
 void check_defined(const char* op, const char* name, const Tensor& t);
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
-/// An activation of mixed precision: float32 or bfloat16 (Note [bfloat16 activations]).
-void check_activation_dtype(const char* op, const char* name, const Tensor& t);
+/// An activation under mixed precision: float32 or bfloat16 (Note [bfloat16 activations] in
+/// engine/backend.h lists the ops that take bfloat16).
+void check_float_activation(const char* op, const char* name, const Tensor& t);
+/// b has a's dtype: the ops that take bfloat16 never promote a mix of dtypes silently.
+void check_same_dtype(const char* op, const char* a_name, const Tensor& a, const char* b_name,
+                      const Tensor& b);
 void check_dim(const char* op, const char* name, const Tensor& t, int64_t dim);
 void check_shape(const char* op, const char* name, const Tensor& t, const Shape& expected);
 /// All defined tensors must live on the first one's device.

@@ -10,7 +10,7 @@ namespace tandem {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options) {
   // float32, or bfloat16 input and weight with a float32 bias (Note [bfloat16 activations]).
-  ops::check_activation_dtype("conv2d", "input", x);
+  ops::check_float_activation("conv2d", "input", x);
   ops::check_dtype("conv2d", "weight", weight, x.dtype());
   ops::check_dim("conv2d", "input", x, 4);
   ops::check_dim("conv2d", "weight", weight, 4);

@@ -33,6 +33,11 @@ const char* binary_name(BinaryOp op) {
   return "binary";
 }
 
+// Whether the op takes bfloat16 operands (Note [bfloat16 activations]).
+bool takes_bfloat16(BinaryOp op) {
+  return op == BinaryOp::Add || op == BinaryOp::AddRelu || op == BinaryOp::ReluBackward;
+}
+
 // Runs a binary kernel on broadcast inputs; no autograd.
 Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
@@ -40,15 +45,20 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (op == BinaryOp::Equal) {
     TANDEM_CHECK(a.dtype() == b.dtype(), "[equal] dtypes differ: ", dtype_name(a.dtype()), " and ",
                  dtype_name(b.dtype()));
+  } else if (takes_bfloat16(op)) {
+    ops::check_float_activation(name, "a", a);
+    ops::check_float_activation(name, "b", b);
+    ops::check_same_dtype(name, "a", a, "b", b);
   } else {
     ops::check_dtype(name, "a", a, DType::Float32);
     ops::check_dtype(name, "b", b, DType::Float32);
   }
+  // Equal gives float32 (1.0 or 0.0) whatever it compares; the others their operands' dtype.
+  const DType dtype = op == BinaryOp::Equal ? DType::Float32 : a.dtype();
   const Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
   const MemoryFormat format =
       shape.size() == 4 ? ops::format_of_inputs({&a, &b}) : MemoryFormat::Contiguous;
-  Tensor out =
-      empty(shape, {.dtype = DType::Float32, .device = a.device(), .memory_format = format});
+  Tensor out = empty(shape, {.dtype = dtype, .device = a.device(), .memory_format = format});
   if (format == MemoryFormat::Contiguous) {
     backend_for(a.device()).binary(op, a.detach().contiguous(), b.detach().contiguous(), out);
     return out;
@@ -65,7 +75,11 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary_kernel(UnaryOp op, const Tensor& a, float scalar, const char* name) {
-  ops::check_dtype(name, "input", a, DType::Float32);
+  if (op == UnaryOp::Relu) {  // the one unary op that takes bfloat16
+    ops::check_float_activation(name, "input", a);
+  } else {
+    ops::check_dtype(name, "input", a, DType::Float32);
+  }
   const Tensor input = a.detach().contiguous(a.memory_format());
   Tensor out = empty_like(input);
   Tensor out_view = ops::kernel_view(out);
@@ -198,7 +212,9 @@ Tensor equal(const Tensor& a, const Tensor& b) {
 
 Tensor& add_(Tensor& self, const Tensor& other) {
   ops::check_same_device("add_", {&self, &other});
-  ops::check_dtype("add_", "self", self, DType::Float32);
+  // bfloat16 too: autograd accumulates the gradients of a bfloat16 activation used twice.
+  ops::check_float_activation("add_", "self", self);
+  ops::check_same_dtype("add_", "self", self, "other", other);
   ops::check_shape("add_", "other", other, self.shape());
   TANDEM_CHECK(self.is_dense(), "[add_] needs a contiguous or channels-last destination");
   Tensor memory = ops::kernel_view(self);

@@ -2,6 +2,10 @@
 /// Elementwise ops with NumPy broadcasting. All differentiable ones record
 /// their backward; gradients of broadcast inputs are summed back to the
 /// input's shape.
+///
+/// add, add_relu, relu and add_ take bfloat16 as well as float32 (mixed precision's activations,
+/// Note [bfloat16 activations] in engine/backend.h): every operand of one call in one dtype, the
+/// result in it too; a mix is an error, never a silent promotion. The others take float32.
 
 #include "engine/tensor.h"
 

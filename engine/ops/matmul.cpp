@@ -53,7 +53,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   // float32, or bfloat16 input and weight giving a float32 output (Note [bfloat16 activations]:
   // the logits go to the loss, which computes in float32).
-  ops::check_activation_dtype("linear", "input", x);
+  ops::check_float_activation("linear", "input", x);
   ops::check_dtype("linear", "weight", weight, x.dtype());
   if (bias.defined()) ops::check_dtype("linear", "bias", bias, DType::Float32);
   ops::check_dim("linear", "input", x, 2);

@@ -19,7 +19,8 @@ using Needs = std::vector<bool>;
 
 void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                      const Tensor& running_mean, const Tensor& running_var) {
-  ops::check_dtype("batch_norm2d", "input", x, DType::Float32);
+  // Note [bfloat16 activations]: x may be bfloat16; the per-channel tensors stay float32.
+  ops::check_float_activation("batch_norm2d", "input", x);
   ops::check_dim("batch_norm2d", "input", x, 4);
   const Shape channels = {x.size(1)};
   const std::pair<const char*, const Tensor*> per_channel[] = {{"weight", &gamma},
@@ -78,6 +79,7 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
         Tensor grad_x = empty_like(cx);
         Tensor grad_gamma = empty_like(g);
         Tensor grad_beta = empty_like(g);
+        ops::check_same_dtype("batch_norm2d backward", "input", cx, "gradient", grads[0]);
         const Tensor grad_y = grads[0].contiguous(cx.memory_format());
         Backend& backend = backend_for(cx.device());
         if (y.defined()) {
@@ -105,15 +107,18 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   const Tensor cx = x.detach().contiguous(ops::kernel_format(x.device(), format));
   Tensor out = empty_like(cx);
   backend_for(x.device()).batch_norm_forward_inference(cx, g, b, mean, var, options.eps, out);
-  // Rarely needed (fine-tuning with frozen statistics), so composed from elementwise ops.
+  // Rarely needed (fine-tuning with frozen statistics), so composed from elementwise ops, in
+  // float32 (they take no bfloat16): a bfloat16 gradient is widened, and grad_x rounded back.
   autograd::record(
       "batch_norm2d_inference", {&x, &gamma, &beta}, {&out},
-      [cx = x.detach(), g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
-        const Shape per_channel = {1, cx.size(1), 1, 1};
+      [x = x.detach(), g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+        ops::check_same_dtype("batch_norm2d backward", "input", x, "gradient", grads[0]);
+        const Shape per_channel = {1, x.size(1), 1, 1};
         const Tensor invstd = pow(add(var, eps), -0.5f).view(per_channel);
-        const Tensor& grad_y = grads[0];
+        const Tensor grad_y = grads[0].to(DType::Float32);
+        const Tensor cx = x.to(DType::Float32);
         Tensor grad_x, grad_gamma, grad_beta;
-        if (needs[0]) grad_x = mul(grad_y, mul(g.view(per_channel), invstd));
+        if (needs[0]) grad_x = mul(grad_y, mul(g.view(per_channel), invstd)).to(x.dtype());
         if (needs[1]) {
           const Tensor x_hat = mul(sub(cx, mean.view(per_channel)), invstd);
           grad_gamma = sum(mul(grad_y, x_hat), {0, 2, 3});

@@ -17,6 +17,8 @@ struct BatchNormOptions {
 /// Training: normalises with batch statistics and, when running_mean/var are defined, updates
 /// them in place (unbiased variance for running_var, as PyTorch). Inference: normalises with
 /// the running statistics. gamma and beta (C) may require grad; running stats never do.
+/// x may be bfloat16 (mixed precision's activations): the output and grad_x are then bfloat16,
+/// while gamma, beta, the running statistics and their gradients stay float32.
 Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                     const Tensor& running_mean, const Tensor& running_var,
                     const BatchNormOptions& options = {});

@@ -8,7 +8,7 @@
 namespace tandem {
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
-  ops::check_dtype("max_pool2d", "input", x, DType::Float32);
+  ops::check_float_activation("max_pool2d", "input", x);
   ops::check_dim("max_pool2d", "input", x, 4);
   TANDEM_CHECK(options.kernel_size >= 1 && options.stride >= 1 && options.padding >= 0,
                "[max_pool2d] needs kernel_size >= 1, stride >= 1, padding >= 0");
@@ -25,12 +25,15 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
   const MemoryFormat format = x.memory_format();
   const MemoryFormat compute = ops::kernel_format(x.device(), format);
   const Tensor cx = x.detach().contiguous(compute);
-  Tensor out = empty(out_shape, {.device = x.device(), .memory_format = compute});
+  Tensor out =
+      empty(out_shape, {.dtype = x.dtype(), .device = x.device(), .memory_format = compute});
   Tensor workspace;
   backend_for(x.device()).max_pool2d_forward(cx, options, out, workspace);
   autograd::record("max_pool2d", {&x}, {&out},
                    [cx, y = out.detach(), workspace, options](const std::vector<Tensor>& grads,
                                                               const std::vector<bool>&) {
+                     ops::check_same_dtype("max_pool2d backward", "input", cx, "gradient",
+                                           grads[0]);
                      Tensor grad_x = empty_like(cx);
                      backend_for(cx.device())
                          .max_pool2d_backward(grads[0].contiguous(cx.memory_format()), cx, y,
@@ -41,7 +44,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
-  ops::check_dtype("adaptive_avg_pool2d", "input", x, DType::Float32);
+  ops::check_float_activation("adaptive_avg_pool2d", "input", x);
   ops::check_dim("adaptive_avg_pool2d", "input", x, 4);
   TANDEM_CHECK(out_h >= 1 && out_w >= 1, "[adaptive_avg_pool2d] output size must be positive, got ",
                out_h, "x", out_w);
@@ -49,14 +52,17 @@ Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
                shape_str(x.shape()));
   const MemoryFormat format = x.memory_format();
   const MemoryFormat compute = ops::kernel_format(x.device(), format);
-  Tensor out =
-      empty({x.size(0), x.size(1), out_h, out_w}, {.device = x.device(), .memory_format = compute});
+  Tensor out = empty({x.size(0), x.size(1), out_h, out_w},
+                     {.dtype = x.dtype(), .device = x.device(), .memory_format = compute});
   backend_for(x.device()).adaptive_avg_pool2d_forward(x.detach().contiguous(compute), out);
   autograd::record(
       "adaptive_avg_pool2d", {&x}, {&out},
-      [input_shape = x.shape(), device = x.device(), compute](const std::vector<Tensor>& grads,
-                                                              const std::vector<bool>&) {
-        Tensor grad_x = empty(input_shape, {.device = device, .memory_format = compute});
+      [input_shape = x.shape(), device = x.device(), dtype = x.dtype(), compute](
+          const std::vector<Tensor>& grads, const std::vector<bool>&) {
+        TANDEM_CHECK(grads[0].dtype() == dtype, "[adaptive_avg_pool2d backward] input is ",
+                     dtype_name(dtype), " but gradient is ", dtype_name(grads[0].dtype()));
+        Tensor grad_x =
+            empty(input_shape, {.dtype = dtype, .device = device, .memory_format = compute});
         backend_for(device).adaptive_avg_pool2d_backward(grads[0].contiguous(compute), grad_x);
         return std::vector<Tensor>{grad_x};
       });

@@ -1,5 +1,6 @@
 #pragma once
-/// Pooling over the spatial dims of (N, C, H, W).
+/// Pooling over the spatial dims of (N, C, H, W), float32 or bfloat16 (the result in the input's
+/// dtype, Note [bfloat16 activations] in engine/backend.h).
 
 #include "engine/backend.h"
 #include "engine/tensor.h"

@@ -48,10 +48,10 @@ Shape squeezed_shape(const Shape& shape, const std::vector<int64_t>& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& requested, bool keepdim) {
-  ops::check_dtype("sum", "input", x, DType::Float32);
+  ops::check_float_activation("sum", "input", x);
   const std::vector<int64_t> dims = normalise_dims(requested, x.dim(), "sum");
   const Shape kept = keepdim_shape(x.shape(), dims);
-  Tensor out = empty(kept, {.device = x.device()});
+  Tensor out = empty(kept, {.dtype = x.dtype(), .device = x.device()});
   backend_for(x.device()).sum(x.detach().contiguous(), dims, out);
   if (!keepdim) out = out.view(squeezed_shape(x.shape(), dims));
   autograd::record("sum", {&x}, {&out}, [kept, sx = x.shape()](const Grads& g, const Needs&) {

@@ -7,7 +7,8 @@
 
 namespace tandem {
 
-/// Sum of all elements, shape ().
+/// Sum of all elements, shape (). sum() takes float32 or bfloat16 and returns the same dtype
+/// (a bfloat16 sum is accumulated in double and rounded once); mean() takes float32.
 Tensor sum(const Tensor& x);
 /// Sum over `dims` (negative dims count from the end).
 Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim = false);
