@@ -53,11 +53,10 @@ void own_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x, const 
                   const Tensor& save_mean, const Tensor& save_var, float eps, Tensor& grad_x,
                   Tensor& grad_gamma, Tensor& grad_beta, const char* op) {
   OnDevice on(grad_x, op);
-  kernels::batch_norm_backward(activation_type(op, {&grad_y, &y, &x, &grad_x}),
-                               grad_y.data_ptr(), y.defined() ? y.data_ptr() : nullptr,
-                               x.data_ptr(), norm_shape(x), gamma.data<float>(),
-                               save_mean.data<float>(), save_var.data<float>(), eps,
-                               grad_x.data_ptr(), grad_gamma.data<float>(),
+  kernels::batch_norm_backward(activation_type(op, {&grad_y, &y, &x, &grad_x}), grad_y.data_ptr(),
+                               y.defined() ? y.data_ptr() : nullptr, x.data_ptr(), norm_shape(x),
+                               gamma.data<float>(), save_mean.data<float>(), save_var.data<float>(),
+                               eps, grad_x.data_ptr(), grad_gamma.data<float>(),
                                grad_beta.data<float>(), on.stream);
 }
 
@@ -90,10 +89,10 @@ void CudaBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& ga
                                                const Tensor& running_var, float eps, Tensor& y) {
   OnDevice on(y, "batch_norm2d");
   if (x.dtype() == DType::BFloat16) {  // Note [Own batch-norm kernels]
-    kernels::batch_norm_forward_inference(
-        activation_type("batch_norm2d", {&x, &y}), x.data_ptr(), norm_shape(x),
-        gamma.data<float>(), beta.data<float>(), running_mean.data<float>(),
-        running_var.data<float>(), eps, y.data_ptr(), on.stream);
+    kernels::batch_norm_forward_inference(activation_type("batch_norm2d", {&x, &y}), x.data_ptr(),
+                                          norm_shape(x), gamma.data<float>(), beta.data<float>(),
+                                          running_mean.data<float>(), running_var.data<float>(),
+                                          eps, y.data_ptr(), on.stream);
     return;
   }
   const TensorDescriptor x_desc(x.shape());

@@ -21,8 +21,8 @@ __global__ void batch_norm_forward_kernel(const T* x, NormShape s, const float* 
   __shared__ NormBlock::Storage storage;
   __shared__ float broadcast[2];
   NormBlock block(storage);
-  batch_norm_forward_channels(block, broadcast, blockIdx.x, gridDim.x, x, s, gamma, beta, eps,
-                              relu, y, save_mean, save_var);
+  batch_norm_forward_channels(block, broadcast, blockIdx.x, gridDim.x, x, s, gamma, beta, eps, relu,
+                              y, save_mean, save_var);
 }
 
 template <typename T>
@@ -69,10 +69,10 @@ void batch_norm_forward_inference(ElementType type, const void* x, const NormSha
   if (total == 0) return;
   with_activation_type(type, "batch_norm2d", [&](auto t) {
     using T = decltype(t);
-    launch_grid_stride(BatchNormInferenceBody<T>{static_cast<const T*>(x), s, gamma, beta,
-                                                 running_mean, running_var, eps,
-                                                 static_cast<T*>(y), total},
-                       stream);
+    launch_grid_stride(
+        BatchNormInferenceBody<T>{static_cast<const T*>(x), s, gamma, beta, running_mean,
+                                  running_var, eps, static_cast<T*>(y), total},
+        stream);
   });
 }
 
@@ -85,8 +85,8 @@ void batch_norm_backward(ElementType type, const void* grad_y, const void* y, co
   with_activation_type(type, "batch_norm2d_backward", [&](auto t) {
     using T = decltype(t);
     batch_norm_backward_kernel<T><<<blocks_per_channels(s.c), kNormBlock, 0, stream>>>(
-        static_cast<const T*>(grad_y), static_cast<const T*>(y), static_cast<const T*>(x), s,
-        gamma, save_mean, save_var, eps, static_cast<T*>(grad_x), grad_gamma, grad_beta);
+        static_cast<const T*>(grad_y), static_cast<const T*>(y), static_cast<const T*>(x), s, gamma,
+        save_mean, save_var, eps, static_cast<T*>(grad_x), grad_gamma, grad_beta);
   });
 }
 

@@ -341,8 +341,8 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
       call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace->data(),
       workspace->size(), &zero, call.y_desc.get(), call.y_data));
   if (bias.defined()) {  // float32 whatever y's dtype (Note [bfloat16 convolutions])
-    kernels::add_channel_bias(y.data_ptr(), element_type(y.dtype()), bias.data<float>(),
-                              y.size(0), y.size(1), y.size(2) * y.size(3), on.stream);
+    kernels::add_channel_bias(y.data_ptr(), element_type(y.dtype()), bias.data<float>(), y.size(0),
+                              y.size(1), y.size(2) * y.size(3), on.stream);
   }
 }
 

@@ -22,8 +22,7 @@ kernels::ElementType activation_type(const char* op, std::initializer_list<const
     if (first == nullptr) {
       first = t;
       TANDEM_CHECK(t->dtype() == DType::Float32 || t->dtype() == DType::BFloat16, "[", op,
-                   "] takes float32 or bfloat16 activations on CUDA, got ",
-                   dtype_name(t->dtype()));
+                   "] takes float32 or bfloat16 activations on CUDA, got ", dtype_name(t->dtype()));
     }
     TANDEM_CHECK(t->dtype() == first->dtype(), "[", op, "] activations of one dtype, got ",
                  dtype_name(first->dtype()), " and ", dtype_name(t->dtype()));

@@ -76,8 +76,8 @@ void CudaBackend::unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out)
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   OnDevice on(out, "binary");
   const bool int64_inputs = a.dtype() == DType::Int64;
-  TANDEM_CHECK(a.dtype() == b.dtype() && (int64_inputs || a.dtype() == DType::Float32 ||
-                                          a.dtype() == DType::BFloat16),
+  TANDEM_CHECK(a.dtype() == b.dtype() &&
+                   (int64_inputs || a.dtype() == DType::Float32 || a.dtype() == DType::BFloat16),
                "[binary] inputs must both be float32 or bfloat16 (or int64 for equal), got ",
                dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   // bfloat16 in, bfloat16 out; float32 and int64 (equal) in, float32 out.

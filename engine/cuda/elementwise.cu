@@ -17,8 +17,8 @@ __global__ void sgd_step_multi_kernel(SgdChunk chunk, SgdParams o) {
 
 template <Unary kOp, typename T>
 void launch_unary(const void* in, float scalar, void* out, int64_t n, cudaStream_t stream) {
-  launch_grid_stride(
-      UnaryBody<kOp, T>{static_cast<const T*>(in), scalar, static_cast<T*>(out), n}, stream);
+  launch_grid_stride(UnaryBody<kOp, T>{static_cast<const T*>(in), scalar, static_cast<T*>(out), n},
+                     stream);
 }
 
 template <Binary kOp, typename T>
@@ -70,15 +70,9 @@ void unary(Unary op, ElementType type, const void* in, float scalar, void* out, 
     case Unary::Exp: launch_unary<Unary::Exp, float>(in, scalar, out, n, stream); break;
     case Unary::Log: launch_unary<Unary::Log, float>(in, scalar, out, n, stream); break;
     case Unary::Sqrt: launch_unary<Unary::Sqrt, float>(in, scalar, out, n, stream); break;
-    case Unary::AddScalar:
-      launch_unary<Unary::AddScalar, float>(in, scalar, out, n, stream);
-      break;
-    case Unary::MulScalar:
-      launch_unary<Unary::MulScalar, float>(in, scalar, out, n, stream);
-      break;
-    case Unary::PowScalar:
-      launch_unary<Unary::PowScalar, float>(in, scalar, out, n, stream);
-      break;
+    case Unary::AddScalar: launch_unary<Unary::AddScalar, float>(in, scalar, out, n, stream); break;
+    case Unary::MulScalar: launch_unary<Unary::MulScalar, float>(in, scalar, out, n, stream); break;
+    case Unary::PowScalar: launch_unary<Unary::PowScalar, float>(in, scalar, out, n, stream); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -128,8 +122,8 @@ void add_channel_bias(void* y, ElementType y_type, const float* bias, int64_t n,
   const int64_t total = n * k * pq;
   if (total == 0) return;
   if (y_type == ElementType::BFloat16) {
-    launch_grid_stride(
-        AddChannelBiasBody<BFloat16>{static_cast<BFloat16*>(y), bias, k, pq, total}, stream);
+    launch_grid_stride(AddChannelBiasBody<BFloat16>{static_cast<BFloat16*>(y), bias, k, pq, total},
+                       stream);
   } else {
     TANDEM_CHECK(y_type == ElementType::Float32, "[conv2d] bias add takes float32 or bfloat16");
     launch_grid_stride(AddChannelBiasBody<float>{static_cast<float*>(y), bias, k, pq, total},

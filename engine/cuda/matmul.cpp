@@ -41,10 +41,10 @@ void CudaBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Te
   if (bfloat16) {
     // bfloat16 products are exact in float32 and CUBLAS_COMPUTE_32F accumulates in float32:
     // the tensor cores it may use lose nothing, so the TF32 setting does not matter here.
-    CUBLAS_CHECK(library.gemm_ex(handle, op(args.transa), op(args.transb), args.m, args.n,
-                                 args.k, &alpha, b.data_ptr(), CUDA_R_16BF, args.lda,
-                                 a.data_ptr(), CUDA_R_16BF, args.ldb, &beta, c.data<float>(),
-                                 CUDA_R_32F, args.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_CHECK(library.gemm_ex(handle, op(args.transa), op(args.transb), args.m, args.n, args.k,
+                                 &alpha, b.data_ptr(), CUDA_R_16BF, args.lda, a.data_ptr(),
+                                 CUDA_R_16BF, args.ldb, &beta, c.data<float>(), CUDA_R_32F,
+                                 args.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     return;
   }
   CUBLAS_CHECK(library.sgemm(handle, op(args.transa), op(args.transb), args.m, args.n, args.k,

@@ -39,8 +39,8 @@ void sum_as(const In* in, const ReduceLayout& layout, int sm_count, void* worksp
   auto* partials = static_cast<double*>(workspace);
   TANDEM_CHECK(plan.splits == 1 || partials != nullptr, "[sum] missing workspace");
   const dim3 grid(static_cast<unsigned>(layout.outputs), static_cast<unsigned>(plan.splits));
-  sum_per_block_kernel<In, Out><<<grid, kSumBlock, 0, stream>>>(in, layout, plan.chunk, partials,
-                                                                 out);
+  sum_per_block_kernel<In, Out>
+      <<<grid, kSumBlock, 0, stream>>>(in, layout, plan.chunk, partials, out);
   CUDA_CHECK_LAUNCH();
   if (plan.splits > 1) {
     launch_grid_stride(SumPartialsBody<Out>{partials, plan.splits, out, layout.outputs}, stream);

@@ -63,8 +63,8 @@ void expect_close(const Tensor& actual, const Tensor& expected, double tolerance
       worst_at = i;
     }
   }
-  EXPECT_LE(worst, tolerance * scale) << what << ": element " << worst_at << " is "
-                                      << a[worst_at] << ", expected " << e[worst_at];
+  EXPECT_LE(worst, tolerance * scale)
+      << what << ": element " << worst_at << " is " << a[worst_at] << ", expected " << e[worst_at];
 }
 
 /// Every bfloat16 output is the float32 reference rounded once.

@@ -75,8 +75,8 @@ TANDEM_HD void batch_norm_forward_channels(Block& block, float* broadcast, int64
 /// (batch norm then sees grad_y where y > 0, else 0). grad_gamma, grad_beta: (C).
 template <typename Block, typename T>
 TANDEM_HD void batch_norm_backward_channels(Block& block, float* broadcast, int64_t block_index,
-                                            int64_t blocks, const T* grad_y, const T* y,
-                                            const T* x, const NormShape& s, const float* gamma,
+                                            int64_t blocks, const T* grad_y, const T* y, const T* x,
+                                            const NormShape& s, const float* gamma,
                                             const float* save_mean, const float* save_var,
                                             float eps, T* grad_x, float* grad_gamma,
                                             float* grad_beta) {

@@ -130,9 +130,7 @@ struct AddChannelBiasBody {
   const float* bias;
   int64_t k, pq;
   int64_t n;
-  TANDEM_HD void operator()(int64_t i) const {
-    y[i] = narrow<T>(widen(y[i]) + bias[(i / pq) % k]);
-  }
+  TANDEM_HD void operator()(int64_t i) const { y[i] = narrow<T>(widen(y[i]) + bias[(i / pq) % k]); }
 };
 
 /// var: (n) = 1 / inv_std² - eps, from inv_std: (n)

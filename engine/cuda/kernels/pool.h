@@ -103,8 +103,7 @@ struct AdaptiveAvgPool2dForwardBody {
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t c = c0; c < c1; ++c) total_value += widen(in[r * s.w + c]);
     }
-    y[i] = narrow<T>(
-        static_cast<float>(total_value / static_cast<double>((r1 - r0) * (c1 - c0))));
+    y[i] = narrow<T>(static_cast<float>(total_value / static_cast<double>((r1 - r0) * (c1 - c0))));
   }
 };
 

@@ -96,9 +96,9 @@ void check_training(const Shape& shape, bool relu, int64_t blocks, double tolera
   std::vector<float> grad_gamma(channels, -7.0f), grad_beta(channels, -7.0f);
   float broadcast[2];
   run_blocks<float>(blocks, k::kNormBlock, [&](CpuBlock<float>& block, int64_t b) {
-    k::batch_norm_forward_channels(block, broadcast, b, blocks, x.data(), s,
-                                   c.gamma.data<float>(), c.beta.data<float>(), kEps, relu,
-                                   y.data(), mean.data(), var.data());
+    k::batch_norm_forward_channels(block, broadcast, b, blocks, x.data(), s, c.gamma.data<float>(),
+                                   c.beta.data<float>(), kEps, relu, y.data(), mean.data(),
+                                   var.data());
   });
   expect_all_near(wide(y), expected.y, tolerance, what + " y");
   expect_all_near(mean, expected.save_mean, stat_tolerance, what + " mean");
@@ -106,8 +106,8 @@ void check_training(const Shape& shape, bool relu, int64_t blocks, double tolera
   run_blocks<float>(blocks, k::kNormBlock, [&](CpuBlock<float>& block, int64_t b) {
     k::batch_norm_backward_channels(block, broadcast, b, blocks, grad_y.data(),
                                     relu ? y.data() : nullptr, x.data(), s, c.gamma.data<float>(),
-                                    mean.data(), var.data(), kEps, grad_x.data(),
-                                    grad_gamma.data(), grad_beta.data());
+                                    mean.data(), var.data(), kEps, grad_x.data(), grad_gamma.data(),
+                                    grad_beta.data());
   });
   expect_all_near(wide(grad_x), expected.grad_x, tolerance, what + " grad_x");
   expect_all_near(grad_gamma, expected.grad_gamma, stat_tolerance, what + " grad_gamma");
@@ -118,7 +118,7 @@ TEST(BatchNormBodies, Float32MatchesTheCpuBackend) {
   for (const bool relu : {false, true}) {
     check_training<float>({4, 3, 5, 7}, relu, 2, 1e-4, 1e-4);
     check_training<float>({2, 5, 33, 17}, relu, 5, 1e-4, 1e-4);  // many values per thread
-    check_training<float>({1, 2, 1, 1}, relu, 1, 1e-4, 1e-4);   // one value per channel
+    check_training<float>({1, 2, 1, 1}, relu, 1, 1e-4, 1e-4);    // one value per channel
   }
 }
 
@@ -143,11 +143,11 @@ void check_inference(double tolerance) {
   const k::NormShape s{3, 4, 30};
   for (const CpuGrid& grid : grids_for(c.x.numel())) {
     std::vector<T> y(x.size(), T(-7.0f));
-    run_grid_stride(k::BatchNormInferenceBody<T>{x.data(), s, c.gamma.data<float>(),
-                                                 c.beta.data<float>(), running_mean.data<float>(),
-                                                 running_var.data<float>(), kEps, y.data(),
-                                                 c.x.numel()},
-                    grid);
+    run_grid_stride(
+        k::BatchNormInferenceBody<T>{x.data(), s, c.gamma.data<float>(), c.beta.data<float>(),
+                                     running_mean.data<float>(), running_var.data<float>(), kEps,
+                                     y.data(), c.x.numel()},
+        grid);
     expect_all_near(wide(y), expected.to_vector<float>(), tolerance, "batch_norm inference");
   }
 }

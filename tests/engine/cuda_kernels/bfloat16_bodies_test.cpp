@@ -122,11 +122,11 @@ TEST(BFloat16SumBodies, MatchTheFloat32SumOfTheRoundedInputs) {
   const int64_t chunk = (layout.reduce_count + splits - 1) / splits;
   std::vector<double> partials(static_cast<size_t>(layout.outputs * splits), -7.0);
   std::vector<BFloat16> unused(5);
-  run_blocks<double>(layout.outputs * splits, k::kSumBlock, [&](CpuBlock<double>& block,
-                                                                 int64_t b) {
-    k::sum_per_block(block, b / splits, b % splits, splits, x.data(), layout, chunk,
-                     partials.data(), unused.data());
-  });
+  run_blocks<double>(layout.outputs * splits, k::kSumBlock,
+                     [&](CpuBlock<double>& block, int64_t b) {
+                       k::sum_per_block(block, b / splits, b % splits, splits, x.data(), layout,
+                                        chunk, partials.data(), unused.data());
+                     });
   std::vector<BFloat16> narrow(5, BFloat16(-7.0f));
   run_grid_stride(k::SumPartialsBody<BFloat16>{partials.data(), splits, narrow.data(), 5});
   expect_all_near(widened(narrow), reference, kBFloat16Tolerance, "bfloat16 sum per block");
@@ -146,13 +146,13 @@ TEST(BFloat16PoolBodies, MaxPoolIsExactAndItsBackwardMatchesTheRoundedInputs) {
   const int64_t outputs = y.numel(), inputs = x.numel();
   std::vector<BFloat16> actual_y(static_cast<size_t>(outputs), BFloat16(-7.0f));
   std::vector<int32_t> argmax(static_cast<size_t>(outputs), -7);
-  run_grid_stride(k::MaxPool2dForwardBody<BFloat16>{xv.data(), s, actual_y.data(), argmax.data(),
-                                                     outputs});
+  run_grid_stride(
+      k::MaxPool2dForwardBody<BFloat16>{xv.data(), s, actual_y.data(), argmax.data(), outputs});
   expect_rounded_equal(actual_y, y.to_vector<float>(), "max_pool2d");
   std::vector<BFloat16> actual_grad(static_cast<size_t>(inputs), BFloat16(-7.0f));
-  run_grid_stride(k::MaxPool2dBackwardBody<BFloat16>{gv.data(), argmax.data(), s,
-                                                      actual_grad.data(), inputs},
-                  CpuGrid{3, 32});
+  run_grid_stride(
+      k::MaxPool2dBackwardBody<BFloat16>{gv.data(), argmax.data(), s, actual_grad.data(), inputs},
+      CpuGrid{3, 32});
   expect_all_near(widened(actual_grad), grad_x.to_vector<float>(), kBFloat16Tolerance,
                   "max_pool2d_backward");
 }
