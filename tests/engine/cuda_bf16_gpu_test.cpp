@@ -244,7 +244,9 @@ TEST(BFloat16CudaGpu, GemmMatchesTheCpuInFloat32) {
       cpu().gemm(ta, tb, 0.5f, a, b, 2.0f, c);
       gpu().gemm(ta, tb, 0.5f, on_gpu(a), on_gpu(b), 2.0f, gc);
       ASSERT_EQ(gc.dtype(), DType::Float32);
-      expect_close(gc, c, 1e-5, what);  // float32 output: only the summation order differs
+      // float32 output: only the summation order differs (and tensor cores' accumulation, which
+      // need not round each step as an FMA does).
+      expect_close(gc, c, 1e-4, what);
     }
   }
 }
