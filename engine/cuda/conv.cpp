@@ -1,4 +1,15 @@
-// Convolution through cuDNN: forward, backward-data and backward-filter, NCHW float32.
+// Convolution through cuDNN: forward, backward-data and backward-filter, NCHW, float32 or
+// bfloat16.
+//
+// Note [bfloat16 convolutions]: x, w, y and their gradients may be bfloat16 (Note [bfloat16
+// activations] in engine/backend.h); the descriptors then say CUDNN_DATA_BFLOAT16 and the
+// convolution still computes in float32 (cuDNN's PSEUDO_BFLOAT16 configuration), each output
+// rounded once to bfloat16. The products of bfloat16 values are exact in float32, so tensor-core
+// math loses nothing here and is always allowed (CUDNN_DEFAULT_MATH; the TF32 policy concerns
+// float32 data only). A bias stays float32 and is added by Tandem's kernel after cuDNN's output
+// has been rounded, so a biased bfloat16 output is rounded twice (within one bfloat16 ulp of
+// rounding once); its gradient is a float32 sum of the bfloat16 grad_y. The algorithm caches
+// are keyed by the dtype as well.
 //
 // Note [Convolution algorithms]: cuDNN offers several algorithms per direction (implicit GEMM,
 // FFT, Winograd, ...) whose speed depends on the shape and the GPU. The first call for a shape
@@ -27,6 +38,7 @@
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
 #include "engine/cuda/device.h"
+#include "engine/cuda/element_type.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
@@ -39,22 +51,31 @@ constexpr size_t kMaxSearchWorkspace = size_t{1} << 30;  // what the search may 
 /// Descriptors and data of one convolution call: x (N, C, H, W), w (K, C, R, S), y (N, K, P, Q).
 /// Which of the three is written depends on the direction.
 struct ConvCall {
-  ConvCall(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& options)
-      : x_desc(x.shape()),
-        w_desc(w.shape()),
-        y_desc(y.shape()),
+  ConvCall(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& options,
+           const char* op)
+      : bfloat16(activation_type(op, {&x, &w, &y}) == kernels::ElementType::BFloat16),
+        x_desc(x.shape(), data_type()),
+        w_desc(w.shape(), data_type()),
+        y_desc(y.shape(), data_type()),
         conv_desc(options.stride, options.padding),
-        x_data(x.data<float>()),
-        w_data(w.data<float>()),
-        y_data(y.data<float>()) {}
+        x_data(x.data_ptr()),
+        w_data(w.data_ptr()),
+        y_data(y.data_ptr()) {}
 
+  cudnnDataType_t data_type() const { return bfloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+  /// Note [bfloat16 convolutions]: tensor cores for bfloat16 always, for float32 only with TF32.
+  cudnnMathType_t math_type(bool allow_tf32) const {
+    return bfloat16 || allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  }
+
+  bool bfloat16;  ///< x, w and y are bfloat16, else float32
   TensorDescriptor x_desc;
   FilterDescriptor w_desc;
   TensorDescriptor y_desc;
   ConvolutionDescriptor conv_desc;
-  float* x_data;
-  float* w_data;
-  float* y_data;
+  void* x_data;
+  void* w_data;
+  void* y_data;
 };
 
 // One struct per direction gives the generic search below its cuDNN calls.
@@ -198,8 +219,9 @@ int find(cudnnHandle_t handle, const ConvCall& call, int device,
 // Both fallbacks are described, though only one can be used: where cuDNN cannot size one for
 // this shape it is left at 0 bytes, and only running it (if it is ever chosen) reports the error.
 template <typename Direction>
-ConvAlgoChoice fallback(cudnnHandle_t handle, const ConvCall& call, typename Direction::Algo algo) {
-  ConvAlgoChoice choice{static_cast<int>(algo), 0, CUDNN_FMA_MATH};
+ConvAlgoChoice fallback(cudnnHandle_t handle, const ConvCall& call, typename Direction::Algo algo,
+                        cudnnMathType_t math) {
+  ConvAlgoChoice choice{static_cast<int>(algo), 0, math};
   if (Direction::workspace(handle, call, algo, &choice.workspace) != CUDNN_STATUS_SUCCESS) {
     choice.workspace = 0;
   }
@@ -227,9 +249,11 @@ std::vector<ConvAlgoChoice> search(cudnnHandle_t handle, const ConvCall& call, i
   }
   ConvAlgoOptions options = policy;
   options.max_workspace = kMaxSearchWorkspace;
-  options.fallback = fallback<Direction>(handle, call, Direction::kFallback);
+  // float32's fallbacks run in FMA math whatever the TF32 policy; bfloat16 has tensor cores.
+  const cudnnMathType_t math = call.bfloat16 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+  options.fallback = fallback<Direction>(handle, call, Direction::kFallback, math);
   options.deterministic_fallback =
-      fallback<Direction>(handle, call, Direction::kDeterministicFallback);
+      fallback<Direction>(handle, call, Direction::kDeterministicFallback, math);
   return rank_algorithms(results.data(), static_cast<int>(results.size()), options);
 }
 
@@ -261,9 +285,11 @@ const std::vector<ConvAlgoChoice>& choose(cudnnHandle_t handle, ConvCall& call, 
   AlgorithmCache& cache = algorithm_cache<Direction>(device);
   std::lock_guard lock(cache.mutex);
   if (const auto it = cache.choices.find(key); it != cache.choices.end()) return it->second;
-  call.conv_desc.set_math_type(allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH);
+  call.conv_desc.set_math_type(call.math_type(allow_tf32));
   ConvAlgoOptions policy;
-  policy.allow_tf32 = allow_tf32;
+  // Note [bfloat16 convolutions]: results in tensor-op math qualify for bfloat16 as TF32 ones do
+  // for float32 when allowed.
+  policy.allow_tf32 = allow_tf32 || call.bfloat16;
   policy.deterministic = deterministic;
   const auto it =
       cache.choices.emplace(key, search<Direction>(handle, call, device, policy, benchmark)).first;
@@ -291,8 +317,8 @@ const ConvAlgoChoice& with_workspace(const std::vector<ConvAlgoChoice>& choices,
 }
 
 std::string shape_key(const Tensor& x, const Tensor& w, const Conv2dOptions& options) {
-  return tandem::detail::concat("x", shape_str(x.shape()), "w", shape_str(w.shape()), "s",
-                                options.stride, "p", options.padding);
+  return tandem::detail::concat(dtype_name(x.dtype()), "x", shape_str(x.shape()), "w",
+                                shape_str(w.shape()), "s", options.stride, "p", options.padding);
 }
 
 }  // namespace
@@ -301,7 +327,7 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
                                  const Conv2dOptions& options, Tensor& y) {
   OnDevice on(y, Forward::kName);
   if (y.numel() == 0) return;
-  ConvCall call(x, w, y, options);
+  ConvCall call(x, w, y, options, Forward::kName);
   const cudnnHandle_t handle = cudnn_handle(on.index);
   std::optional<DeviceBuffer> workspace;
   const ConvAlgoChoice& choice =
@@ -314,9 +340,9 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
       handle, &one, call.x_desc.get(), call.x_data, call.w_desc.get(), call.w_data,
       call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace->data(),
       workspace->size(), &zero, call.y_desc.get(), call.y_data));
-  if (bias.defined()) {
-    kernels::add_channel_bias(y.data<float>(), bias.data<float>(), y.size(0), y.size(1),
-                              y.size(2) * y.size(3), on.stream);
+  if (bias.defined()) {  // float32 whatever y's dtype (Note [bfloat16 convolutions])
+    kernels::add_channel_bias(y.data_ptr(), element_type(y.dtype()), bias.data<float>(), y.size(0),
+                              y.size(1), y.size(2) * y.size(3), on.stream);
   }
 }
 
@@ -324,7 +350,7 @@ void CudaBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
                                         const Conv2dOptions& options, Tensor& grad_x) {
   OnDevice on(grad_x, BackwardData::kName);
   if (grad_x.numel() == 0) return;
-  ConvCall call(grad_x, w, grad_y, options);
+  ConvCall call(grad_x, w, grad_y, options, BackwardData::kName);
   const cudnnHandle_t handle = cudnn_handle(on.index);
   std::optional<DeviceBuffer> workspace;
   const ConvAlgoChoice& choice =
@@ -349,7 +375,7 @@ void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
     if (grad_bias.defined()) fill(grad_bias, 0.0);
     return;
   }
-  ConvCall call(x, grad_w, grad_y, options);
+  ConvCall call(x, grad_w, grad_y, options, BackwardFilter::kName);
   const cudnnHandle_t handle = cudnn_handle(on.index);
   std::optional<DeviceBuffer> workspace;
   const ConvAlgoChoice& choice =
@@ -362,8 +388,9 @@ void CudaBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
       handle, &one, call.x_desc.get(), call.x_data, call.y_desc.get(), call.y_data,
       call.conv_desc.get(), static_cast<cudnnConvolutionBwdFilterAlgo_t>(choice.algo),
       workspace->data(), workspace->size(), &zero, call.w_desc.get(), call.w_data));
-  // grad_bias: (K) = grad_y summed over (N, P, Q), with the deterministic reduction kernel.
-  if (grad_bias.defined()) sum(grad_y, {0, 2, 3}, grad_bias);
+  // grad_bias: (K) float32 = grad_y summed over (N, P, Q), with the deterministic reduction
+  // kernel; from a bfloat16 grad_y too (Note [bfloat16 convolutions]).
+  if (grad_bias.defined()) sum_into(grad_y, {0, 2, 3}, grad_bias);
 }
 
 }  // namespace tandem::cuda

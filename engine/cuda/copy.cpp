@@ -11,6 +11,7 @@
 #include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_check.h"
+#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
 #include "engine/cuda/pinned_allocator.h"
@@ -19,17 +20,6 @@
 
 namespace tandem::cuda {
 namespace {
-
-kernels::ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return kernels::ElementType::Float32;
-    case DType::Int64: return kernels::ElementType::Int64;
-    case DType::UInt8: return kernels::ElementType::UInt8;
-    case DType::BFloat16: return kernels::ElementType::BFloat16;
-    case DType::Float16: return kernels::ElementType::Float16;
-  }
-  TANDEM_FAIL("[cuda] unknown dtype");
-}
 
 // `value` as dtype's bit pattern in the low bytes; converted as the CPU backend's fill converts it,
 // so both fill the same bits.

@@ -42,6 +42,7 @@ CublasLibrary load() {
   resolve(library, file, "cublasSetWorkspace_v2", functions.set_workspace);
   resolve(library, file, "cublasSetMathMode", functions.set_math_mode);
   resolve(library, file, "cublasSgemm_v2", functions.sgemm);
+  resolve(library, file, "cublasGemmEx", functions.gemm_ex);
   resolve(library, file, "cublasGetStatusName", functions.status_name);
   resolve(library, file, "cublasGetStatusString", functions.status_string);
   return functions;

@@ -12,12 +12,20 @@
 
 namespace tandem::cuda {
 
+/// cublasGemmEx with a cublasComputeType_t (C++ code also sees an inline overload taking the old
+/// cudaDataType compute type, so decltype(&cublasGemmEx) would be ambiguous).
+using CublasGemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                        int, int, const void*, const void*, cudaDataType, int,
+                                        const void*, cudaDataType, int, const void*, void*,
+                                        cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+
 struct CublasLibrary {
   decltype(&cublasCreate_v2) create;
   decltype(&cublasSetStream_v2) set_stream;
   decltype(&cublasSetWorkspace_v2) set_workspace;
   decltype(&cublasSetMathMode) set_math_mode;
   decltype(&cublasSgemm_v2) sgemm;
+  CublasGemmEx gemm_ex;  ///< bfloat16 GEMM (Note [bfloat16 activations])
   decltype(&cublasGetStatusName) status_name;
   decltype(&cublasGetStatusString) status_string;
 };

@@ -1,5 +1,5 @@
 #pragma once
-/// The CUDA backend: cuBLAS for GEMM, cuDNN for convolution and batch-norm, Tandem's own
+/// The CUDA backend: cuBLAS for GEMM, cuDNN for convolution and float32 batch norm, Tandem's own
 /// kernels (the .cu files) for everything else. The methods are defined across the files of this
 /// folder, one per op family, mirroring engine/cpu.
 ///
@@ -75,6 +75,15 @@ class CudaBackend final : public Backend {
   void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_var, float eps,
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
+  /// bfloat16 only (Note [Own batch-norm kernels] in batch_norm.cpp); float32 stays on cuDNN.
+  bool fuses_batch_norm_relu(const Tensor& x) const override;
+  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                        float eps, Tensor& y, Tensor& save_mean,
+                                        Tensor& save_var) override;
+  void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
+                                const Tensor& gamma, const Tensor& save_mean,
+                                const Tensor& save_var, float eps, Tensor& grad_x,
+                                Tensor& grad_gamma, Tensor& grad_beta) override;
 
   // pool.cpp
   void max_pool2d_forward(const Tensor& x, const Pool2dOptions& options, Tensor& y,
@@ -100,5 +109,9 @@ class CudaBackend final : public Backend {
 
 /// The process-wide CUDA backend (what backend_for(cuda:i) returns).
 CudaBackend& backend();
+
+/// CudaBackend::sum() that may also sum bfloat16 into float32 (conv2d's bias gradient from
+/// bfloat16 activations: Note [bfloat16 activations] keeps a bias and its gradient float32).
+void sum_into(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out);
 
 }  // namespace tandem::cuda

@@ -16,13 +16,13 @@ int to_int(int64_t value, const char* what) {
 
 }  // namespace
 
-TensorDescriptor::TensorDescriptor(const Shape& nchw) {
+TensorDescriptor::TensorDescriptor(const Shape& nchw, cudnnDataType_t type) {
   TANDEM_CHECK(nchw.size() == 4, "[cudnn] tensor descriptors are 4-D, got ", shape_str(nchw));
   const int n = to_int(nchw[0], "size"), c = to_int(nchw[1], "size");
   const int h = to_int(nchw[2], "size"), w = to_int(nchw[3], "size");
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&descriptor_));
   const cudnnStatus_t status =
-      cudnnSetTensor4dDescriptor(descriptor_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w);
+      cudnnSetTensor4dDescriptor(descriptor_, CUDNN_TENSOR_NCHW, type, n, c, h, w);
   if (status != CUDNN_STATUS_SUCCESS) cudnnDestroyTensorDescriptor(descriptor_);
   CUDNN_CHECK(status);
 }
@@ -31,13 +31,13 @@ TensorDescriptor::~TensorDescriptor() {
   cudnnDestroyTensorDescriptor(descriptor_);
 }
 
-FilterDescriptor::FilterDescriptor(const Shape& kcrs) {
+FilterDescriptor::FilterDescriptor(const Shape& kcrs, cudnnDataType_t type) {
   TANDEM_CHECK(kcrs.size() == 4, "[cudnn] filter descriptors are 4-D, got ", shape_str(kcrs));
   const int k = to_int(kcrs[0], "size"), c = to_int(kcrs[1], "size");
   const int r = to_int(kcrs[2], "size"), s = to_int(kcrs[3], "size");
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&descriptor_));
   const cudnnStatus_t status =
-      cudnnSetFilter4dDescriptor(descriptor_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k, c, r, s);
+      cudnnSetFilter4dDescriptor(descriptor_, type, CUDNN_TENSOR_NCHW, k, c, r, s);
   if (status != CUDNN_STATUS_SUCCESS) cudnnDestroyFilterDescriptor(descriptor_);
   CUDNN_CHECK(status);
 }

@@ -1,5 +1,6 @@
 #pragma once
-// RAII owners of the cuDNN descriptors the backend uses (float32, NCHW). Destructors never throw.
+// RAII owners of the cuDNN descriptors the backend uses (NCHW; float32 or bfloat16 data, float32
+// compute). Destructors never throw.
 
 #include <cudnn.h>
 
@@ -7,10 +8,10 @@
 
 namespace tandem::cuda {
 
-/// A 4-D float32 NCHW tensor descriptor: (N, C, H, W).
+/// A 4-D NCHW tensor descriptor: (N, C, H, W), float32 unless said.
 class TensorDescriptor {
  public:
-  explicit TensorDescriptor(const Shape& nchw);
+  explicit TensorDescriptor(const Shape& nchw, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   ~TensorDescriptor();
   TensorDescriptor(const TensorDescriptor&) = delete;
   TensorDescriptor& operator=(const TensorDescriptor&) = delete;
@@ -20,10 +21,10 @@ class TensorDescriptor {
   cudnnTensorDescriptor_t descriptor_ = nullptr;
 };
 
-/// A float32 KCRS filter descriptor: (K, C, R, S).
+/// A KCRS filter descriptor: (K, C, R, S), float32 unless said.
 class FilterDescriptor {
  public:
-  explicit FilterDescriptor(const Shape& kcrs);
+  explicit FilterDescriptor(const Shape& kcrs, cudnnDataType_t type = CUDNN_DATA_FLOAT);
   ~FilterDescriptor();
   FilterDescriptor(const FilterDescriptor&) = delete;
   FilterDescriptor& operator=(const FilterDescriptor&) = delete;
@@ -33,7 +34,8 @@ class FilterDescriptor {
   cudnnFilterDescriptor_t descriptor_ = nullptr;
 };
 
-/// A 2-D cross-correlation (PyTorch's convolution) with float32 accumulation.
+/// A 2-D cross-correlation (PyTorch's convolution) with float32 accumulation, whatever the
+/// data type (CUDNN_DATA_FLOAT compute: cuDNN's PSEUDO_BFLOAT16 configuration for bfloat16).
 class ConvolutionDescriptor {
  public:
   ConvolutionDescriptor(int64_t stride, int64_t padding);

@@ -5,6 +5,7 @@
 
 #include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
 
@@ -68,21 +69,26 @@ void CudaBackend::unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out)
                               out.numel(), on.stream);
     return;
   }
-  kernels::unary(to_kernel(op), in.data<float>(), scalar, out.data<float>(), out.numel(),
-                 on.stream);
+  kernels::unary(to_kernel(op), activation_type("unary", {&in, &out}), in.data_ptr(), scalar,
+                 out.data_ptr(), out.numel(), on.stream);
 }
 
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
   OnDevice on(out, "binary");
   const bool int64_inputs = a.dtype() == DType::Int64;
-  TANDEM_CHECK(a.dtype() == b.dtype() && (int64_inputs || a.dtype() == DType::Float32),
-               "[binary] inputs must both be float32 (or int64 for equal), got ",
+  TANDEM_CHECK(a.dtype() == b.dtype() &&
+                   (int64_inputs || a.dtype() == DType::Float32 || a.dtype() == DType::BFloat16),
+               "[binary] inputs must both be float32 or bfloat16 (or int64 for equal), got ",
                dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  // bfloat16 in, bfloat16 out; float32 and int64 (equal) in, float32 out.
+  const DType out_dtype = a.dtype() == DType::BFloat16 ? DType::BFloat16 : DType::Float32;
+  TANDEM_CHECK(out.dtype() == out_dtype, "[binary] output is ", dtype_name(out.dtype()),
+               ", expected ", dtype_name(out_dtype));
   const kernels::BroadcastLayout layout =
       broadcast_layout(out.shape(), broadcast_strides(a.shape(), out.shape()),
                        broadcast_strides(b.shape(), out.shape()));
-  kernels::binary(to_kernel(op), a.data_ptr(), b.data_ptr(), int64_inputs, layout,
-                  out.data<float>(), out.numel(), on.stream);
+  kernels::binary(to_kernel(op), element_type(a.dtype()), a.data_ptr(), b.data_ptr(), layout,
+                  out.data_ptr(), out.numel(), on.stream);
 }
 
 void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,

@@ -15,37 +15,64 @@ __global__ void sgd_step_multi_kernel(SgdChunk chunk, SgdParams o) {
   sgd_multi_block(chunk, o, static_cast<int>(blockIdx.x), threadIdx.x, blockDim.x);
 }
 
-template <Unary kOp>
-void launch_unary(const float* in, float scalar, float* out, int64_t n, cudaStream_t stream) {
-  launch_grid_stride(UnaryBody<kOp>{in, scalar, out, n}, stream);
+template <Unary kOp, typename T>
+void launch_unary(const void* in, float scalar, void* out, int64_t n, cudaStream_t stream) {
+  launch_grid_stride(UnaryBody<kOp, T>{static_cast<const T*>(in), scalar, static_cast<T*>(out), n},
+                     stream);
 }
 
 template <Binary kOp, typename T>
-void launch_binary(const void* a, const void* b, const BroadcastLayout& layout, float* out,
+void launch_binary(const void* a, const void* b, const BroadcastLayout& layout, void* out,
                    int64_t n, cudaStream_t stream) {
+  using Out = typename BinaryOut<T>::type;
   const auto* pa = static_cast<const T*>(a);
   const auto* pb = static_cast<const T*>(b);
+  auto* pout = static_cast<Out*>(out);
   const bool contiguous = layout.rank == 1 && layout.a_stride[0] == 1 && layout.b_stride[0] == 1;
   if (contiguous) {
-    launch_grid_stride(BinaryContiguousBody<kOp, T>{pa, pb, out, n}, stream);
+    launch_grid_stride(BinaryContiguousBody<kOp, T>{pa, pb, pout, n}, stream);
   } else {
-    launch_grid_stride(BinaryBroadcastBody<kOp, T>{pa, pb, layout, out, n}, stream);
+    launch_grid_stride(BinaryBroadcastBody<kOp, T>{pa, pb, layout, pout, n}, stream);
+  }
+}
+
+// The bfloat16 ops of Note [bfloat16 activations]; the others are float32 only.
+void binary_bfloat16(Binary op, const void* a, const void* b, const BroadcastLayout& layout,
+                     void* out, int64_t n, cudaStream_t stream) {
+  switch (op) {
+    case Binary::Add: return launch_binary<Binary::Add, BFloat16>(a, b, layout, out, n, stream);
+    case Binary::AddRelu:
+      return launch_binary<Binary::AddRelu, BFloat16>(a, b, layout, out, n, stream);
+    case Binary::ReluBackward:
+      return launch_binary<Binary::ReluBackward, BFloat16>(a, b, layout, out, n, stream);
+    default:
+      TANDEM_FAIL("[binary] the CUDA backend has no bfloat16 kernel for binary op ",
+                  static_cast<int>(op), " (bfloat16: add, add_relu, relu_backward)");
   }
 }
 
 }  // namespace
 
-void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream) {
+void unary(Unary op, ElementType type, const void* in, float scalar, void* out, int64_t n,
+           cudaStream_t stream) {
   if (n == 0) return;
+  if (type == ElementType::BFloat16) {
+    TANDEM_CHECK(op == Unary::Relu, "[unary] the CUDA backend has no bfloat16 kernel for unary op ",
+                 static_cast<int>(op), " (bfloat16: relu)");
+    launch_unary<Unary::Relu, BFloat16>(in, scalar, out, n, stream);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  TANDEM_CHECK(type == ElementType::Float32, "[unary] takes float32 or bfloat16");
   switch (op) {
-    case Unary::Neg: launch_unary<Unary::Neg>(in, scalar, out, n, stream); break;
-    case Unary::Relu: launch_unary<Unary::Relu>(in, scalar, out, n, stream); break;
-    case Unary::Exp: launch_unary<Unary::Exp>(in, scalar, out, n, stream); break;
-    case Unary::Log: launch_unary<Unary::Log>(in, scalar, out, n, stream); break;
-    case Unary::Sqrt: launch_unary<Unary::Sqrt>(in, scalar, out, n, stream); break;
-    case Unary::AddScalar: launch_unary<Unary::AddScalar>(in, scalar, out, n, stream); break;
-    case Unary::MulScalar: launch_unary<Unary::MulScalar>(in, scalar, out, n, stream); break;
-    case Unary::PowScalar: launch_unary<Unary::PowScalar>(in, scalar, out, n, stream); break;
+    case Unary::Neg: launch_unary<Unary::Neg, float>(in, scalar, out, n, stream); break;
+    case Unary::Relu: launch_unary<Unary::Relu, float>(in, scalar, out, n, stream); break;
+    case Unary::Exp: launch_unary<Unary::Exp, float>(in, scalar, out, n, stream); break;
+    case Unary::Log: launch_unary<Unary::Log, float>(in, scalar, out, n, stream); break;
+    case Unary::Sqrt: launch_unary<Unary::Sqrt, float>(in, scalar, out, n, stream); break;
+    case Unary::AddScalar: launch_unary<Unary::AddScalar, float>(in, scalar, out, n, stream); break;
+    case Unary::MulScalar: launch_unary<Unary::MulScalar, float>(in, scalar, out, n, stream); break;
+    case Unary::PowScalar: launch_unary<Unary::PowScalar, float>(in, scalar, out, n, stream); break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -57,10 +84,17 @@ void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n
   CUDA_CHECK_LAUNCH();
 }
 
-void binary(Binary op, const void* a, const void* b, bool int64_inputs,
-            const BroadcastLayout& layout, float* out, int64_t n, cudaStream_t stream) {
+void binary(Binary op, ElementType type, const void* a, const void* b,
+            const BroadcastLayout& layout, void* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
-  TANDEM_CHECK(!int64_inputs || op == Binary::Equal, "[binary] int64 inputs only for equal");
+  if (type == ElementType::BFloat16) {
+    binary_bfloat16(op, a, b, layout, out, n, stream);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const bool int64_inputs = type == ElementType::Int64;
+  TANDEM_CHECK(type == ElementType::Float32 || (int64_inputs && op == Binary::Equal),
+               "[binary] takes float32 or bfloat16 (or int64 for equal)");
   switch (op) {
     case Binary::Add: launch_binary<Binary::Add, float>(a, b, layout, out, n, stream); break;
     case Binary::Sub: launch_binary<Binary::Sub, float>(a, b, layout, out, n, stream); break;
@@ -83,11 +117,18 @@ void binary(Binary op, const void* a, const void* b, bool int64_inputs,
   CUDA_CHECK_LAUNCH();
 }
 
-void add_channel_bias(float* y, const float* bias, int64_t n, int64_t k, int64_t pq,
-                      cudaStream_t stream) {
+void add_channel_bias(void* y, ElementType y_type, const float* bias, int64_t n, int64_t k,
+                      int64_t pq, cudaStream_t stream) {
   const int64_t total = n * k * pq;
   if (total == 0) return;
-  launch_grid_stride(AddChannelBiasBody{y, bias, k, pq, total}, stream);
+  if (y_type == ElementType::BFloat16) {
+    launch_grid_stride(AddChannelBiasBody<BFloat16>{static_cast<BFloat16*>(y), bias, k, pq, total},
+                       stream);
+  } else {
+    TANDEM_CHECK(y_type == ElementType::Float32, "[conv2d] bias add takes float32 or bfloat16");
+    launch_grid_stride(AddChannelBiasBody<float>{static_cast<float*>(y), bias, k, pq, total},
+                       stream);
+  }
   CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,10 @@
 /// pointers and sizes, never a Tensor: the backend's .cpp files check and unpack tensors, these
 /// only launch. Each queues its kernel on `stream`, which must belong to the current device, and
 /// checks the launch. Shapes are written beside each argument: (N, C, H, W) is NCHW.
+///
+/// The kernels of Note [bfloat16 activations] (engine/backend.h) take their activations as
+/// `void*` with an ElementType, float32 or bfloat16 (Note [Element types] in kernels/types.h);
+/// one without a bfloat16 kernel for an op throws, naming it.
 
 #include <cuda_runtime_api.h>
 
@@ -30,20 +34,22 @@ void spin(long long nanoseconds, cudaStream_t stream);
 
 // --- elementwise.cu
 
-/// out: (n) = op(in: (n), scalar). out may alias in.
-void unary(Unary op, const float* in, float scalar, float* out, int64_t n, cudaStream_t stream);
+/// out: (n) = op(in: (n), scalar), both of `type` (bfloat16: Relu only). out may alias in.
+void unary(Unary op, ElementType type, const void* in, float scalar, void* out, int64_t n,
+           cudaStream_t stream);
 /// out: (n) = in: (n) + scalar, int64. out may alias in.
 void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n,
                       cudaStream_t stream);
 
-/// out: (n) float32 = op(a, b); a and b are float32, or int64 when `int64_inputs` (Equal only).
-/// out may alias a when a is not broadcast.
-void binary(Binary op, const void* a, const void* b, bool int64_inputs,
-            const BroadcastLayout& layout, float* out, int64_t n, cudaStream_t stream);
+/// out: (n) = op(a, b), a and b of `type`: float32 (out float32), int64 (Equal only; out
+/// float32) or bfloat16 (Add, AddRelu, ReluBackward; out bfloat16). out may alias a when a is
+/// not broadcast.
+void binary(Binary op, ElementType type, const void* a, const void* b,
+            const BroadcastLayout& layout, void* out, int64_t n, cudaStream_t stream);
 
-/// y: (N, K, PQ) += bias: (K)
-void add_channel_bias(float* y, const float* bias, int64_t n, int64_t k, int64_t pq,
-                      cudaStream_t stream);
+/// y: (N, K, PQ) of y_type (float32 or bfloat16) += bias: (K) float32
+void add_channel_bias(void* y, ElementType y_type, const float* bias, int64_t n, int64_t k,
+                      int64_t pq, cudaStream_t stream);
 
 /// One torch.optim.SGD step over param, grad, momentum_buffer: (n); momentum_buffer is null when
 /// momentum is 0.
@@ -61,9 +67,10 @@ void var_to_inv_std(const float* var, float eps, float* inv_std, int64_t c, cuda
 // --- reduce.cu
 
 /// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes()
-/// (kernels/sum_plan.h) says.
-void sum(const float* in, const ReduceLayout& layout, int sm_count, void* workspace, float* out,
-         cudaStream_t stream);
+/// (kernels/sum_plan.h) says. in → out: float32 → float32, bfloat16 → bfloat16, or
+/// bfloat16 → float32 (a bias gradient from bfloat16 activations).
+void sum(const void* in, ElementType in_type, const ReduceLayout& layout, int sm_count,
+         void* workspace, void* out, ElementType out_type, cudaStream_t stream);
 /// in: (rows, cols) → out: (rows) int64, the index of the first maximum of each row.
 void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream);
 
@@ -84,21 +91,41 @@ void cross_entropy_forward(const float* logits, const int64_t* labels, int64_t r
 void cross_entropy_backward(const float* grad_loss, const float* log_probs, const int64_t* labels,
                             int64_t rows, int64_t cols, float* grad_logits, cudaStream_t stream);
 
-// --- pool.cu
+// --- batch_norm.cu: x, y and their gradients of `type` (float32 or bfloat16); gamma, beta,
+// statistics and their gradients float32. Shape (N, C, HW).
+
+/// y = gamma * (x - mean) / sqrt(var + eps) + beta with the batch's statistics, then max(y, 0)
+/// when `relu`; save_mean, save_var: (C) the batch mean and biased variance.
+void batch_norm_forward_training(ElementType type, const void* x, const NormShape& s,
+                                 const float* gamma, const float* beta, float eps, bool relu,
+                                 void* y, float* save_mean, float* save_var, cudaStream_t stream);
+/// y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta.
+void batch_norm_forward_inference(ElementType type, const void* x, const NormShape& s,
+                                  const float* gamma, const float* beta, const float* running_mean,
+                                  const float* running_var, float eps, void* y,
+                                  cudaStream_t stream);
+/// The gradients of batch_norm_forward_training; y is the fused ReLU's output (grad_y counts
+/// only where y > 0), or null for batch norm alone.
+void batch_norm_backward(ElementType type, const void* grad_y, const void* y, const void* x,
+                         const NormShape& s, const float* gamma, const float* save_mean,
+                         const float* save_var, float eps, void* grad_x, float* grad_gamma,
+                         float* grad_beta, cudaStream_t stream);
+
+// --- pool.cu: x, y and their gradients of `type`, float32 or bfloat16
 
 /// x: (N, C, H, W) → y: (N, C, P, Q) and argmax: (N, C, P, Q), the index of each window's first
 /// maximum in its H×W plane (padding never wins).
-void max_pool2d_forward(const float* x, const PoolShape& shape, float* y, int32_t* argmax,
-                        cudaStream_t stream);
+void max_pool2d_forward(ElementType type, const void* x, const PoolShape& shape, void* y,
+                        int32_t* argmax, cudaStream_t stream);
 /// grad_y: (N, C, P, Q), argmax: (N, C, P, Q) → grad_x: (N, C, H, W), gathered per input
 /// element (deterministic, no atomics).
-void max_pool2d_backward(const float* grad_y, const int32_t* argmax, const PoolShape& shape,
-                         float* grad_x, cudaStream_t stream);
+void max_pool2d_backward(ElementType type, const void* grad_y, const int32_t* argmax,
+                         const PoolShape& shape, void* grad_x, cudaStream_t stream);
 /// x: (N, C, H, W) → y: (N, C, P, Q) with torch.nn.AdaptiveAvgPool2d's bins.
-void adaptive_avg_pool2d_forward(const float* x, const PoolShape& shape, float* y,
+void adaptive_avg_pool2d_forward(ElementType type, const void* x, const PoolShape& shape, void* y,
                                  cudaStream_t stream);
 /// grad_y: (N, C, P, Q) → grad_x: (N, C, H, W), gathered per input element.
-void adaptive_avg_pool2d_backward(const float* grad_y, const PoolShape& shape, float* grad_x,
-                                  cudaStream_t stream);
+void adaptive_avg_pool2d_backward(ElementType type, const void* grad_y, const PoolShape& shape,
+                                  void* grad_x, cudaStream_t stream);
 
 }  // namespace tandem::cuda::kernels

@@ -6,6 +6,7 @@
 
 #include "engine/cuda/cuda_check.h"
 #include "engine/cuda/kernels/grid.h"
+#include "engine/cuda/kernels/types.h"
 
 namespace tandem::cuda::kernels {
 
@@ -21,6 +22,19 @@ template <typename Body>
 void launch_grid_stride(const Body& body, cudaStream_t stream) {
   static_assert(sizeof(Body) <= 4096, "kernel arguments over 4 KB");
   grid_stride_kernel<<<blocks_for(body.n), kThreads, 0, stream>>>(body);
+}
+
+// Runs launch(T{}) with T the C++ type of `type`, float or BFloat16 (Note [Element types] in
+// kernels/types.h), then checks the launch; any other type throws, naming `op`.
+template <typename Launch>
+void with_activation_type(ElementType type, const char* op, const Launch& launch) {
+  if (type == ElementType::BFloat16) {
+    launch(BFloat16{});
+  } else {
+    TANDEM_CHECK(type == ElementType::Float32, "[", op, "] takes float32 or bfloat16");
+    launch(float{});
+  }
+  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tandem::cuda::kernels

@@ -1,4 +1,6 @@
-// GEMM through cuBLAS, with the arguments of Note [Row-major GEMM on cuBLAS] (gemm_args.h).
+// GEMM through cuBLAS, with the arguments of Note [Row-major GEMM on cuBLAS] (gemm_args.h):
+// float32 (cublasSgemm), or bfloat16 a and b with a float32 c (cublasGemmEx: CUDA_R_16BF inputs,
+// CUDA_R_32F output, CUBLAS_COMPUTE_32F), as Note [bfloat16 activations] asks.
 
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_backend.h"
@@ -12,6 +14,11 @@ namespace tandem::cuda {
 void CudaBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Tensor& a,
                        const Tensor& b, float beta, Tensor& c) {
   OnDevice on(c, "gemm");
+  const bool bfloat16 = a.dtype() == DType::BFloat16;
+  TANDEM_CHECK(a.dtype() == b.dtype() && (bfloat16 || a.dtype() == DType::Float32) &&
+                   c.dtype() == DType::Float32,
+               "[gemm] takes float32 a, b, c or bfloat16 a, b with float32 c; got ",
+               dtype_name(a.dtype()), ", ", dtype_name(b.dtype()), ", ", dtype_name(c.dtype()));
   const CublasGemmArgs args = cublas_gemm_args(transpose_a, transpose_b, a.shape(), b.shape());
   TANDEM_CHECK(c.dim() == 2 && c.size(0) == args.n && c.size(1) == args.m, "[gemm] output ",
                shape_str(c.shape()), " is not (", args.n, ", ", args.m, ")");
@@ -31,6 +38,15 @@ void CudaBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Te
   CUBLAS_CHECK(library.set_math_mode(
       handle, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   const auto op = [](bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; };
+  if (bfloat16) {
+    // bfloat16 products are exact in float32 and CUBLAS_COMPUTE_32F accumulates in float32:
+    // the tensor cores it may use lose nothing, so the TF32 setting does not matter here.
+    CUBLAS_CHECK(library.gemm_ex(handle, op(args.transa), op(args.transb), args.m, args.n, args.k,
+                                 &alpha, b.data_ptr(), CUDA_R_16BF, args.lda, a.data_ptr(),
+                                 CUDA_R_16BF, args.ldb, &beta, c.data<float>(), CUDA_R_32F,
+                                 args.ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    return;
+  }
   CUBLAS_CHECK(library.sgemm(handle, op(args.transa), op(args.transb), args.m, args.n, args.k,
                              &alpha, b.data<float>(), args.lda, a.data<float>(), args.ldb, &beta,
                              c.data<float>(), args.ldc));

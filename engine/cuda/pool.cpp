@@ -1,6 +1,8 @@
-// Pooling (kernels in pool.cu). Max pooling's workspace holds each window's argmax as int32.
+// Pooling, float32 or bfloat16 (kernels in pool.cu). Max pooling's workspace holds each window's
+// argmax as int32.
 
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/on_device.h"
 #include "engine/ops/factory.h"
@@ -20,9 +22,9 @@ void CudaBackend::max_pool2d_forward(const Tensor& x, const Pool2dOptions& optio
   OnDevice on(y, "max_pool2d");
   workspace = empty({y.numel() * static_cast<int64_t>(sizeof(int32_t))},
                     {.dtype = DType::UInt8, .device = y.device()});
-  kernels::max_pool2d_forward(x.data<float>(), pool_shape(x.shape(), y.shape(), options),
-                              y.data<float>(), static_cast<int32_t*>(workspace.data_ptr()),
-                              on.stream);
+  kernels::max_pool2d_forward(activation_type("max_pool2d", {&x, &y}), x.data_ptr(),
+                              pool_shape(x.shape(), y.shape(), options), y.data_ptr(),
+                              static_cast<int32_t*>(workspace.data_ptr()), on.stream);
 }
 
 void CudaBackend::max_pool2d_backward(const Tensor& grad_y, const Tensor& x, const Tensor&,
@@ -32,22 +34,24 @@ void CudaBackend::max_pool2d_backward(const Tensor& grad_y, const Tensor& x, con
   TANDEM_CHECK(workspace.defined() && workspace.device() == grad_x.device() &&
                    workspace.numel() == grad_y.numel() * static_cast<int64_t>(sizeof(int32_t)),
                "[max_pool2d_backward] the workspace does not come from this backend's forward");
-  kernels::max_pool2d_backward(
-      grad_y.data<float>(), static_cast<const int32_t*>(workspace.data_ptr()),
-      pool_shape(x.shape(), grad_y.shape(), options), grad_x.data<float>(), on.stream);
+  kernels::max_pool2d_backward(activation_type("max_pool2d_backward", {&grad_y, &grad_x}),
+                               grad_y.data_ptr(), static_cast<const int32_t*>(workspace.data_ptr()),
+                               pool_shape(x.shape(), grad_y.shape(), options), grad_x.data_ptr(),
+                               on.stream);
 }
 
 void CudaBackend::adaptive_avg_pool2d_forward(const Tensor& x, Tensor& y) {
   OnDevice on(y, "adaptive_avg_pool2d");
-  kernels::adaptive_avg_pool2d_forward(x.data<float>(), pool_shape(x.shape(), y.shape(), {}),
-                                       y.data<float>(), on.stream);
+  kernels::adaptive_avg_pool2d_forward(activation_type("adaptive_avg_pool2d", {&x, &y}),
+                                       x.data_ptr(), pool_shape(x.shape(), y.shape(), {}),
+                                       y.data_ptr(), on.stream);
 }
 
 void CudaBackend::adaptive_avg_pool2d_backward(const Tensor& grad_y, Tensor& grad_x) {
   OnDevice on(grad_x, "adaptive_avg_pool2d_backward");
-  kernels::adaptive_avg_pool2d_backward(grad_y.data<float>(),
-                                        pool_shape(grad_x.shape(), grad_y.shape(), {}),
-                                        grad_x.data<float>(), on.stream);
+  kernels::adaptive_avg_pool2d_backward(
+      activation_type("adaptive_avg_pool2d_backward", {&grad_y, &grad_x}), grad_y.data_ptr(),
+      pool_shape(grad_x.shape(), grad_y.shape(), {}), grad_x.data_ptr(), on.stream);
 }
 
 }  // namespace tandem::cuda

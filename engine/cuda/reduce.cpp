@@ -1,7 +1,9 @@
-// Reductions: sums over any set of dims and the row argmax (kernels in reduce.cu).
+// Reductions: sums over any set of dims (float32 or bfloat16) and the row argmax (kernels in
+// reduce.cu).
 
 #include "engine/cuda/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels.h"
 #include "engine/cuda/kernels/reduce_layout.h"
 #include "engine/cuda/on_device.h"
@@ -9,10 +11,15 @@
 namespace tandem::cuda {
 
 void CudaBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
+  activation_type("sum", {&in, &out});  // one dtype, float32 or bfloat16
+  sum_into(in, dims, out);
+}
+
+void sum_into(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
   OnDevice on(out, "sum");
   if (out.numel() == 0) return;
   if (in.numel() == 0) {
-    fill(out, 0.0);
+    backend().fill(out, 0.0);
     return;
   }
   const kernels::ReduceLayout layout = kernels::reduce_layout(in.shape(), dims);
@@ -20,7 +27,8 @@ void CudaBackend::sum(const Tensor& in, const std::vector<int64_t>& dims, Tensor
   const size_t workspace_bytes = kernels::sum_workspace_bytes(layout, sm_count);
   // Freed at the end of the call, but only reused by work queued after the kernels: stream order.
   const DeviceBuffer workspace(on.index, workspace_bytes);
-  kernels::sum(in.data<float>(), layout, sm_count, workspace.data(), out.data<float>(), on.stream);
+  kernels::sum(in.data_ptr(), element_type(in.dtype()), layout, sm_count, workspace.data(),
+               out.data_ptr(), element_type(out.dtype()), on.stream);
 }
 
 void CudaBackend::argmax_rows(const Tensor& in, Tensor& out) {

@@ -11,8 +11,9 @@ namespace tandem::cuda::kernels {
 namespace {
 
 // grid: (outputs, splits) of kSumBlock threads (sum_per_block in kernels/reduce.h).
-__global__ void sum_per_block_kernel(const float* in, ReduceLayout layout, int64_t chunk,
-                                     double* partials, float* out) {
+template <typename In, typename Out>
+__global__ void sum_per_block_kernel(const In* in, ReduceLayout layout, int64_t chunk,
+                                     double* partials, Out* out) {
   using Block = CudaBlock<double, kSumBlock>;
   __shared__ Block::Storage storage;
   Block block(storage);
@@ -25,15 +26,12 @@ __global__ void argmax_rows_kernel(const float* in, int64_t rows, int64_t cols, 
   argmax_rows_warps(warp, blockIdx.x, gridDim.x, blockDim.x, in, rows, cols, out);
 }
 
-}  // namespace
-
-void sum(const float* in, const ReduceLayout& layout, int sm_count, void* workspace, float* out,
-         cudaStream_t stream) {
-  if (layout.outputs == 0) return;
-  TANDEM_CHECK(layout.reduce_count > 0, "[sum] empty reductions are the caller's (fill with 0)");
+template <typename In, typename Out>
+void sum_as(const In* in, const ReduceLayout& layout, int sm_count, void* workspace, Out* out,
+            cudaStream_t stream) {
   const SumPlan plan = plan_sum(layout, sm_count);
   if (plan.per_thread) {
-    launch_grid_stride(SumPerThreadBody{in, layout, out, layout.outputs}, stream);
+    launch_grid_stride(SumPerThreadBody<In, Out>{in, layout, out, layout.outputs}, stream);
     CUDA_CHECK_LAUNCH();
     return;
   }
@@ -41,11 +39,33 @@ void sum(const float* in, const ReduceLayout& layout, int sm_count, void* worksp
   auto* partials = static_cast<double*>(workspace);
   TANDEM_CHECK(plan.splits == 1 || partials != nullptr, "[sum] missing workspace");
   const dim3 grid(static_cast<unsigned>(layout.outputs), static_cast<unsigned>(plan.splits));
-  sum_per_block_kernel<<<grid, kSumBlock, 0, stream>>>(in, layout, plan.chunk, partials, out);
+  sum_per_block_kernel<In, Out>
+      <<<grid, kSumBlock, 0, stream>>>(in, layout, plan.chunk, partials, out);
   CUDA_CHECK_LAUNCH();
   if (plan.splits > 1) {
-    launch_grid_stride(SumPartialsBody{partials, plan.splits, out, layout.outputs}, stream);
+    launch_grid_stride(SumPartialsBody<Out>{partials, plan.splits, out, layout.outputs}, stream);
     CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace
+
+void sum(const void* in, ElementType in_type, const ReduceLayout& layout, int sm_count,
+         void* workspace, void* out, ElementType out_type, cudaStream_t stream) {
+  if (layout.outputs == 0) return;
+  TANDEM_CHECK(layout.reduce_count > 0, "[sum] empty reductions are the caller's (fill with 0)");
+  using F = ElementType;
+  if (in_type == F::Float32 && out_type == F::Float32) {
+    sum_as(static_cast<const float*>(in), layout, sm_count, workspace, static_cast<float*>(out),
+           stream);
+  } else if (in_type == F::BFloat16 && out_type == F::BFloat16) {
+    sum_as(static_cast<const BFloat16*>(in), layout, sm_count, workspace,
+           static_cast<BFloat16*>(out), stream);
+  } else if (in_type == F::BFloat16 && out_type == F::Float32) {
+    sum_as(static_cast<const BFloat16*>(in), layout, sm_count, workspace, static_cast<float*>(out),
+           stream);
+  } else {
+    TANDEM_FAIL("[sum] takes float32 → float32, bfloat16 → bfloat16 or bfloat16 → float32");
   }
 }
 

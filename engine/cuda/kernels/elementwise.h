@@ -1,7 +1,8 @@
 #pragma once
 /// Bodies of the elementwise kernels (elementwise.cu): unary ops, broadcasting binary ops, the
 /// conv bias add and the batch-norm statistic conversions. One template instance per op, so the
-/// op is a compile-time constant inside each kernel. Note [Kernel bodies] in grid.h.
+/// op is a compile-time constant inside each kernel, and per element type (Note [Element types]
+/// in types.h). Note [Kernel bodies] in grid.h.
 
 #include <cmath>
 #include <cstdint>
@@ -53,14 +54,16 @@ TANDEM_HD inline float apply_binary(T x, T y) {
   }
 }
 
-/// in, out: (n); out may alias in
-template <Unary kOp>
+/// in, out: (n) of T; out may alias in
+template <Unary kOp, typename T = float>
 struct UnaryBody {
-  const float* in;
+  const T* in;
   float scalar;
-  float* out;
+  T* out;
   int64_t n;
-  TANDEM_HD void operator()(int64_t i) const { out[i] = apply_unary<kOp>(in[i], scalar); }
+  TANDEM_HD void operator()(int64_t i) const {
+    out[i] = narrow<T>(apply_unary<kOp>(widen(in[i]), scalar));
+  }
 };
 
 /// out: (n) = in: (n) + scalar, int64 (a counter such as batch norm's num_batches_tracked,
@@ -73,23 +76,38 @@ struct AddScalarInt64Body {
   TANDEM_HD void operator()(int64_t i) const { out[i] = in[i] + scalar; }
 };
 
-/// a, b, out: (n), no broadcasting
+/// The output element of a binary op on T: bfloat16 for bfloat16, else float (int64 inputs are
+/// Equal's, whose result is float).
+template <typename T>
+struct BinaryOut {
+  using type = float;
+};
+template <>
+struct BinaryOut<BFloat16> {
+  using type = BFloat16;
+};
+
+/// a, b: (n) of T, out: (n), no broadcasting
 template <Binary kOp, typename T>
 struct BinaryContiguousBody {
+  using Out = typename BinaryOut<T>::type;
   const T* a;
   const T* b;
-  float* out;
+  Out* out;
   int64_t n;
-  TANDEM_HD void operator()(int64_t i) const { out[i] = apply_binary<kOp, T>(a[i], b[i]); }
+  TANDEM_HD void operator()(int64_t i) const {
+    out[i] = narrow<Out>(apply_binary<kOp>(widen(a[i]), widen(b[i])));
+  }
 };
 
 /// out: (n) contiguous over layout.size; a and b read at their (broadcast) strides
 template <Binary kOp, typename T>
 struct BinaryBroadcastBody {
+  using Out = typename BinaryOut<T>::type;
   const T* a;
   const T* b;
   BroadcastLayout layout;
-  float* out;
+  Out* out;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const {
     int64_t remaining = i;
@@ -101,17 +119,18 @@ struct BinaryBroadcastBody {
       offset_a += index * layout.a_stride[d];
       offset_b += index * layout.b_stride[d];
     }
-    out[i] = apply_binary<kOp, T>(a[offset_a], b[offset_b]);
+    out[i] = narrow<Out>(apply_binary<kOp>(widen(a[offset_a]), widen(b[offset_b])));
   }
 };
 
-/// y: (N, K, PQ) += bias: (K); n = N * K * PQ
+/// y: (N, K, PQ) of T += bias: (K) float32; n = N * K * PQ
+template <typename T = float>
 struct AddChannelBiasBody {
-  float* y;
+  T* y;
   const float* bias;
   int64_t k, pq;
   int64_t n;
-  TANDEM_HD void operator()(int64_t i) const { y[i] += bias[(i / pq) % k]; }
+  TANDEM_HD void operator()(int64_t i) const { y[i] = narrow<T>(widen(y[i]) + bias[(i / pq) % k]); }
 };
 
 /// var: (n) = 1 / inv_std² - eps, from inv_std: (n)

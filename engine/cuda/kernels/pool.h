@@ -2,7 +2,8 @@
 /// Bodies of the pooling kernels (pool.cu): max pooling that remembers each window's argmax,
 /// adaptive average pooling with PyTorch's bins. Both backwards gather per input element (each
 /// thread sums the windows that contain its element) instead of scattering with atomics:
-/// deterministic, and no zero-fill pass. Note [Kernel bodies] in grid.h.
+/// deterministic, and no zero-fill pass. Templates on the element type T, float or bfloat16
+/// (Note [Element types] in types.h). Note [Kernel bodies] in grid.h.
 
 #include <cmath>
 #include <cstdint>
@@ -14,41 +15,43 @@
 namespace tandem::cuda::kernels {
 
 /// x: (N, C, H, W) → y, argmax: (N, C, P, Q); n = N * C * P * Q
+template <typename T = float>
 struct MaxPool2dForwardBody {
-  const float* x;
+  const T* x;
   PoolShape s;
-  float* y;
+  T* y;
   int32_t* argmax;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const {
     const int64_t q = i % s.q;
     const int64_t p = (i / s.q) % s.p;
     const int64_t plane = i / (s.p * s.q);
-    const float* in = x + plane * s.h * s.w;
+    const T* in = x + plane * s.h * s.w;
     const int64_t h0 = p * s.stride - s.padding;
     const int64_t w0 = q * s.stride - s.padding;
     float best = -INFINITY;
     int64_t best_index = -1;
     for (int64_t h = max_of<int64_t>(h0, 0); h < min_of(h0 + s.kernel, s.h); ++h) {
       for (int64_t w = max_of<int64_t>(w0, 0); w < min_of(w0 + s.kernel, s.w); ++w) {
-        const float v = in[h * s.w + w];
+        const float v = widen(in[h * s.w + w]);
         if (best_index < 0 || v > best) {  // strict: the first maximum in row-major order wins
           best = v;
           best_index = h * s.w + w;
         }
       }
     }
-    y[i] = best;
+    y[i] = narrow<T>(best);  // exact: best is one of the inputs
     argmax[i] = static_cast<int32_t>(best_index);
   }
 };
 
 /// grad_y, argmax: (N, C, P, Q) → grad_x: (N, C, H, W); n = N * C * H * W
+template <typename T = float>
 struct MaxPool2dBackwardBody {
-  const float* grad_y;
+  const T* grad_y;
   const int32_t* argmax;
   PoolShape s;
-  float* grad_x;
+  T* grad_x;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const {
     const int64_t w = i % s.w;
@@ -67,10 +70,10 @@ struct MaxPool2dBackwardBody {
     for (int64_t p = p_begin; p < p_end; ++p) {
       for (int64_t q = q_begin; q < q_end; ++q) {
         const int64_t o = out_base + p * s.q + q;
-        if (argmax[o] == self) total_grad += grad_y[o];
+        if (argmax[o] == self) total_grad += widen(grad_y[o]);
       }
     }
-    grad_x[i] = total_grad;
+    grad_x[i] = narrow<T>(total_grad);
   }
 };
 
@@ -83,32 +86,34 @@ TANDEM_HD inline int64_t bin_end(int64_t i, int64_t in, int64_t out) {
 }
 
 /// x: (N, C, H, W) → y: (N, C, P, Q); n = N * C * P * Q
+template <typename T = float>
 struct AdaptiveAvgPool2dForwardBody {
-  const float* x;
+  const T* x;
   PoolShape s;
-  float* y;
+  T* y;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const {
     const int64_t j = i % s.q;
     const int64_t k = (i / s.q) % s.p;
     const int64_t plane = i / (s.p * s.q);
-    const float* in = x + plane * s.h * s.w;
+    const T* in = x + plane * s.h * s.w;
     const int64_t r0 = bin_start(k, s.h, s.p), r1 = bin_end(k, s.h, s.p);
     const int64_t c0 = bin_start(j, s.w, s.q), c1 = bin_end(j, s.w, s.q);
     double total_value = 0.0;
     for (int64_t r = r0; r < r1; ++r) {
-      for (int64_t c = c0; c < c1; ++c) total_value += in[r * s.w + c];
+      for (int64_t c = c0; c < c1; ++c) total_value += widen(in[r * s.w + c]);
     }
-    y[i] = static_cast<float>(total_value / static_cast<double>((r1 - r0) * (c1 - c0)));
+    y[i] = narrow<T>(static_cast<float>(total_value / static_cast<double>((r1 - r0) * (c1 - c0))));
   }
 };
 
 /// grad_y: (N, C, P, Q) → grad_x: (N, C, H, W); n = N * C * H * W. Bins may overlap, so each
 /// input element sums the share of every bin that contains it.
+template <typename T = float>
 struct AdaptiveAvgPool2dBackwardBody {
-  const float* grad_y;
+  const T* grad_y;
   PoolShape s;
-  float* grad_x;
+  T* grad_x;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const {
     const int64_t w = i % s.w;
@@ -120,7 +125,7 @@ struct AdaptiveAvgPool2dBackwardBody {
     const int64_t k_end = min_of<int64_t>(((h + 1) * s.p) / s.h + 2, s.p);
     const int64_t j_begin = max_of<int64_t>((w * s.q) / s.w - 1, 0);
     const int64_t j_end = min_of<int64_t>(((w + 1) * s.q) / s.w + 2, s.q);
-    const float* g = grad_y + plane * s.p * s.q;
+    const T* g = grad_y + plane * s.p * s.q;
     float total_grad = 0.0f;
     for (int64_t k = k_begin; k < k_end; ++k) {
       const int64_t r0 = bin_start(k, s.h, s.p), r1 = bin_end(k, s.h, s.p);
@@ -128,10 +133,10 @@ struct AdaptiveAvgPool2dBackwardBody {
       for (int64_t j = j_begin; j < j_end; ++j) {
         const int64_t c0 = bin_start(j, s.w, s.q), c1 = bin_end(j, s.w, s.q);
         if (w < c0 || w >= c1) continue;
-        total_grad += g[k * s.q + j] / static_cast<float>((r1 - r0) * (c1 - c0));
+        total_grad += widen(g[k * s.q + j]) / static_cast<float>((r1 - r0) * (c1 - c0));
       }
     }
-    grad_x[i] = total_grad;
+    grad_x[i] = narrow<T>(total_grad);
   }
 };
 

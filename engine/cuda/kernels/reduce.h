@@ -15,51 +15,59 @@
 
 namespace tandem::cuda::kernels {
 
+// Note [Element types] in types.h: sums take In (float or bfloat16) and write Out (the same, or
+// float32 for a bfloat16 input, as conv2d's bias gradient). They add doubles, and a result is
+// rounded to float32 first and then, for a bfloat16 Out, once more from that float32.
+
 /// in: contiguous → out: (n) with n = layout.outputs, one output per element
+template <typename In = float, typename Out = float>
 struct SumPerThreadBody {
-  const float* in;
+  const In* in;
   ReduceLayout layout;
-  float* out;
+  Out* out;
   int64_t n;
   TANDEM_HD void operator()(int64_t o) const {
-    const float* base = in + offset_of(o, layout.kept);
+    const In* base = in + offset_of(o, layout.kept);
     double total = 0.0;
-    for (int64_t r = 0; r < layout.reduce_count; ++r) total += base[offset_of(r, layout.reduced)];
-    out[o] = static_cast<float>(total);
+    for (int64_t r = 0; r < layout.reduce_count; ++r) {
+      total += widen(base[offset_of(r, layout.reduced)]);
+    }
+    out[o] = narrow<Out>(static_cast<float>(total));
   }
 };
 
 /// partials: (n, splits) → out: (n), each row added in order
+template <typename Out = float>
 struct SumPartialsBody {
   const double* partials;
   int64_t splits;
-  float* out;
+  Out* out;
   int64_t n;
   TANDEM_HD void operator()(int64_t o) const {
     double total = 0.0;
     for (int64_t s = 0; s < splits; ++s) total += partials[o * splits + s];
-    out[o] = static_cast<float>(total);
+    out[o] = narrow<Out>(static_cast<float>(total));
   }
 };
 
 /// One thread of block (o, split) of a grid (outputs, splits) of kSumBlock threads: the block
 /// sums terms [split * chunk, (split + 1) * chunk) of output o of in (contiguous) into out: (o)
 /// when splits == 1, else into partials: (outputs, splits). Block reductions add doubles.
-template <typename Block>
-TANDEM_HD void sum_per_block(Block& block, int64_t o, int64_t split, int64_t splits,
-                             const float* in, const ReduceLayout& layout, int64_t chunk,
-                             double* partials, float* out) {
-  const float* base = in + offset_of(o, layout.kept);
+template <typename Block, typename In, typename Out>
+TANDEM_HD void sum_per_block(Block& block, int64_t o, int64_t split, int64_t splits, const In* in,
+                             const ReduceLayout& layout, int64_t chunk, double* partials,
+                             Out* out) {
+  const In* base = in + offset_of(o, layout.kept);
   const int64_t begin = split * chunk;
   const int64_t end = min_of(begin + chunk, layout.reduce_count);
   double total = 0.0;
   for (int64_t r = begin + block.thread(); r < end; r += kSumBlock) {
-    total += base[offset_of(r, layout.reduced)];
+    total += widen(base[offset_of(r, layout.reduced)]);
   }
   const double block_total = block.sum(total);
   if (block.thread() == 0) {
     if (splits == 1) {
-      out[o] = static_cast<float>(block_total);
+      out[o] = narrow<Out>(static_cast<float>(block_total));
     } else {
       partials[o * splits + split] = block_total;
     }

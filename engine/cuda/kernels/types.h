@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "engine/half.h"
 #include "engine/host_device.h"
 
 namespace tandem::cuda::kernels {
@@ -30,6 +31,25 @@ TANDEM_HD inline int64_t offset_of(int64_t index, const StridedLayout& layout) {
 /// BFloat16 and Float16 are engine/half.h's types: casts widen them to float or round to them
 /// (Note [Half conversions]), bit for bit as the CPU backend does.
 enum class ElementType { Float32, Int64, UInt8, BFloat16, Float16 };
+
+/// Note [Element types]: the kernels of Note [bfloat16 activations] (engine/backend.h) are
+/// templates on their element type T, float or BFloat16, with one body for both: each element
+/// is widened to float on load and rounded once on store (engine/half.h), and every sum is
+/// accumulated in float or wider. For T = float widen() and narrow() are the identity, so the
+/// float32 kernels compute exactly what they did before the template.
+TANDEM_HD inline float widen(float value) {
+  return value;
+}
+TANDEM_HD inline float widen(BFloat16 value) {
+  return static_cast<float>(value);
+}
+TANDEM_HD inline int64_t widen(int64_t value) {
+  return value;
+}
+template <typename T>
+TANDEM_HD inline T narrow(float value) {
+  return T(value);
+}
 
 enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
 enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward, AddRelu };
@@ -69,6 +89,11 @@ struct ReduceLayout {
 struct PoolShape {
   int64_t n, c, h, w, p, q;
   int64_t kernel = 1, stride = 1, padding = 0;
+};
+
+/// Batch norm's (N, C, HW): statistics per channel c over the N * HW values of that channel.
+struct NormShape {
+  int64_t n, c, hw;
 };
 
 }  // namespace tandem::cuda::kernels

@@ -91,9 +91,9 @@ TEST(CpuGrid, EmptyTensorsTouchNoMemory) {
   const k::PoolShape empty{0, 3, 4, 4, 2, 2, 2, 2, 0};
   for (const CpuGrid& grid : grids_for(0)) {
     run_grid_stride(k::UnaryBody<k::Unary::Exp>{nullptr, 0.0f, nullptr, 0}, grid);
-    run_grid_stride(k::AddChannelBiasBody{nullptr, nullptr, 3, 4, 0}, grid);
-    run_grid_stride(k::MaxPool2dForwardBody{nullptr, empty, nullptr, nullptr, 0}, grid);
-    run_grid_stride(k::AdaptiveAvgPool2dBackwardBody{nullptr, empty, nullptr, 0}, grid);
+    run_grid_stride(k::AddChannelBiasBody<float>{nullptr, nullptr, 3, 4, 0}, grid);
+    run_grid_stride(k::MaxPool2dForwardBody<float>{nullptr, empty, nullptr, nullptr, 0}, grid);
+    run_grid_stride(k::AdaptiveAvgPool2dBackwardBody<float>{nullptr, empty, nullptr, 0}, grid);
   }
 }
 

@@ -1,0 +1,19 @@
+#pragma once
+// Shared by the backend's .cpp files: the kernels' ElementType of a tensor, and the check that a
+// call of Note [bfloat16 activations] (engine/backend.h) has its activations in one dtype.
+
+#include <initializer_list>
+
+#include "engine/cuda/kernels/types.h"
+#include "engine/tensor.h"
+
+namespace tandem::cuda {
+
+/// The kernels' name for `dtype`.
+kernels::ElementType element_type(DType dtype);
+
+/// The one dtype of `tensors` (the undefined ones skipped), float32 or bfloat16; throws naming
+/// [op] when they differ or are of another dtype.
+kernels::ElementType activation_type(const char* op, std::initializer_list<const Tensor*> tensors);
+
+}  // namespace tandem::cuda

@@ -1,0 +1,276 @@
+// Every bfloat16 kernel of Note [bfloat16 activations] (engine/backend.h) on CUDA against the
+// float32 CPU backend run on the same bfloat16-rounded inputs: the CUDA kernel computes in
+// float32 too and rounds each bfloat16 output once, so elementwise results agree bit for bit
+// and everything that sums agrees within a bfloat16 ulp or two (cuDNN's and cuBLAS's float32
+// summation orders differ from the CPU's). Forward and backward, convolution and GEMM included.
+// The kernel bodies are also checked without a GPU (tests/engine/cuda_kernels).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/tandem.h"
+#include "tests/support/cuda_skip.h"
+
+namespace tandem {
+namespace {
+
+constexpr double kBFloat16Tolerance = 1.0 / 128;  // a bfloat16 ulp is 2^-8..2^-7 relative
+constexpr float kEps = 1e-5f;
+
+Backend& cpu() {
+  return backend_for(Device::cpu());
+}
+Backend& gpu() {
+  return backend_for(Device::cuda(0));
+}
+
+/// Uniform values in [low, high), rounded to bfloat16 and widened back: float32 on the CPU, the
+/// reference's input.
+Tensor draw(const Shape& shape, uint64_t seed, float low = -2.0f, float high = 2.0f) {
+  Generator generator(seed);
+  return uniform(shape, low, high, generator).to(DType::BFloat16).to(DType::Float32);
+}
+
+/// The same values as a bfloat16 tensor on cuda:0 (exact: they are bfloat16 already).
+Tensor on_gpu(const Tensor& reference) {
+  return reference.to(DType::BFloat16).to(Device::cuda(0));
+}
+
+Tensor gpu_empty(const Shape& shape, DType dtype = DType::BFloat16) {
+  return empty(shape, {.dtype = dtype, .device = Device::cuda(0)});
+}
+
+std::vector<float> host_floats(const Tensor& t) {
+  return t.to(Device::cpu()).to(DType::Float32).to_vector<float>();
+}
+
+/// max |actual - expected| <= tolerance * max(1, max |expected|), naming the worst element.
+void expect_close(const Tensor& actual, const Tensor& expected, double tolerance,
+                  const std::string& what) {
+  const std::vector<float> a = host_floats(actual), e = host_floats(expected);
+  ASSERT_EQ(a.size(), e.size()) << what;
+  double scale = 1.0, worst = 0.0;
+  size_t worst_at = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    scale = std::max(scale, std::abs(static_cast<double>(e[i])));
+    const double error = std::abs(static_cast<double>(a[i]) - e[i]);
+    if (!(error <= worst)) {  // NaN counts as the worst
+      worst = error;
+      worst_at = i;
+    }
+  }
+  EXPECT_LE(worst, tolerance * scale)
+      << what << ": element " << worst_at << " is " << a[worst_at] << ", expected " << e[worst_at];
+}
+
+/// Every bfloat16 output is the float32 reference rounded once.
+void expect_rounded_equal(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  const std::vector<float> a = host_floats(actual);
+  const std::vector<float> e = host_floats(expected.to(DType::BFloat16));
+  ASSERT_EQ(a.size(), e.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i], e[i]) << what << ", element " << i;
+  }
+}
+
+TEST(BFloat16CudaGpu, ReluAddAddReluAndReluBackwardAreTheFloat32ResultRounded) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Shape shape{8, 3, 17, 19};
+  const Tensor a = draw(shape, 1), b = draw(shape, 2), row = draw({1, 3, 1, 1}, 3);
+  Tensor expected = empty(shape), actual = gpu_empty(shape);
+  cpu().unary(UnaryOp::Relu, a, 0.0f, expected);
+  gpu().unary(UnaryOp::Relu, on_gpu(a), 0.0f, actual);
+  expect_rounded_equal(actual, expected, "relu");
+  for (const BinaryOp op : {BinaryOp::Add, BinaryOp::AddRelu, BinaryOp::ReluBackward}) {
+    const std::string what = "binary op " + std::to_string(static_cast<int>(op));
+    cpu().binary(op, a, b, expected);
+    gpu().binary(op, on_gpu(a), on_gpu(b), actual);
+    expect_rounded_equal(actual, expected, what);
+    cpu().binary(op, a, row, expected);  // broadcast
+    gpu().binary(op, on_gpu(a), on_gpu(row), actual);
+    expect_rounded_equal(actual, expected, what + " broadcast");
+  }
+}
+
+TEST(BFloat16CudaGpu, SumsMatchTheFloat32SumOfTheRoundedInputs) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Tensor x = draw({64, 16, 32, 32}, 4);  // long sums: split across blocks
+  for (const std::vector<int64_t>& dims :
+       std::vector<std::vector<int64_t>>{{0, 2, 3}, {0, 1, 2, 3}, {3}, {0}}) {
+    Shape out_shape = x.shape();
+    for (const int64_t d : dims) out_shape[static_cast<size_t>(d)] = 1;
+    Tensor expected = empty(out_shape), actual = gpu_empty(out_shape);
+    cpu().sum(x, dims, expected);
+    gpu().sum(on_gpu(x), dims, actual);
+    expect_close(actual, expected, kBFloat16Tolerance, "sum over " + std::to_string(dims.size()));
+  }
+}
+
+TEST(BFloat16CudaGpu, PoolingForwardAndBackwardMatchTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Pool2dOptions options{.kernel_size = 3, .stride = 2, .padding = 1};
+  const Tensor x = draw({4, 5, 15, 16}, 5);
+  const Shape y_shape{4, 5, 8, 8};
+  const Tensor grad_y = draw(y_shape, 6);
+  Tensor y = empty(y_shape), workspace, grad_x = empty(x.shape());
+  cpu().max_pool2d_forward(x, options, y, workspace);
+  cpu().max_pool2d_backward(grad_y, x, y, workspace, options, grad_x);
+  const Tensor gx = on_gpu(x);
+  Tensor gy = gpu_empty(y_shape), gworkspace, ggrad_x = gpu_empty(x.shape());
+  gpu().max_pool2d_forward(gx, options, gy, gworkspace);
+  gpu().max_pool2d_backward(on_gpu(grad_y), gx, gy, gworkspace, options, ggrad_x);
+  expect_rounded_equal(gy, y, "max_pool2d");
+  expect_close(ggrad_x, grad_x, kBFloat16Tolerance, "max_pool2d_backward");
+
+  const Shape pooled{4, 5, 1, 1};
+  const Tensor grad_pooled = draw(pooled, 7);
+  Tensor avg = empty(pooled), avg_grad = empty(x.shape());
+  cpu().adaptive_avg_pool2d_forward(x, avg);
+  cpu().adaptive_avg_pool2d_backward(grad_pooled, avg_grad);
+  Tensor gavg = gpu_empty(pooled), gavg_grad = gpu_empty(x.shape());
+  gpu().adaptive_avg_pool2d_forward(gx, gavg);
+  gpu().adaptive_avg_pool2d_backward(on_gpu(grad_pooled), gavg_grad);
+  expect_close(gavg, avg, kBFloat16Tolerance, "adaptive_avg_pool2d");
+  expect_close(gavg_grad, avg_grad, kBFloat16Tolerance, "adaptive_avg_pool2d_backward");
+}
+
+// Training forward and backward, batch norm alone and fused with ReLU: x, y and the gradients of
+// x bfloat16; gamma, beta, statistics and their gradients float32.
+TEST(BFloat16CudaGpu, BatchNormTrainingWithAndWithoutReluMatchesTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Shape shape{32, 16, 16, 16};
+  const Tensor x = draw(shape, 8, -3.0f, 5.0f), grad_y = draw(shape, 9);
+  const Tensor gamma = draw({16}, 10, 0.5f, 2.0f), beta = draw({16}, 11);
+  const Tensor ggamma = gamma.to(Device::cuda(0)), gbeta = beta.to(Device::cuda(0));
+  ASSERT_TRUE(gpu().fuses_batch_norm_relu(on_gpu(x)));
+  for (const bool relu : {false, true}) {
+    const std::string what = relu ? "batch_norm_relu" : "batch_norm";
+    Tensor y = empty(shape), mean = empty({16}), var = empty({16});
+    cpu().batch_norm_forward_training(x, gamma, beta, kEps, y, mean, var);
+    Tensor grad = grad_y;
+    if (relu) {
+      Tensor relu_y = empty(shape);
+      cpu().unary(UnaryOp::Relu, y, 0.0f, relu_y);
+      y = relu_y;
+      grad = empty(shape);
+      cpu().binary(BinaryOp::ReluBackward, grad_y, y, grad);
+    }
+    Tensor grad_x = empty(shape), grad_gamma = empty({16}), grad_beta = empty({16});
+    cpu().batch_norm_backward(grad, x, gamma, mean, var, kEps, grad_x, grad_gamma, grad_beta);
+
+    const Tensor gx = on_gpu(x), ggrad_y = on_gpu(grad_y);
+    Tensor gy = gpu_empty(shape), gmean = gpu_empty({16}, DType::Float32);
+    Tensor gvar = gpu_empty({16}, DType::Float32), ggrad_x = gpu_empty(shape);
+    Tensor ggrad_gamma = gpu_empty({16}, DType::Float32);
+    Tensor ggrad_beta = gpu_empty({16}, DType::Float32);
+    if (relu) {
+      gpu().batch_norm_relu_forward_training(gx, ggamma, gbeta, kEps, gy, gmean, gvar);
+      gpu().batch_norm_relu_backward(ggrad_y, gy, gx, ggamma, gmean, gvar, kEps, ggrad_x,
+                                     ggrad_gamma, ggrad_beta);
+    } else {
+      gpu().batch_norm_forward_training(gx, ggamma, gbeta, kEps, gy, gmean, gvar);
+      gpu().batch_norm_backward(ggrad_y, gx, ggamma, gmean, gvar, kEps, ggrad_x, ggrad_gamma,
+                                ggrad_beta);
+    }
+    expect_close(gy, y, 2 * kBFloat16Tolerance, what + " y");
+    expect_close(gmean, mean, 1e-4, what + " mean");
+    expect_close(gvar, var, 1e-4, what + " var");
+    expect_close(ggrad_x, grad_x, 2 * kBFloat16Tolerance, what + " grad_x");
+    // The gradients of gamma and beta are float32 sums of the same rounded values; y of the
+    // fused op decides which grad_y count, so one near-zero y may flip: a looser bound there.
+    expect_close(ggrad_gamma, grad_gamma, relu ? 1e-2 : 1e-3, what + " grad_gamma");
+    expect_close(ggrad_beta, grad_beta, relu ? 1e-2 : 1e-3, what + " grad_beta");
+  }
+}
+
+TEST(BFloat16CudaGpu, BatchNormInferenceMatchesTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Shape shape{8, 16, 9, 9};
+  const Tensor x = draw(shape, 12), gamma = draw({16}, 13), beta = draw({16}, 14);
+  const Tensor running_mean = draw({16}, 15), running_var = draw({16}, 16, 0.5f, 3.0f);
+  Tensor y = empty(shape), gy = gpu_empty(shape);
+  cpu().batch_norm_forward_inference(x, gamma, beta, running_mean, running_var, kEps, y);
+  const Device cuda = Device::cuda(0);
+  gpu().batch_norm_forward_inference(on_gpu(x), gamma.to(cuda), beta.to(cuda),
+                                     running_mean.to(cuda), running_var.to(cuda), kEps, gy);
+  expect_close(gy, y, kBFloat16Tolerance, "batch_norm inference");
+}
+
+// cuDNN with CUDNN_DATA_BFLOAT16 tensors and filters, float32 compute; a float32 bias.
+TEST(BFloat16CudaGpu, ConvolutionForwardAndBackwardMatchTheCpu) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  for (const Conv2dOptions options :
+       {Conv2dOptions{.stride = 1, .padding = 1}, Conv2dOptions{.stride = 2, .padding = 0}}) {
+    const std::string what = "conv2d stride " + std::to_string(options.stride);
+    const Tensor x = draw({8, 16, 16, 16}, 17), w = draw({32, 16, 3, 3}, 18, -0.3f, 0.3f);
+    const Tensor bias = draw({32}, 19);
+    const int64_t p = (16 + 2 * options.padding - 3) / options.stride + 1;
+    const Shape y_shape{8, 32, p, p};
+    const Tensor grad_y = draw(y_shape, 20);
+    Tensor y = empty(y_shape), grad_x = empty(x.shape()), grad_w = empty(w.shape());
+    Tensor grad_bias = empty({32});
+    cpu().conv2d_forward(x, w, bias, options, y);
+    cpu().conv2d_backward_input(grad_y, w, options, grad_x);
+    cpu().conv2d_backward_weight(grad_y, x, options, grad_w, grad_bias);
+
+    const Device cuda = Device::cuda(0);
+    Tensor gy = gpu_empty(y_shape), ggrad_x = gpu_empty(x.shape());
+    Tensor ggrad_w = gpu_empty(w.shape()), ggrad_bias = gpu_empty({32}, DType::Float32);
+    gpu().conv2d_forward(on_gpu(x), on_gpu(w), bias.to(cuda), options, gy);
+    gpu().conv2d_backward_input(on_gpu(grad_y), on_gpu(w), options, ggrad_x);
+    gpu().conv2d_backward_weight(on_gpu(grad_y), on_gpu(x), options, ggrad_w, ggrad_bias);
+    expect_close(gy, y, kBFloat16Tolerance, what + " forward");
+    expect_close(ggrad_x, grad_x, kBFloat16Tolerance, what + " backward input");
+    expect_close(ggrad_w, grad_w, kBFloat16Tolerance, what + " backward weight");
+    expect_close(ggrad_bias, grad_bias, 1e-4, what + " bias gradient");  // float32 sums
+  }
+}
+
+// cublasGemmEx: a and b bfloat16, c float32, every transpose, with alpha and beta.
+TEST(BFloat16CudaGpu, GemmMatchesTheCpuInFloat32) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      const std::string what = std::string("gemm ") + (ta ? "T" : "N") + (tb ? "T" : "N");
+      const int64_t m = 37, k = 129, n = 10;
+      const Tensor a = draw(ta ? Shape{k, m} : Shape{m, k}, 21);
+      const Tensor b = draw(tb ? Shape{n, k} : Shape{k, n}, 22);
+      const Tensor c0 = draw({m, n}, 23);
+      Tensor c = c0.clone(), gc = c0.to(Device::cuda(0));
+      cpu().gemm(ta, tb, 0.5f, a, b, 2.0f, c);
+      gpu().gemm(ta, tb, 0.5f, on_gpu(a), on_gpu(b), 2.0f, gc);
+      ASSERT_EQ(gc.dtype(), DType::Float32);
+      // float32 output: only the summation order differs (and tensor cores' accumulation, which
+      // need not round each step as an FMA does).
+      expect_close(gc, c, 1e-4, what);
+    }
+  }
+}
+
+TEST(BFloat16CudaGpu, KernelsWithoutABFloat16VersionSayWhich) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  const Tensor x = on_gpu(draw({4, 8}, 24));
+  Tensor out = gpu_empty({4, 8});
+  const auto message = [](const auto& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { gpu().unary(UnaryOp::Exp, x, 0.0f, out); }).find("[unary]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { gpu().binary(BinaryOp::Mul, x, x, out); }).find("[binary]"),
+            std::string::npos);
+  Tensor float_out = gpu_empty({4, 8}, DType::Float32);
+  EXPECT_NE(message([&] { gpu().unary(UnaryOp::Relu, x, 0.0f, float_out); }).find("[unary]"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem
