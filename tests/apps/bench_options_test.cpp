@@ -81,7 +81,7 @@ TEST(BenchOptions, EachPrecisionIsARowNextToItsTwin) {
   BenchOptions worker;
   ASSERT_TRUE(parse_bench_options(static_cast<int>(argv.size()), argv.data(), worker));
   EXPECT_EQ(worker_config(worker), configs[3]) << "the worker measures the row it was given";
-  EXPECT_NE(error_message([] {
+  EXPECT_NE(testing::error_message([] {
               parse({"--precision", "fp16"});
             }).find("--precision"),
             std::string::npos);
