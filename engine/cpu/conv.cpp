@@ -25,6 +25,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/float_types.h"
 
 namespace tandem::cpu {
 namespace {
@@ -87,10 +88,22 @@ std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shap
                    [&] { return create(x.shape(), w, y, has_bias, options, format, x.dtype()); });
 }
 
+// bfloat16 where oneDNN has no bfloat16 convolution (an AVX2 CPU: only with --allow-slow-bf16,
+// apps/common/training_setup.h): the float32 primitives on widened copies, each result rounded
+// once, as the bfloat16 primitives compute it.
+bool through_float32(const Tensor& t) {
+  return t.dtype() == DType::BFloat16 && !ctx::has_bf16_primitives();
+}
+
 }  // namespace
 
 void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias,
                                 const Conv2dOptions& options, Tensor& y) {
+  if (through_float32(x)) {
+    Tensor y_float = float_like(y);
+    conv2d_forward(widened(x), widened(w), bias, options, y_float);
+    return narrow_into(y_float, y);
+  }
   const auto p = primitives_for(x, w.shape(), y.shape(), bias.defined(), options);
   const auto& pd = p->forward_pd;
   Tensor x_holder, w_holder, y_holder;  // blocked copies (Note [oneDNN layouts])
@@ -106,6 +119,11 @@ void CpuBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& 
 
 void CpuBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
                                        const Conv2dOptions& options, Tensor& grad_x) {
+  if (through_float32(grad_y)) {
+    Tensor grad_x_float = float_like(grad_x);
+    conv2d_backward_input(widened(grad_y), widened(w), options, grad_x_float);
+    return narrow_into(grad_x_float, grad_x);
+  }
   const auto p = primitives_for(grad_x, w.shape(), grad_y.shape(), false, options);
   const auto& pd = p->backward_data_pd;
   Tensor grad_y_holder, w_holder, grad_x_holder;  // blocked copies (Note [oneDNN layouts])
@@ -120,6 +138,11 @@ void CpuBackend::conv2d_backward_input(const Tensor& grad_y, const Tensor& w,
 void CpuBackend::conv2d_backward_weight(const Tensor& grad_y, const Tensor& x,
                                         const Conv2dOptions& options, Tensor& grad_w,
                                         Tensor& grad_bias) {
+  if (through_float32(x)) {
+    Tensor grad_w_float = float_like(grad_w);
+    conv2d_backward_weight(widened(grad_y), widened(x), options, grad_w_float, grad_bias);
+    return narrow_into(grad_w_float, grad_w);
+  }
   const bool has_bias = grad_bias.defined();
   const auto p = primitives_for(x, grad_w.shape(), grad_y.shape(), has_bias, options);
   const auto& pd = p->backward_weights_pd;

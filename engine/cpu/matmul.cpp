@@ -7,6 +7,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
 
 namespace tandem::cpu {
@@ -74,8 +75,13 @@ void CpuBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Ten
   const int64_t n = c.size(1);
   const int64_t k = transpose_a ? a.size(0) : a.size(1);
   if (m == 0 || n == 0) return;
-  if (a.dtype() == DType::BFloat16)
+  if (a.dtype() == DType::BFloat16 && !dnnl_context::has_bf16_primitives()) {
+    // An AVX2 CPU (--allow-slow-bf16): sgemm on widened copies, exact products as in bf16.
+    return gemm(transpose_a, transpose_b, alpha, widened(a), widened(b), beta, c);
+  }
+  if (a.dtype() == DType::BFloat16) {
     return gemm_bf16(transpose_a, transpose_b, alpha, a, b, beta, c, k);
+  }
   use_tandem_thread_count();
   const dnnl_status_t status =
       dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k, alpha, a.data<float>(),
