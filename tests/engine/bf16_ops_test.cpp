@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/autograd/node.h"
+#include "engine/cpu/float_types.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
 
@@ -105,6 +107,20 @@ const MemoryFormat kFormats[] = {MemoryFormat::Contiguous, MemoryFormat::Channel
 
 std::string name_of(MemoryFormat format) {
   return format == MemoryFormat::ChannelsLast ? "channels-last" : "NCHW";
+}
+
+TEST(Bf16Ops, KernelNarrowingIsNoteHalfConversionsBitForBit) {
+  // The CPU kernels' own narrow<BFloat16> (a float compare for NaN) against engine/half.h: every
+  // sign, exponent and kept mantissa, with low halves at and around the rounding boundary, NaN
+  // payloads that truncation would turn into infinity, subnormals and the carry into infinity.
+  for (uint32_t high = 0; high <= 0xffffu; ++high) {
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const uint32_t bits = high << 16 | low;
+      float value;
+      std::memcpy(&value, &bits, sizeof(value));
+      ASSERT_EQ(cpu::narrow<BFloat16>(value).bits, BFloat16(value).bits) << std::hex << bits;
+    }
+  }
 }
 
 TEST(Bf16Ops, RoundsToNearestEvenOnce) {
