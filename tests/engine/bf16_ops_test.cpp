@@ -33,7 +33,7 @@ using testing::error_message;
 constexpr double kHalfUlp = 1.0 / 256;
 constexpr double kFloatSlack = 1e-5;
 
-// v rounded to bfloat16 and back: the values both runs see.
+// Random values, rounded to bfloat16: what both runs see.
 Tensor random_values(const Shape& shape, uint64_t seed, MemoryFormat format = {},
                      float mean = 0.0f) {
   Generator generator(seed);
@@ -51,7 +51,7 @@ struct Pair {
   Tensor half_grad() const { return *half_grad_sink; }
 };
 
-Pair leaves(const Shape& shape, uint64_t seed, MemoryFormat format = {}, float mean = 0.0f) {
+Pair twins(const Shape& shape, uint64_t seed, MemoryFormat format = {}, float mean = 0.0f) {
   Pair pair;
   const Tensor values = random_values(shape, seed, format, mean);
   pair.full = values.to(DType::Float32).contiguous(format);
@@ -158,7 +158,7 @@ TEST(Bf16Ops, RoundsToNearestEvenOnce) {
 TEST(Bf16Ops, ReluForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     check_against_float32(
-        "relu " + name_of(format), {leaves({3, 5, 4, 6}, 1, format)},
+        "relu " + name_of(format), {twins({3, 5, 4, 6}, 1, format)},
         [](const auto& in) { return relu(in[0]); }, 2);
   }
 }
@@ -167,7 +167,7 @@ TEST(Bf16Ops, AddBroadcastsForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     // b per channel: its gradient sums 120 values.
     check_against_float32(
-        "add " + name_of(format), {leaves({4, 3, 5, 6}, 3, format), leaves({3, 1, 1}, 4)},
+        "add " + name_of(format), {twins({4, 3, 5, 6}, 3, format), twins({3, 1, 1}, 4)},
         [](const auto& in) { return add(in[0], in[1]); }, 5);
   }
 }
@@ -176,7 +176,7 @@ TEST(Bf16Ops, AddReluForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     check_against_float32(
         "add_relu " + name_of(format),
-        {leaves({4, 8, 5, 5}, 6, format), leaves({4, 8, 5, 5}, 7, format)},
+        {twins({4, 8, 5, 5}, 6, format), twins({4, 8, 5, 5}, 7, format)},
         [](const auto& in) { return add_relu(in[0], in[1]); }, 8);
   }
 }
@@ -184,7 +184,7 @@ TEST(Bf16Ops, AddReluForwardAndBackward) {
 TEST(Bf16Ops, SumForwardAndBackward) {
   // Mean 3: a sum rounded to bfloat16 once is within half an ulp; rounding each partial sum
   // would not be.
-  const Pair x = leaves({6, 7, 9}, 9, {}, 3.0f);
+  const Pair x = twins({6, 7, 9}, 9, {}, 3.0f);
   expect_rounded_from(sum(x.half), sum(x.full), "sum");
   check_against_float32(
       "sum over dims 0, 2", {x},
@@ -205,7 +205,7 @@ TEST_P(Bf16BatchNorm, TrainingMatchesFloat32) {
   const auto [format, fuse_relu] = GetParam();
   const int64_t c = 16;
   // Mean 2, so that statistics which assumed centred data would show.
-  const Pair x = leaves({4, c, 6, 5}, 11, format, 2.0f);
+  const Pair x = twins({4, c, 6, 5}, 11, format, 2.0f);
   Generator generator(12);
   Tensor gamma_half = randn({c}, generator, {}, 1.0f), beta_half = randn({c}, generator);
   Tensor gamma_full = gamma_half.clone(), beta_full = beta_half.clone();
@@ -229,7 +229,7 @@ TEST_P(Bf16BatchNorm, TrainingMatchesFloat32) {
 TEST_P(Bf16BatchNorm, InferenceMatchesFloat32) {
   const auto [format, fuse_relu] = GetParam();
   const int64_t c = 8;
-  const Pair x = leaves({3, c, 5, 4}, 14, format, 1.0f);
+  const Pair x = twins({3, c, 5, 4}, 14, format, 1.0f);
   Generator generator(15);
   const Tensor gamma = randn({c}, generator, {}, 1.0f), beta = randn({c}, generator);
   const Tensor running_mean = randn({c}, generator),
@@ -269,7 +269,7 @@ TEST(Bf16Ops, AdaptiveAvgPoolForwardAndBackward) {
       check_against_float32(
           "adaptive_avg_pool2d " + name_of(format) + " to " + std::to_string(h) + "x" +
               std::to_string(w),
-          {leaves({3, 6, 7, 5}, 18, format, 1.0f)},
+          {twins({3, 6, 7, 5}, 18, format, 1.0f)},
           [h = h, w = w](const auto& in) { return adaptive_avg_pool2d(in[0], h, w); }, 19);
     }
   }
@@ -279,7 +279,7 @@ TEST(Bf16Ops, MaxPoolForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     // Windows of 3 with stride 2 overlap: backward adds two gradients into some inputs.
     check_against_float32(
-        "max_pool2d " + name_of(format), {leaves({2, 5, 9, 8}, 20, format)},
+        "max_pool2d " + name_of(format), {twins({2, 5, 9, 8}, 20, format)},
         [](const auto& in) {
           return max_pool2d(in[0], {.kernel_size = 3, .stride = 2, .padding = 1});
         },
@@ -293,7 +293,7 @@ TEST(Bf16Ops, GradientsOfATensorUsedTwiceAccumulate) {
   for (MemoryFormat format : kFormats) {
     // relu rounds nothing, so the output too is one rounding away from float32's.
     check_against_float32(
-        "residual block " + name_of(format), {leaves({2, 4, 3, 3}, 22, format)},
+        "residual block " + name_of(format), {twins({2, 4, 3, 3}, 22, format)},
         [](const auto& in) { return add_relu(relu(in[0]), in[0]); }, 24);
   }
   // add_, what accumulates into a .grad, takes bfloat16 too: one rounding of the float32 sum.
