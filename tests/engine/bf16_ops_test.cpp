@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "engine/autograd/node.h"
+#include "engine/cpu/float_types.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
 
@@ -31,7 +33,7 @@ using testing::error_message;
 constexpr double kHalfUlp = 1.0 / 256;
 constexpr double kFloatSlack = 1e-5;
 
-// v rounded to bfloat16 and back: the values both runs see.
+// Random values, rounded to bfloat16: what both runs see.
 Tensor random_values(const Shape& shape, uint64_t seed, MemoryFormat format = {},
                      float mean = 0.0f) {
   Generator generator(seed);
@@ -49,7 +51,7 @@ struct Pair {
   Tensor half_grad() const { return *half_grad_sink; }
 };
 
-Pair leaves(const Shape& shape, uint64_t seed, MemoryFormat format = {}, float mean = 0.0f) {
+Pair twins(const Shape& shape, uint64_t seed, MemoryFormat format = {}, float mean = 0.0f) {
   Pair pair;
   const Tensor values = random_values(shape, seed, format, mean);
   pair.full = values.to(DType::Float32).contiguous(format);
@@ -107,6 +109,41 @@ std::string name_of(MemoryFormat format) {
   return format == MemoryFormat::ChannelsLast ? "channels-last" : "NCHW";
 }
 
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Runs op on the bfloat16 values of `inputs` and on their float32 twins, and checks the output,
+// its memory format and, after a backward from the same gradient, every input's gradient.
+void check_against_float32(const std::string& what, const std::vector<Pair>& inputs, const Op& op,
+                           uint64_t seed) {
+  std::vector<Tensor> halves, fulls;
+  for (const Pair& input : inputs) {
+    halves.push_back(input.half);
+    fulls.push_back(input.full);
+  }
+  const Tensor y_half = op(halves), y_full = op(fulls);
+  EXPECT_EQ(y_half.memory_format(), y_full.memory_format()) << what;
+  expect_rounded_from(y_half, y_full, what);
+  backward_both(y_half, y_full, seed);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    expect_rounded_from(inputs[i].half_grad(), inputs[i].full.grad(),
+                        what + " grad of input " + std::to_string(i));
+  }
+}
+
+TEST(Bf16Ops, KernelNarrowingIsNoteHalfConversionsBitForBit) {
+  // The CPU kernels' own narrow<BFloat16> (a float compare for NaN) against engine/half.h: every
+  // sign, exponent and kept mantissa, with low halves at and around the rounding boundary, NaN
+  // payloads that truncation would turn into infinity, subnormals and the carry into infinity.
+  for (uint32_t high = 0; high <= 0xffffu; ++high) {
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const uint32_t bits = high << 16 | low;
+      float value;
+      std::memcpy(&value, &bits, sizeof(value));
+      ASSERT_EQ(cpu::narrow<BFloat16>(value).bits, BFloat16(value).bits) << std::hex << bits;
+    }
+  }
+}
+
 TEST(Bf16Ops, RoundsToNearestEvenOnce) {
   // 1 + 0.75 * 2^-7 lies between the bfloat16s 1 and 1 + 2^-7: nearest is the upper one, which
   // truncation would miss.
@@ -120,49 +157,41 @@ TEST(Bf16Ops, RoundsToNearestEvenOnce) {
 
 TEST(Bf16Ops, ReluForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
-    const Pair x = leaves({3, 5, 4, 6}, 1, format);
-    const Tensor y_half = relu(x.half), y_full = relu(x.full);
-    EXPECT_EQ(y_half.memory_format(), format);
-    expect_rounded_from(y_half, y_full, "relu " + name_of(format));
-    backward_both(y_half, y_full, 2);
-    expect_rounded_from(x.half_grad(), x.full.grad(), "relu grad " + name_of(format));
+    check_against_float32(
+        "relu " + name_of(format), {twins({3, 5, 4, 6}, 1, format)},
+        [](const auto& in) { return relu(in[0]); }, 2);
   }
 }
 
 TEST(Bf16Ops, AddBroadcastsForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
-    const Pair a = leaves({4, 3, 5, 6}, 3, format);
-    const Pair b = leaves({3, 1, 1}, 4);  // per channel: its gradient sums 120 values
-    const Tensor y_half = add(a.half, b.half), y_full = add(a.full, b.full);
-    expect_rounded_from(y_half, y_full, "add " + name_of(format));
-    backward_both(y_half, y_full, 5);
-    expect_rounded_from(a.half_grad(), a.full.grad(), "add grad a " + name_of(format));
-    expect_rounded_from(b.half_grad(), b.full.grad(), "add grad b " + name_of(format));
+    // b per channel: its gradient sums 120 values.
+    check_against_float32(
+        "add " + name_of(format), {twins({4, 3, 5, 6}, 3, format), twins({3, 1, 1}, 4)},
+        [](const auto& in) { return add(in[0], in[1]); }, 5);
   }
 }
 
 TEST(Bf16Ops, AddReluForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
-    const Pair a = leaves({4, 8, 5, 5}, 6, format);
-    const Pair b = leaves({4, 8, 5, 5}, 7, format);
-    const Tensor y_half = add_relu(a.half, b.half), y_full = add_relu(a.full, b.full);
-    expect_rounded_from(y_half, y_full, "add_relu " + name_of(format));
-    backward_both(y_half, y_full, 8);
-    expect_rounded_from(a.half_grad(), a.full.grad(), "add_relu grad a " + name_of(format));
-    expect_rounded_from(b.half_grad(), b.full.grad(), "add_relu grad b " + name_of(format));
+    check_against_float32(
+        "add_relu " + name_of(format),
+        {twins({4, 8, 5, 5}, 6, format), twins({4, 8, 5, 5}, 7, format)},
+        [](const auto& in) { return add_relu(in[0], in[1]); }, 8);
   }
 }
 
 TEST(Bf16Ops, SumForwardAndBackward) {
   // Mean 3: a sum rounded to bfloat16 once is within half an ulp; rounding each partial sum
   // would not be.
-  const Pair x = leaves({6, 7, 9}, 9, {}, 3.0f);
-  const Tensor total_half = sum(x.half), total_full = sum(x.full);
-  expect_rounded_from(total_half, total_full, "sum");
-  const Tensor rows_half = sum(x.half, {0, 2}), rows_full = sum(x.full, {0, 2});
-  expect_rounded_from(rows_half, rows_full, "sum over dims 0, 2");
-  backward_both(rows_half, rows_full, 10);
-  expect_rounded_from(x.half_grad(), x.full.grad(), "sum grad");
+  const Pair x = twins({6, 7, 9}, 9, {}, 3.0f);
+  expect_rounded_from(sum(x.half), sum(x.full), "sum");
+  check_against_float32(
+      "sum over dims 0, 2", {x},
+      [](const auto& in) {
+        return sum(in[0], {0, 2});
+      },
+      10);
 }
 
 struct BatchNormCase {
@@ -176,7 +205,7 @@ TEST_P(Bf16BatchNorm, TrainingMatchesFloat32) {
   const auto [format, fuse_relu] = GetParam();
   const int64_t c = 16;
   // Mean 2, so that statistics which assumed centred data would show.
-  const Pair x = leaves({4, c, 6, 5}, 11, format, 2.0f);
+  const Pair x = twins({4, c, 6, 5}, 11, format, 2.0f);
   Generator generator(12);
   Tensor gamma_half = randn({c}, generator, {}, 1.0f), beta_half = randn({c}, generator);
   Tensor gamma_full = gamma_half.clone(), beta_full = beta_half.clone();
@@ -200,7 +229,7 @@ TEST_P(Bf16BatchNorm, TrainingMatchesFloat32) {
 TEST_P(Bf16BatchNorm, InferenceMatchesFloat32) {
   const auto [format, fuse_relu] = GetParam();
   const int64_t c = 8;
-  const Pair x = leaves({3, c, 5, 4}, 14, format, 1.0f);
+  const Pair x = twins({3, c, 5, 4}, 14, format, 1.0f);
   Generator generator(15);
   const Tensor gamma = randn({c}, generator, {}, 1.0f), beta = randn({c}, generator);
   const Tensor running_mean = randn({c}, generator),
@@ -236,15 +265,12 @@ TEST(Bf16Ops, BatchNormKeepsParametersFloat32) {
 TEST(Bf16Ops, AdaptiveAvgPoolForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     // 7x5 into 3x2: bins of 3 rows that overlap, so backward adds two shares into some cells.
-    for (const auto& [out_h, out_w] : {std::pair<int64_t, int64_t>{3, 2}, {1, 1}}) {
-      const std::string what =
-          name_of(format) + " to " + std::to_string(out_h) + "x" + std::to_string(out_w);
-      const Pair x = leaves({3, 6, 7, 5}, 18, format, 1.0f);
-      const Tensor y_half = adaptive_avg_pool2d(x.half, out_h, out_w);
-      const Tensor y_full = adaptive_avg_pool2d(x.full, out_h, out_w);
-      expect_rounded_from(y_half, y_full, "adaptive_avg_pool2d " + what);
-      backward_both(y_half, y_full, 19);
-      expect_rounded_from(x.half_grad(), x.full.grad(), "adaptive_avg_pool2d grad " + what);
+    for (const auto& [h, w] : {std::pair<int64_t, int64_t>{3, 2}, {1, 1}}) {
+      check_against_float32(
+          "adaptive_avg_pool2d " + name_of(format) + " to " + std::to_string(h) + "x" +
+              std::to_string(w),
+          {twins({3, 6, 7, 5}, 18, format, 1.0f)},
+          [h = h, w = w](const auto& in) { return adaptive_avg_pool2d(in[0], h, w); }, 19);
     }
   }
 }
@@ -252,13 +278,12 @@ TEST(Bf16Ops, AdaptiveAvgPoolForwardAndBackward) {
 TEST(Bf16Ops, MaxPoolForwardAndBackward) {
   for (MemoryFormat format : kFormats) {
     // Windows of 3 with stride 2 overlap: backward adds two gradients into some inputs.
-    const Pair x = leaves({2, 5, 9, 8}, 20, format);
-    const Pool2dOptions options{.kernel_size = 3, .stride = 2, .padding = 1};
-    const Tensor y_half = max_pool2d(x.half, options), y_full = max_pool2d(x.full, options);
-    EXPECT_EQ(y_half.memory_format(), format);
-    expect_rounded_from(y_half, y_full, "max_pool2d " + name_of(format));
-    backward_both(y_half, y_full, 21);
-    expect_rounded_from(x.half_grad(), x.full.grad(), "max_pool2d grad " + name_of(format));
+    check_against_float32(
+        "max_pool2d " + name_of(format), {twins({2, 5, 9, 8}, 20, format)},
+        [](const auto& in) {
+          return max_pool2d(in[0], {.kernel_size = 3, .stride = 2, .padding = 1});
+        },
+        21);
   }
 }
 
@@ -266,15 +291,10 @@ TEST(Bf16Ops, GradientsOfATensorUsedTwiceAccumulate) {
   // A residual block's input feeds the block and the shortcut: the autograd engine adds the two
   // bfloat16 gradients before passing them on.
   for (MemoryFormat format : kFormats) {
-    const Pair x = leaves({2, 4, 3, 3}, 22, format);
-    const Pair other = leaves({2, 4, 3, 3}, 23, format);
-    const auto block = [](const Tensor& input, const Tensor& residual) {
-      return add_relu(relu(add(input, residual)), input);
-    };
-    const Tensor y_half = block(x.half, other.half), y_full = block(x.full, other.full);
-    backward_both(y_half, y_full, 24);
-    expect_rounded_from(x.half_grad(), x.full.grad(), "used twice " + name_of(format));
-    expect_rounded_from(other.half_grad(), other.full.grad(), "used once " + name_of(format));
+    // relu rounds nothing, so the output too is one rounding away from float32's.
+    check_against_float32(
+        "residual block " + name_of(format), {twins({2, 4, 3, 3}, 22, format)},
+        [](const auto& in) { return add_relu(relu(in[0]), in[0]); }, 24);
   }
   // add_, what accumulates into a .grad, takes bfloat16 too: one rounding of the float32 sum.
   Tensor total = full({4}, 1.0, {.dtype = DType::BFloat16});
