@@ -27,8 +27,11 @@
 #   train-dp        --mode dp --devices cuda:0,cuda:0 (two replicas on one GPU)
 #   train-ddp-bf16  --mode ddp --backend nccl --nproc 1 --grad-compression bf16
 #   train-ddp-syncbn  --mode ddp --backend nccl --nproc 1 --sync-bn
-#   bench-gpu       bench_cifar --modes single --devices 1 (the GPU), NCHW and channels-last
-#   pytorch-gpu     scripts/pytorch_gpu_step.py: PyTorch's ResNet-20 step on the same GPU
+#   train-bf16      train_cifar --devices cuda:0 --precision bf16 (cuDNN/cuBLAS in bfloat16)
+#   bench-gpu       bench_cifar --modes single --devices 1 (the GPU), NCHW and channels-last,
+#                   each in fp32 and bf16
+#   pytorch-gpu     scripts/pytorch_gpu_step.py: PyTorch's ResNet-20 step on the same GPU, fp32
+#                   and autocast bf16
 #   compare-cpu     scripts/compare_pytorch.sh's ResNet-20 rows on 2 pinned cores, GPUs hidden
 #   torch-store     Tandem's TorchStore client against this PyTorch's TCPStore
 #
@@ -45,7 +48,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 usage="usage: scripts/gpu_node.sh --bundle DIR --out DIR [--build|--test|--all] [--build-dir DIR] [--arch SM] [--cifar DIR] [--jobs N] [--targets LIST] [--steps LIST] [--budget S]"
 die() { echo "error: $*" >&2; exit 2; }
 
-all_steps="environment ctest-gpu memcheck train-single train-dp train-ddp-bf16 train-ddp-syncbn bench-gpu pytorch-gpu compare-cpu torch-store"
+all_steps="environment ctest-gpu memcheck train-single train-dp train-ddp-bf16 train-ddp-syncbn train-bf16 bench-gpu pytorch-gpu compare-cpu torch-store"
 bundle="" out="" mode="" build_dir="$root/build-gpu" arch="${TANDEM_CUDA_ARCH:-}" cifar=""
 jobs="$(nproc)" steps="$all_steps" budget_s=540
 targets="engine_tests nn_tests data_tests parallel_tests comm_tests apps_tests train_cifar bench_cifar tandem-run"
@@ -262,9 +265,10 @@ step_bench_gpu() {
   local real=()
   [ -z "$cifar" ] || real=(--real --data-dir "$(cd "$cifar" && pwd)")
   "$bin/apps/bench_cifar" --modes single --devices 1 --batch-sizes 128 --warmup 3 --steps 20 \
-    --memory-format nchw "${real[@]}" --json "$out/bench-gpu-nchw.json"
+    --precision fp32,bf16 --memory-format nchw "${real[@]}" --json "$out/bench-gpu-nchw.json"
   "$bin/apps/bench_cifar" --modes single --devices 1 --batch-sizes 128 --warmup 3 --steps 20 \
-    --memory-format channels-last "${real[@]}" --json "$out/bench-gpu-channels-last.json"
+    --precision fp32,bf16 --memory-format channels-last "${real[@]}" \
+    --json "$out/bench-gpu-channels-last.json"
 }
 
 step_compare_cpu() {
@@ -328,7 +332,8 @@ run_step train-single 60 "$no_gpu" "${train[@]}" --devices cuda:0
 run_step train-dp 60 "$no_gpu" "${train[@]}" --mode dp --devices cuda:0,cuda:0
 run_step train-ddp-bf16 60 "$no_gpu" "${train[@]}" --mode ddp --backend nccl --nproc 1 --grad-compression bf16
 run_step train-ddp-syncbn 60 "$no_gpu" "${train[@]}" --mode ddp --backend nccl --nproc 1 --sync-bn
-run_step bench-gpu 60 "$no_gpu" bash -c 'step_bench_gpu'
+run_step train-bf16 60 "$no_gpu" "${train[@]}" --devices cuda:0 --precision bf16
+run_step bench-gpu 90 "$no_gpu" bash -c 'step_bench_gpu'
 run_step pytorch-gpu 90 "${no_torch:-$no_gpu}" env LD_LIBRARY_PATH="$caller_ld_library_path" \
   "$torch_python" "$root/scripts/pytorch_gpu_step.py" --json "$out/pytorch-gpu.json"
 run_step compare-cpu 150 "$no_torch" bash -c 'step_compare_cpu'

@@ -37,10 +37,15 @@ def main():
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps (cuDNN's search runs in them)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps")
     parser.add_argument("--allow-tf32", action="store_true", help="TF32 in cuDNN and cuBLAS")
+    parser.add_argument("--precisions", default="fp32,bf16",
+                        help="fp32, bf16 (autocast around forward and loss) or both")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
     if args.batch < 1 or args.steps < 1 or args.warmup < 0:
         parser.error("--batch and --steps must be at least 1, --warmup at least 0")
+    precisions = [p for p in args.precisions.split(",") if p]
+    if not precisions or any(p not in ("fp32", "bf16") for p in precisions):
+        parser.error("--precisions: fp32, bf16 or fp32,bf16")
 
     import torch
     if not torch.cuda.is_available():
@@ -52,19 +57,22 @@ def main():
     worker = compare_pytorch().run_worker
     rows = []
     with tempfile.TemporaryDirectory(prefix="pytorch_gpu_step.") as work:
-        for fmt in ("nchw", "channels_last"):
-            out = Path(work) / f"{fmt}.json"
-            worker({"device": args.device, "threads": torch.get_num_threads(), "rank": 0, "world": 1,
-                    "seed": 0, "arch": args.arch, "format": fmt, "batch": args.batch,
-                    "warmup": args.warmup, "steps": args.steps, "out": str(out)})
-            rows.append({"format": fmt, **json.loads(out.read_text())})
+        for precision in precisions:
+            for fmt in ("nchw", "channels_last"):
+                out = Path(work) / f"{fmt}-{precision}.json"
+                worker({"device": args.device, "threads": torch.get_num_threads(), "rank": 0,
+                        "world": 1, "seed": 0, "arch": args.arch, "format": fmt,
+                        "batch": args.batch, "warmup": args.warmup, "steps": args.steps,
+                        "out": str(out), "precision": precision})
+                rows.append({"format": fmt, "precision": precision,
+                             **json.loads(out.read_text())})
 
     gpu = torch.cuda.get_device_name(torch.device(args.device))
     print(f"PyTorch {torch.__version__} (cuDNN {torch.backends.cudnn.version()}) on {gpu}, "
-          f"{args.arch}, batch {args.batch}, float32, TF32 {'on' if args.allow_tf32 else 'off'}, "
+          f"{args.arch}, batch {args.batch}, TF32 {'on' if args.allow_tf32 else 'off'}, "
           f"{args.steps} steps after {args.warmup}")
     for row in rows:
-        print(f"  {row['format']:<14} {row['images_per_s']:10.0f} images/s  {row['ms_per_step']:8.2f} ms/step"
+        print(f"  {row['format']:<14} {row['precision']:<5} {row['images_per_s']:10.0f} images/s  {row['ms_per_step']:8.2f} ms/step"
               f"  final loss {row['final_loss']:.4f}")
     if args.json:
         Path(args.json).write_text(json.dumps({
