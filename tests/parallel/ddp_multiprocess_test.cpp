@@ -410,16 +410,21 @@ TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {
 // SyncBatchNorm (Note [Synchronised batch norm]): DDP over 2 ranks of 8 images, batch norm in
 // training mode, equals one process of 16 images: outputs, gradients, running statistics.
 // Without it each rank normalises with its own images, and the outputs differ (checked too).
-void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
+// In bf16 (Note [Mixed precision]) SyncBatchNorm computes in float32 between the bfloat16
+// convolutions, as one process's bfloat16 batch norm does inside its kernel.
+void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync,
+                                               nn::Precision precision = nn::Precision::Float32) {
   auto group = gloo_group();
   const int64_t global_rows = 16, rows = global_rows / group->size();
   const auto batch = testing::random_image_batch(global_rows, 21);
   auto reference = conv_bn_net(7);
+  reference->set_precision(precision);
   const Tensor reference_logits = reference->forward(batch.images);
   cross_entropy(reference_logits, batch.labels).backward();
 
   auto network = conv_bn_net(7);
   network->to(format);
+  network->set_precision(precision);
   if (sync) {
     EXPECT_EQ(convert_sync_batchnorm(*network, group), 2);
   }
@@ -435,17 +440,19 @@ void expect_sync_batchnorm_matches_one_process(MemoryFormat format, bool sync) {
     return;
   }
   cross_entropy(logits, batch.labels.slice(start, start + rows)).backward();
-  expect_close(logits, expected_logits, "logits");
+  expect_close(logits, expected_logits, "logits", precision);
   const auto expected = reference->named_parameters();
   const auto actual = model.module().named_parameters();
   for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad");
+    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad",
+                 precision);
   }
   const auto expected_buffers = reference->named_buffers();
   const auto actual_buffers = model.module().named_buffers();
   for (size_t i = 0; i < expected_buffers.size(); ++i) {
     if (expected_buffers[i].second.dtype() != DType::Float32) continue;
-    expect_close(actual_buffers[i].second, expected_buffers[i].second, expected_buffers[i].first);
+    expect_close(actual_buffers[i].second, expected_buffers[i].second, expected_buffers[i].first,
+                 precision);
   }
 }
 
@@ -454,6 +461,14 @@ TEST(DdpMultiprocess, SyncBatchNormOverTwoRanksMatchesOneProcess) {
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::ChannelsLast, true);
   expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, false);
+}
+
+TEST(DdpMultiprocess, SyncBatchNormInBf16OverTwoRanksMatchesOneBf16Process) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  expect_sync_batchnorm_matches_one_process(MemoryFormat::ChannelsLast, true,
+                                            nn::Precision::BFloat16);
+  expect_sync_batchnorm_matches_one_process(MemoryFormat::Contiguous, true,
+                                            nn::Precision::BFloat16);
 }
 
 // Note [Counting host reads]: once the second step has rebuilt the buckets in the order the
