@@ -18,26 +18,10 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/runs/modes}"
 epochs="${2:-15}"
 seed="${3:-0}"
-train_cifar="${TRAIN_CIFAR:-$root/build/apps/train_cifar}"
-[ -x "$train_cifar" ] || { echo "error: $train_cifar not built: run scripts/test.sh or cmake --build build" >&2; exit 1; }
-"$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
-mkdir -p "$dir"
+# shellcheck source=scripts/cifar_recipe.sh
+source "$root/scripts/cifar_recipe.sh"
+recipe_setup
 
-run_mode() {
-  local mode="$1"; shift
-  if [ -f "$dir/$mode.jsonl" ] && grep -q "\"epoch\":$epochs," "$dir/$mode.jsonl"; then
-    echo "$mode: finished already ($dir/$mode.jsonl)"
-    return
-  fi
-  local resume=()
-  [ -f "$dir/$mode.ckpt" ] && resume=(--resume "$dir/$mode.ckpt")
-  echo "$mode: $(date -u '+%Y-%m-%d %H:%M UTC')"
-  "$train_cifar" --arch resnet20 --epochs "$epochs" --schedule onecycle --lr 0.1 --momentum 0.9 \
-    --nesterov --weight-decay 1e-4 --batch-size 128 --seed "$seed" \
-    --data-dir "$root/data/cifar-10-batches-bin" --save "$dir/$mode.ckpt" \
-    --log-json "$dir/$mode.jsonl" --no-progress "${resume[@]}" "$@"
-}
-
-run_mode single --mode single --devices cpu:0 --threads 2
-run_mode dp --mode dp --devices cpu:0,cpu:1
-run_mode ddp --mode ddp --backend gloo --nproc 2 --threads 1 --sync-bn
+run_recipe single --mode single --devices cpu:0 --threads 2
+run_recipe dp --mode dp --devices cpu:0,cpu:1
+run_recipe ddp --mode ddp --backend gloo --nproc 2 --threads 1 --sync-bn
