@@ -17,6 +17,7 @@ using nlohmann::ordered_json;
 // null instead of an empty string: the field does not apply to the row.
 std::vector<std::string> precision_names(const std::vector<nn::Precision>& precisions) {
   std::vector<std::string> names;
+  names.reserve(precisions.size());
   for (nn::Precision precision : precisions) names.emplace_back(nn::precision_name(precision));
   return names;
 }
