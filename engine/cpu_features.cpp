@@ -4,11 +4,22 @@
 
 namespace tandem {
 
-bool cpu_has_native_bf16() {
-  // oneDNN's ISA values are sets of feature bits, each containing the smaller ones.
+namespace {
+
+// oneDNN's ISA values are sets of feature bits, each containing the smaller ones.
+bool effective_isa_includes(dnnl_cpu_isa_t wanted) {
   const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const auto bf16 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_bf16);
-  return (isa & bf16) == bf16;
+  return (isa & static_cast<unsigned>(wanted)) == static_cast<unsigned>(wanted);
+}
+
+}  // namespace
+
+bool cpu_has_native_bf16() {
+  return effective_isa_includes(dnnl_cpu_isa_avx512_core_bf16);
+}
+
+bool cpu_has_bf16_primitives() {
+  return effective_isa_includes(dnnl_cpu_isa_avx512_core);
 }
 
 std::string cpu_kernel_isa() {

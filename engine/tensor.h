@@ -84,8 +84,9 @@ class Tensor {
   Tensor slice(int64_t start, int64_t end) const;  ///< rows [start, end) of dim 0, a view
   Tensor flatten(int64_t start_dim = 1) const;
   Tensor to(Device device) const;
-  Tensor to(DType dtype) const;  ///< not differentiable (casts are for data, not for training)
-  Tensor clone() const;          ///< keeps the memory format
+  /// Keeps the memory format; not differentiable (engine/ops/cast.h's cast() is).
+  Tensor to(DType dtype) const;
+  Tensor clone() const;  ///< keeps the memory format
   /// Same data, no autograd history.
   Tensor detach() const;
 

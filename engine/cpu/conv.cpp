@@ -26,6 +26,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
 #include "engine/cpu/float_types.h"
+#include "engine/cpu_features.h"
 
 namespace tandem::cpu {
 namespace {
@@ -92,7 +93,7 @@ std::shared_ptr<const ConvPrimitives> primitives_for(const Tensor& x, const Shap
 // apps/common/training_setup.h): the float32 primitives on widened copies, each result rounded
 // once, as the bfloat16 primitives compute it.
 bool through_float32(const Tensor& t) {
-  return t.dtype() == DType::BFloat16 && !ctx::has_bf16_primitives();
+  return t.dtype() == DType::BFloat16 && !cpu_has_bf16_primitives();
 }
 
 }  // namespace

@@ -14,13 +14,6 @@ dnnl::engine& engine() {
   return instance;
 }
 
-bool has_bf16_primitives() {
-  // oneDNN's ISA values are sets of feature bits, each containing the smaller ones.
-  const auto isa = static_cast<unsigned>(dnnl_get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl_cpu_isa_avx512_core);
-  return (isa & avx512) == avx512;
-}
-
 memory::data_type data_type_of(DType dtype) {
   switch (dtype) {
     case DType::Float32: return memory::data_type::f32;

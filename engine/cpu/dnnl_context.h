@@ -30,10 +30,6 @@ namespace tandem::cpu::dnnl_context {
 
 dnnl::engine& engine();
 
-/// Whether oneDNN 2.6 has bfloat16 primitives on this CPU: it needs AVX-512 (avx512_core; with
-/// AVX512-BF16 or AMX they are native, without it emulated). On an AVX2 CPU it has none, and the
-/// bfloat16 kernels that use oneDNN run its float32 primitives on widened copies instead.
-bool has_bf16_primitives();
 /// oneDNN's name for a float dtype (float32, bfloat16, float16); throws for the others.
 dnnl::memory::data_type data_type_of(DType dtype);
 /// Descriptor of `shape` in its plain row-major layout (x, nc, nchw/oihw).

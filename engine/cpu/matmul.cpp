@@ -9,6 +9,7 @@
 #include "engine/cpu/dnnl_context.h"
 #include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
+#include "engine/cpu_features.h"
 
 namespace tandem::cpu {
 namespace {
@@ -75,7 +76,7 @@ void CpuBackend::gemm(bool transpose_a, bool transpose_b, float alpha, const Ten
   const int64_t n = c.size(1);
   const int64_t k = transpose_a ? a.size(0) : a.size(1);
   if (m == 0 || n == 0) return;
-  if (a.dtype() == DType::BFloat16 && !dnnl_context::has_bf16_primitives()) {
+  if (a.dtype() == DType::BFloat16 && !cpu_has_bf16_primitives()) {
     // An AVX2 CPU (--allow-slow-bf16): sgemm on widened copies, exact products as in bf16.
     return gemm(transpose_a, transpose_b, alpha, widened(a), widened(b), beta, c);
   }

@@ -2,7 +2,7 @@
 /// The differentiable dtype conversion of mixed precision: float32 weights and inputs become
 /// bfloat16 for the layers that compute in it, and their gradients come back in the source's
 /// dtype (PyTorch's `tensor.to(torch.bfloat16)` under autocast). Tensor::to(DType) is the
-/// data-only twin: no autograd, and always row-major.
+/// data-only twin it is built on: the same values and format, no autograd.
 
 #include "engine/tensor.h"
 

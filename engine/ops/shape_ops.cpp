@@ -4,6 +4,7 @@
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem {
@@ -126,11 +127,15 @@ Tensor Tensor::to(Device target) const {
   return out;
 }
 
+// Casting is elementwise, so a dense tensor is cast in its own memory order (its kernel view)
+// and the result keeps the format, as PyTorch's .to(dtype) does (preserve_format).
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
-  const Tensor source = contiguous().detach();
-  Tensor out = empty(shape(), {.dtype = target, .device = device()});
-  backend_for(device()).cast(source, out);
+  const MemoryFormat format = dim() == 4 ? memory_format() : MemoryFormat::Contiguous;
+  const Tensor source = contiguous(format).detach();
+  Tensor out = empty(shape(), {.dtype = target, .device = device(), .memory_format = format});
+  Tensor out_view = ops::kernel_view(out);
+  backend_for(device()).cast(ops::kernel_view(source), out_view);
   return out;
 }
 
