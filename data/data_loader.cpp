@@ -34,7 +34,9 @@ int64_t DataLoader::batches_per_epoch() const {
   return batch_count(sampler_->size(), config_.batch_size, config_.drop_last);
 }
 
-void DataLoader::start_epoch(int64_t epoch) {
+void DataLoader::start_epoch(int64_t epoch, int64_t first_batch) {
+  TANDEM_CHECK(first_batch >= 0 && first_batch <= batches_per_epoch(), "[DataLoader] batch ",
+               first_batch, " is outside an epoch of ", batches_per_epoch(), " batches");
   const std::vector<int64_t> order = sampler_->indices(epoch);
   std::vector<std::vector<int64_t>> batches;
   for (int64_t b = 0; b < batches_per_epoch(); ++b) {
@@ -46,8 +48,8 @@ void DataLoader::start_epoch(int64_t epoch) {
     std::lock_guard lock(mutex_);
     epoch_ = epoch;
     batch_indices_ = std::move(batches);
-    next_to_build_ = 0;
-    next_to_deliver_ = 0;
+    next_to_build_ = first_batch;
+    next_to_deliver_ = first_batch;
     ready_.clear();  // a worker still building an old batch drops it (epoch check)
   }
   work_ready_.notify_all();

@@ -51,8 +51,10 @@ class DataLoader {
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
 
-  /// Starts (or restarts) epoch `epoch`; batches of an unfinished epoch are discarded.
-  void start_epoch(int64_t epoch);
+  /// Starts (or restarts) epoch `epoch` at batch `first_batch` (a resume in the middle of the
+  /// epoch: the batches before it are skipped, the rest are those of the whole epoch); batches of
+  /// an unfinished epoch are discarded.
+  void start_epoch(int64_t epoch, int64_t first_batch = 0);
   /// The next batch of the epoch, or nothing at its end. A worker's error is re-thrown here.
   std::optional<Batch> next();
   int64_t batches_per_epoch() const;

@@ -111,6 +111,10 @@ TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer);
 
 }  // namespace
 
+bool has_checkpoint(const std::string& path) {
+  return !pair_id(path).empty() || !pair_id(previous_path(path)).empty();
+}
+
 TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer) {
   try {
     return load_pair(path, model, optimizer);

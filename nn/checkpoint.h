@@ -37,6 +37,10 @@ void save_checkpoint(const std::string& path, const Module& model, const Sgd& op
 /// before anything is changed.
 TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer);
 
+/// Whether load_checkpoint(path) has a complete pair to load: `path`'s, or the previous one. An
+/// interrupted first save leaves neither (`--resume auto` then starts afresh).
+bool has_checkpoint(const std::string& path);
+
 std::string sidecar_path(const std::string& path);
 /// Where save_checkpoint() keeps the previous complete pair: `path.prev` (+ `.state`).
 std::string previous_path(const std::string& path);

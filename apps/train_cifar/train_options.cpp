@@ -65,7 +65,14 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
       ->capture_default_str();
   app.add_option("--save", o.save, "checkpoint written after every epoch (PATH and PATH.state)");
-  app.add_option("--resume", o.resume, "continue from this checkpoint");
+  app.add_option("--save-every-steps", o.save_every_steps,
+                 "also save every this many optimizer steps, in the middle of an epoch (a resume "
+                 "redoes at most these); 0: at the end of each epoch only")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  app.add_option("--resume", o.resume,
+                 "continue from this checkpoint; auto: from --save's when it is there, else start "
+                 "afresh (what a restarted worker needs: tandem-run/torchrun --max-restarts)");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
   add_bucket_cap_flag(app, o.bucket_cap_mb);
@@ -111,6 +118,10 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
                "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
+  TANDEM_CHECK(o.save_every_steps == 0 || !o.save.empty(),
+               "[train_cifar] --save-every-steps needs --save PATH to write to");
+  TANDEM_CHECK(o.resume != "auto" || !o.save.empty(),
+               "[train_cifar] --resume auto resumes from --save's checkpoint: add --save PATH");
   TANDEM_CHECK(
       o.mode == Mode::Distributed ||
           (o.backend.empty() && !o.no_overlap && !o.sync_bn && o.grad_compression == "none"),

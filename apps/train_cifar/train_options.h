@@ -35,8 +35,9 @@ struct TrainOptions {
   int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
   bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
   uint64_t seed = 0;
-  std::string save;        ///< checkpoint written after every epoch
-  std::string resume;      ///< checkpoint to continue from
+  std::string save;              ///< checkpoint written after every epoch
+  int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
+  std::string resume;      ///< checkpoint to continue from; "auto": --save's, when there is one
   bool eval_only = false;  ///< evaluate (the --resume checkpoint) and stop
   double bucket_cap_mb = 25;
   bool no_overlap = false;  ///< ddp: all-reduce only after backward

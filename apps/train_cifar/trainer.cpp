@@ -6,11 +6,10 @@
 #include <filesystem>
 #include <optional>
 
+#include "apps/train_cifar/pending_steps.h"
 #include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
-#include "engine/ops/concat.h"
 #include "engine/tandem.h"
-#include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
@@ -38,52 +37,6 @@ std::string thousands(int64_t n) {
   return out;
 }
 
-// Note [Host syncs]: reading a GPU value on the host (item(), to_vector) waits for every kernel
-// queued before it, so the GPU idles while the host queues the next step. The trainer therefore
-// leaves each step's loss and correct count on the device and reads those of the last
-// kHostSyncEvery steps in one copy: the progress line, the NaN check (which still names the first
-// bad step) and, in ddp, the ranks' agreement to go on (Note [Stopping together]) happen then.
-constexpr int64_t kHostSyncEvery = 10;
-
-// Per-step losses and correct counts not yet read on the host.
-class PendingSteps {
- public:
-  struct Values {
-    std::vector<double> losses;  ///< mean loss of each step, in order
-    double loss_sum = 0;         ///< Σ loss × images
-    double correct = 0;
-    int64_t images = 0;
-  };
-
-  void add(const Tensor& mean_loss, const Tensor& correct, int64_t images) {
-    tensors_.push_back(mean_loss.detach().reshape({1}));
-    tensors_.push_back(correct.reshape({1}));
-    images_.push_back(images);
-  }
-  size_t size() const { return images_.size(); }
-
-  /// Everything added since the last read, in one device→host copy.
-  Values read() {
-    Values values;
-    if (images_.empty()) return values;
-    const std::vector<float> read = cat(tensors_).to_vector<float>();
-    for (size_t i = 0; i < images_.size(); ++i) {
-      const double loss = read[2 * i], images = static_cast<double>(images_[i]);
-      values.losses.push_back(loss);
-      values.loss_sum += loss * images;
-      values.correct += read[2 * i + 1];
-      values.images += images_[i];
-    }
-    tensors_.clear();
-    images_.clear();
-    return values;
-  }
-
- private:
-  std::vector<Tensor> tensors_;  ///< loss, correct, loss, correct, … (one element each)
-  std::vector<int64_t> images_;
-};
-
 }  // namespace
 
 std::atomic<bool>& stop_requested() {
@@ -96,8 +49,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
-      log_(rank_ == 0 ? options.log_json : "", !options.resume.empty()) {
+      log_(rank_ == 0 ? options.log_json : "", !resume_source(options).empty()) {
   validate(options_, world_);
+  const std::string resume_path = resume_source(options_);
   if (options_.threads > 0) set_num_threads(options_.threads);
   setup_ = make_training_setup(
       {.mode = options_.mode,
@@ -115,14 +69,15 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
        .precision = options_.precision,
        .allow_slow_bf16 = options_.allow_slow_bf16},
       choose_devices(options_.mode, options_.devices, group_.get()), group_,
-      [this](nn::Module& network, nn::Sgd& optimizer) {
-        if (!options_.resume.empty()) resume(network, optimizer);
+      [&](nn::Module& network, nn::Sgd& optimizer) {
+        if (!resume_path.empty()) resume(resume_path, network, optimizer);
       });
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
                "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
                setup_.devices.size(), " devices it is split over");
   build_data();
   build_schedule();
+  check_ranks_resume_alike();
 }
 
 Trainer::~Trainer() = default;
@@ -164,13 +119,17 @@ void Trainer::build_data() {
                                            .drop_last = options_.drop_last,
                                            .pad = !uneven_shares_};
     train_sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
-    sharing.rank = 0;  // rank 0's share is the largest
-    batches_per_epoch_ =
-        data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(), local_batch,
-                          options_.drop_last);
+    const auto batches_of = [&](int64_t rank) {
+      sharing.rank = rank;
+      return data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
+                               local_batch, options_.drop_last);
+    };
+    batches_per_epoch_ = batches_of(0);                // rank 0's share is the largest
+    batches_all_ranks_have_ = batches_of(world_ - 1);  // and the last rank's the smallest
   } else {
     train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
     batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
+    batches_all_ranks_have_ = batches_per_epoch_;
   }
   test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
   train_loader_ = std::make_unique<data::DataLoader>(
@@ -212,34 +171,6 @@ void Trainer::build_schedule() {
   schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
 }
 
-void Trainer::resume(nn::Module& network, nn::Sgd& optimizer) {
-  const nn::TrainingState state = nn::load_checkpoint(options_.resume, network, optimizer);
-  const auto arch = state.extra.find("arch");
-  TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ",
-               options_.resume, " holds a ", arch->second, ", not a ", options_.arch,
-               " (pass --arch ", arch->second, ")");
-  if (!state.fell_back_because.empty() && is_leader()) {
-    std::fprintf(stderr, "train_cifar: %s was unusable (%s); resuming from %s, one save earlier\n",
-                 options_.resume.c_str(), state.fell_back_because.c_str(),
-                 nn::previous_path(options_.resume).c_str());
-  }
-  start_epoch_ = static_cast<int>(state.epoch);
-  step_ = state.step;
-}
-
-void Trainer::save_checkpoint(int epochs_done) {
-  if (options_.save.empty()) return;
-  if (is_leader()) {
-    nn::TrainingState state{.epoch = epochs_done, .step = step_};
-    state.extra["arch"] = options_.arch;
-    state.extra["mode"] = mode_name(options_.mode);
-    // Informational: the weights are float32 in either precision, so any run may resume them.
-    state.extra["precision"] = nn::precision_name(options_.precision);
-    nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer, state);
-  }
-  if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
-}
-
 std::vector<double> Trainer::sum_over_ranks(std::vector<double> values) {
   if (!group_ || world_ == 1) return values;
   std::vector<float> as_float(values.begin(), values.end());
@@ -259,18 +190,63 @@ bool Trainer::all_ranks_continue() {
   return sum_over_ranks({stop})[0] == 0.0;
 }
 
+// Note [Accumulation]: --accumulate micro-batches per optimizer step, each loss scaled by
+// 1/(micro-batches in its group), so a step's gradient is the mean over the group's images as
+// one batch of them would give (batch norm aside: it still normalises each micro-batch). DDP
+// all-reduces only the group's last backward; the others run under no_sync(). Groups never
+// cross an epoch, and checkpoints fall between optimizer steps (Note [Mid-epoch checkpoints]).
+bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t batches,
+                          parallel::Join* join, PendingSteps& pending) {
+  const int64_t in_group = batch_index % options_.accumulate;
+  const int64_t group_size =
+      std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
+  const bool steps_now = in_group == group_size - 1;
+  if (in_group == 0) {
+    setup_.optimizer->set_lr(schedule_->lr_at(step_));
+    setup_.optimizer->zero_grad();
+  }
+  {
+    std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
+    if (setup_.ddp != nullptr && !steps_now) no_sync.emplace(*setup_.ddp);
+    const Tensor logits = setup_.model->forward(batch.images);
+    if (join != nullptr && join->stop_agreed()) return false;
+    const Tensor loss = cross_entropy(logits, batch.labels);
+    (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
+    pending.add(loss, count_correct(logits.detach(), batch.labels), batch.labels.size(0));
+  }
+  if (steps_now) {
+    setup_.optimizer->step();
+    ++step_;
+  }
+  return true;
+}
+
+// Note [Join final model]: momentum too, or the replicas would part from the next step on.
+bool Trainer::finish_join(parallel::Join& join) {
+  std::vector<Tensor> momentum;
+  for (const Tensor& buffer : setup_.optimizer->momentum_buffers()) {
+    if (buffer.defined()) momentum.push_back(buffer);
+  }
+  return join.finish(momentum);
+}
+
 std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   setup_.model->train();
-  train_loader_->start_epoch(epoch);
-  const int64_t steps = train_loader_->batches_per_epoch();
-  EpochProgress progress(epoch + 1, options_.epochs, steps,
+  // A resume in the middle of this epoch starts at its batch, with its metrics so far (summed
+  // over the ranks, so rank 0 alone carries them on).
+  const bool resumed_here = epoch == start_.epoch && start_.batch > 0;
+  const int64_t first_batch = resumed_here ? start_.batch : 0;
+  const EpochSoFar before = resumed_here ? start_.so_far : EpochSoFar{};
+  train_loader_->start_epoch(epoch, first_batch);
+  const int64_t batches = train_loader_->batches_per_epoch();
+  EpochProgress progress(epoch + 1, options_.epochs, batches,
                          options_.progress && stdout_is_terminal());
   const auto start = Clock::now();
   const int64_t reads_before = host_read_count();
-  double loss_sum = 0, correct = 0;
-  int64_t seen = 0, step_in_epoch = 0;
+  double loss_sum = is_leader() ? before.loss_sum : 0, correct = is_leader() ? before.correct : 0;
+  int64_t seen = 0, batch_index = first_batch;
   PendingSteps pending;
-  const int64_t first_optimizer_step = step_;
+  const int64_t first_optimizer_step = step_ - first_batch / options_.accumulate;
   // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
   std::optional<parallel::Join> join;
   if (uneven_shares_) {
@@ -279,7 +255,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
   }
   // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
   const auto read_pending = [&] {
-    const int64_t first_step = step_in_epoch - static_cast<int64_t>(pending.size());
+    const int64_t first_step = batch_index - static_cast<int64_t>(pending.size());
     const PendingSteps::Values values = pending.read();
     for (size_t i = 0; i < values.losses.size(); ++i) {
       const int64_t step = first_step + static_cast<int64_t>(i);
@@ -292,67 +268,50 @@ std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
     correct += values.correct;
     seen += values.images;
     if (is_leader() && seen > 0) {
+      const double images = static_cast<double>(seen + before.images);
       progress.update(
-          {.step = step_in_epoch,
+          {.step = batch_index,
            .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
-           .loss = loss_sum / static_cast<double>(seen),
-           .accuracy = correct / static_cast<double>(seen)});
+           .loss = loss_sum / images,
+           .accuracy = correct / images});
     }
     return join ? true : all_ranks_continue();  // under a Join, every step agrees
   };
+  // The epoch's metrics so far over every rank, and its training time (rank 0's).
+  const auto so_far = [&] {
+    const double mine = static_cast<double>(seen) + (is_leader() ? before.images : 0);
+    const auto totals = sum_over_ranks({loss_sum, correct, mine});
+    return EpochSoFar{.loss_sum = totals[0],
+                      .correct = totals[1],
+                      .images = static_cast<int64_t>(totals[2]),
+                      .seconds = before.seconds + seconds_since(start)};
+  };
   if (!all_ranks_continue()) return std::nullopt;
-  // Note [Accumulation]: --accumulate micro-batches per optimizer step, each loss scaled by
-  // 1/(micro-batches in its group), so a step's gradient is the mean over the group's images as
-  // one batch of them would give (batch norm aside: it still normalises each micro-batch). DDP
-  // all-reduces only the group's last backward; the others run under no_sync(). Groups never
-  // cross an epoch, so checkpoints (written between epochs) fall between optimizer steps.
-  const int64_t batches = train_loader_->batches_per_epoch();
-  int64_t batch_index = 0;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
-    const int64_t in_group = batch_index % options_.accumulate;
-    const int64_t group_size =
-        std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
-    const bool steps_now = in_group == group_size - 1;
-    if (in_group == 0) {
-      setup_.optimizer->set_lr(schedule_->lr_at(step_));
-      setup_.optimizer->zero_grad();
-    }
-    {
-      std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
-      if (setup_.ddp != nullptr && !steps_now) no_sync.emplace(*setup_.ddp);
-      const Tensor logits = setup_.model->forward(batch->images);
-      if (join && join->stop_agreed()) return std::nullopt;
-      const Tensor loss = cross_entropy(logits, batch->labels);
-      (group_size == 1 ? loss : mul(loss, 1.0f / static_cast<float>(group_size))).backward();
-      pending.add(loss, count_correct(logits.detach(), batch->labels), batch->labels.size(0));
+    if (!train_batch(*batch, batch_index, batches, join ? &*join : nullptr, pending)) {
+      return std::nullopt;
     }
     ++batch_index;
-    if (steps_now) {
-      setup_.optimizer->step();
-      ++step_;
+    const bool saves_now =
+        batch_index % options_.accumulate == 0 && mid_epoch_save_due(batch_index);
+    if ((saves_now || pending.size() == kHostSyncEvery) && !read_pending()) return std::nullopt;
+    if (saves_now) {
+      save_checkpoint({.epoch = epoch, .batch = batch_index, .step = step_, .so_far = so_far()});
     }
-    ++step_in_epoch;
-    if (pending.size() == kHostSyncEvery && !read_pending()) return std::nullopt;
   }
   if (join) {
-    // Note [Join final model]: momentum too, or the replicas would part from the next step on.
-    std::vector<Tensor> momentum;
-    for (const Tensor& buffer : setup_.optimizer->momentum_buffers()) {
-      if (buffer.defined()) momentum.push_back(buffer);
-    }
-    if (!join->finish(momentum)) return std::nullopt;
+    if (!finish_join(*join)) return std::nullopt;
     join.reset();
   }
   step_ = first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer
   if (!read_pending()) return std::nullopt;
   if (is_leader()) progress.finish();
-  const double seconds = seconds_since(start);
   const int64_t host_reads = host_read_count() - reads_before;
-  const auto totals = sum_over_ranks({loss_sum, correct, static_cast<double>(seen)});
-  return PassMetrics{.loss = totals[0] / totals[2],
-                     .accuracy = totals[1] / totals[2],
-                     .images = static_cast<int64_t>(totals[2]),
-                     .seconds = seconds,
+  const EpochSoFar totals = so_far();
+  return PassMetrics{.loss = totals.loss_sum / static_cast<double>(totals.images),
+                     .accuracy = totals.correct / static_cast<double>(totals.images),
+                     .images = totals.images,
+                     .seconds = totals.seconds,
                      .host_reads = host_reads};
 }
 
@@ -408,9 +367,14 @@ void Trainer::print_header() {
       options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
       thousands(test_set_->size()).c_str(), num_threads(), memory_format_name(setup_.memory_format),
       nn::precision_name(options_.precision));
-  if (start_epoch_ > 0)
-    std::printf("resuming after epoch %d (step %lld)\n", start_epoch_,
+  if (start_.batch > 0) {
+    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start_.epoch + 1,
+                static_cast<long long>(start_.batch), static_cast<long long>(batches_per_epoch_),
                 static_cast<long long>(step_));
+  } else if (start_.epoch > 0) {
+    std::printf("resuming after epoch %d (step %lld)\n", start_.epoch,
+                static_cast<long long>(step_));
+  }
   std::fflush(stdout);
 }
 
@@ -427,12 +391,14 @@ RunSummary Trainer::run() {
     summary.last_accuracy = summary.best_accuracy = test.accuracy;
     return summary;
   }
+  if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_resume();
   int64_t train_images = 0;
   const int last_epoch = options_.run_epochs > 0
-                             ? std::min(options_.epochs, start_epoch_ + options_.run_epochs)
+                             ? std::min(options_.epochs, start_.epoch + options_.run_epochs)
                              : options_.epochs;
-  for (int epoch = start_epoch_; epoch < last_epoch; ++epoch) {
-    const float lr = schedule_->lr_at(step_);
+  for (int epoch = start_.epoch; epoch < last_epoch; ++epoch) {
+    const int64_t steps_done = epoch == start_.epoch ? start_.batch / options_.accumulate : 0;
+    const float lr = schedule_->lr_at(step_ - steps_done);  // at the epoch's first step
     const std::optional<PassMetrics> train = train_epoch(epoch);
     if (!train) {
       summary.interrupted = true;
@@ -441,7 +407,7 @@ RunSummary Trainer::run() {
       break;
     }
     const PassMetrics test = evaluate();
-    save_checkpoint(epoch + 1);
+    save_checkpoint({.epoch = epoch + 1, .step = step_});
     summary.epochs_done += 1;
     summary.train_seconds += train->seconds;
     train_images += train->images;

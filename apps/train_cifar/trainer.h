@@ -10,12 +10,19 @@
 
 #include "apps/common/training_setup.h"
 #include "apps/train_cifar/metrics_log.h"
+#include "apps/train_cifar/run_position.h"
 #include "apps/train_cifar/train_options.h"
 #include "data/data_loader.h"
 #include "nn/lr_schedule.h"
 #include "parallel/comm/process_group.h"
 
+namespace tandem::parallel {
+class Join;
+}
+
 namespace tandem::apps {
+
+class PendingSteps;
 
 /// Set from a signal handler (Ctrl-C): the run stops after the current step, keeping the last
 /// checkpoint; in ddp every rank stops at the same step.
@@ -55,13 +62,24 @@ class Trainer {
   void build_data();
   void build_schedule();
   int64_t steps_per_epoch() const;
-  void resume(nn::Module& network, nn::Sgd& optimizer);
+  void resume(const std::string& path, nn::Module& network, nn::Sgd& optimizer);
+  /// Every rank must resume from the same position (a checkpoint one rank cannot see would
+  /// start it afresh): one line otherwise.
+  void check_ranks_resume_alike();
   std::optional<PassMetrics> train_epoch(int epoch);
+  /// Forward and backward of one (micro-)batch, and the optimizer step that ends its group.
+  /// False when the ranks agreed to stop (under a Join).
+  bool train_batch(const data::Batch& batch, int64_t batch_index, int64_t batches,
+                   parallel::Join* join, PendingSteps& pending);
+  bool finish_join(parallel::Join& join);
+  /// Whether to save after this step, in the middle of the epoch (Note [Mid-epoch checkpoints]).
+  bool mid_epoch_save_due(int64_t batches_done) const;
   /// Sums values over ranks (ddp), so that every rank sees the job's totals.
   std::vector<double> sum_over_ranks(std::vector<double> values);
   bool all_ranks_continue();
-  void save_checkpoint(int epochs_done);
+  void save_checkpoint(const RunPosition& position);
   void print_header();
+  void log_resume();
   bool is_leader() const { return rank_ == 0; }
 
   TrainOptions options_;
@@ -76,10 +94,11 @@ class Trainer {
   /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm or --accumulate
   /// forbid it.
   bool uneven_shares_ = false;
-  int64_t batches_per_epoch_ = 0;  ///< of the rank with the most (they set the schedule)
+  int64_t batches_per_epoch_ = 0;       ///< of the rank with the most (they set the schedule)
+  int64_t batches_all_ranks_have_ = 0;  ///< of the rank with the fewest
   std::shared_ptr<const nn::LrSchedule> schedule_;
-  int start_epoch_ = 0;
-  int64_t step_ = 0;  ///< optimizer steps taken, over the whole run
+  RunPosition start_{};  ///< where this invocation began: the checkpoint's position, or 0
+  int64_t step_ = 0;     ///< optimizer steps taken, over the whole run
   MetricsLog log_;
 };
 

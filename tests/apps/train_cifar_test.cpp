@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend.h"
+#include "tests/apps/train_cifar_runs.h"
 #include "tests/support/cuda_skip.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
@@ -22,45 +23,8 @@ namespace tandem::apps {
 namespace {
 
 using nlohmann::json;
-using testing::TempDir;
-
 using testing::ProgramRun;
-
-ProgramRun train_cifar(const std::vector<std::string>& args) {
-  return testing::run_program(testing::kTrainCifarProgram, args);
-}
-
-std::vector<json> read_log(const std::string& path) {
-  std::vector<json> records;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) records.push_back(json::parse(line));
-  return records;
-}
-
-std::vector<json> epochs_of(const std::vector<json>& log) {
-  std::vector<json> out;
-  for (const json& record : log) {
-    if (record["type"] == "epoch") out.push_back(record);
-  }
-  return out;
-}
-
-// A short run on learnable synthetic data: 256 images, 8 steps an epoch.
-std::vector<std::string> quick_run(const std::string& log, std::vector<std::string> extra = {}) {
-  std::vector<std::string> args{"--synthetic", "--subset", "256",           "--batch-size", "32",
-                                "--workers",   "1",        "--no-progress", "--log-json",   log};
-  if (std::find(extra.begin(), extra.end(), "--lr") == extra.end())
-    extra.insert(extra.end(), {"--lr", "0.05"});
-  args.insert(args.end(), extra.begin(), extra.end());
-  return args;
-}
-
-void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
-  EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_EQ(run.output.rfind("train_cifar: error: ", 0), 0u) << run.output;
-  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
-  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
-}
+using testing::TempDir;
 
 void expect_loss_falls(const std::vector<std::string>& mode_args) {
   TempDir dir;

@@ -106,6 +106,31 @@ TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
   EXPECT_NE(whole_epoch(other_epoch, 2)[0].images.to_vector<float>(), reference[0]);
 }
 
+// A resume in the middle of an epoch (Note [Mid-epoch checkpoints]) gets the very batches, in
+// order and augmented alike, that the whole epoch has from that batch on, for any workers.
+TEST(DataLoader, StartingAtABatchGivesTheRestOfTheWholeEpoch) {
+  const auto data = synthetic(40);
+  const auto sampler = std::make_shared<RandomSampler>(40, 9);
+  DataLoader whole(data, sampler, {.batch_size = 6, .workers = 2, .seed = 5});
+  const auto reference = whole_epoch(whole, 3);
+  ASSERT_EQ(reference.size(), 7u);
+  for (int workers : {0, 2}) {
+    DataLoader resumed(data, sampler, {.batch_size = 6, .workers = workers, .seed = 5});
+    resumed.start_epoch(3, 4);
+    for (size_t k = 4; k < reference.size(); ++k) {
+      const std::optional<Batch> batch = resumed.next();
+      ASSERT_TRUE(batch.has_value()) << "batch " << k;
+      EXPECT_EQ(batch->images.to_vector<float>(), reference[k].images.to_vector<float>()) << k;
+      EXPECT_EQ(batch->labels.to_vector<int64_t>(), reference[k].labels.to_vector<int64_t>());
+    }
+    EXPECT_FALSE(resumed.next().has_value());
+    resumed.start_epoch(3, 7);  // at the end: nothing left
+    EXPECT_FALSE(resumed.next().has_value());
+  }
+  EXPECT_THROW(whole.start_epoch(0, 8), Error);
+  EXPECT_THROW(whole.start_epoch(0, -1), Error);
+}
+
 TEST(DataLoader, StopsCleanlyMidEpochAndRestarts) {
   const auto data = synthetic(200);
   auto loader =

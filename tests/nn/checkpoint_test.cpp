@@ -90,7 +90,9 @@ TEST_F(Checkpoint, MismatchedOrMissingSidecarFallsBackToThePreviousPair) {
   TrainingRun run = make_run(2);
   Generator data(3);
   train_steps(run, data, 1);
+  EXPECT_FALSE(has_checkpoint(path()));
   save_checkpoint(path(), *run.model, *run.optimizer, {.epoch = 1});
+  EXPECT_TRUE(has_checkpoint(path()));
   fs::copy_file(sidecar_path(path()), dir_.path() / "old.state");
   save_checkpoint(path(), *run.model, *run.optimizer, {.epoch = 2});
   // A new sidecar beside old weights, as a crash between the two renames of a save leaves them
@@ -102,8 +104,11 @@ TEST_F(Checkpoint, MismatchedOrMissingSidecarFallsBackToThePreviousPair) {
   EXPECT_NE(state.fell_back_because.find("come from different saves"), std::string::npos)
       << state.fell_back_because;
 
+  EXPECT_TRUE(has_checkpoint(path()));  // the previous pair
+
   // Without a usable previous pair, the error stands.
   fs::remove(previous_path(path()));
+  EXPECT_FALSE(has_checkpoint(path()));  // what an interrupted first save leaves
   try {
     load_checkpoint(path(), *run.model, *run.optimizer);
     FAIL();

@@ -1,0 +1,82 @@
+#include "apps/train_cifar/run_position.h"
+
+#include <cstdio>
+
+#include "engine/error.h"
+
+namespace tandem::apps {
+namespace {
+
+// Doubles in metadata keep every bit (%.17g round-trips).
+std::string exact(double value) {
+  char text[40];
+  std::snprintf(text, sizeof(text), "%.17g", value);
+  return text;
+}
+
+double number_at(const nn::Metadata& extra, const std::string& key, const std::string& path) {
+  const auto found = extra.find(key);
+  TANDEM_CHECK(found != extra.end(), "[train_cifar] ", path,
+               " is a mid-epoch checkpoint without its '", key, "'");
+  try {
+    return std::stod(found->second);
+  } catch (const std::exception&) {
+    TANDEM_FAIL("[train_cifar] ", path, " has a malformed '", key, "': '", found->second, "'");
+  }
+}
+
+// What the batches of an epoch depend on beside the seed's order (Note [Mid-epoch checkpoints]).
+std::string batch_layout(const TrainOptions& options, int world_size) {
+  return detail::concat("global batch ", options.batch_size, " over ", world_size,
+                        world_size == 1 ? " rank" : " ranks", ", --accumulate ", options.accumulate,
+                        ", --subset ", options.subset, options.drop_last ? ", --drop-last" : "",
+                        ", --seed ", options.seed);
+}
+
+}  // namespace
+
+std::string resume_source(const TrainOptions& options) {
+  if (options.resume != "auto") return options.resume;
+  return nn::has_checkpoint(options.save) ? options.save : "";
+}
+
+nn::TrainingState training_state_at(const RunPosition& position, const TrainOptions& options,
+                                    int world_size) {
+  nn::TrainingState state{.epoch = position.epoch, .step = position.step};
+  state.extra["arch"] = options.arch;
+  state.extra["mode"] = mode_name(options.mode);
+  // Informational: the weights are float32 in either precision, so any run may resume them.
+  state.extra["precision"] = nn::precision_name(options.precision);
+  if (position.batch == 0) return state;
+  state.extra["epoch_batches"] = std::to_string(position.batch);
+  state.extra["epoch_loss_sum"] = exact(position.so_far.loss_sum);
+  state.extra["epoch_correct"] = exact(position.so_far.correct);
+  state.extra["epoch_images"] = std::to_string(position.so_far.images);
+  state.extra["epoch_seconds"] = exact(position.so_far.seconds);
+  state.extra["batch_layout"] = batch_layout(options, world_size);
+  return state;
+}
+
+RunPosition position_from(const nn::TrainingState& state, const TrainOptions& options,
+                          int world_size, const std::string& path) {
+  RunPosition position{.epoch = static_cast<int>(state.epoch), .step = state.step};
+  if (state.extra.count("epoch_batches") == 0) return position;
+  const auto layout = state.extra.find("batch_layout");
+  const std::string mine = batch_layout(options, world_size);
+  TANDEM_CHECK(layout != state.extra.end() && layout->second == mine, "[train_cifar] ", path,
+               " was saved in the middle of epoch ", state.epoch + 1, " by a run with ",
+               layout == state.extra.end() ? "an unrecorded layout" : layout->second,
+               "; this run has ", mine,
+               ": resume it with the same values (its batches would differ otherwise)");
+  const auto count = [&](const char* key) {
+    return static_cast<int64_t>(number_at(state.extra, key, path));
+  };
+  position.batch = count("epoch_batches");
+  position.so_far = {.loss_sum = number_at(state.extra, "epoch_loss_sum", path),
+                     .correct = number_at(state.extra, "epoch_correct", path),
+                     .images = count("epoch_images"),
+                     .seconds = number_at(state.extra, "epoch_seconds", path)};
+  return position;
+}
+
+}  // namespace tandem::apps

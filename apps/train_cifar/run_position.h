@@ -1,0 +1,61 @@
+#pragma once
+/// Where a train_cifar run stands in its schedule, as its checkpoints record it.
+///
+/// Note [Mid-epoch checkpoints]: with --save-every-steps K a run also saves after every K-th
+/// optimizer step, between two batches of an epoch, so a fault costs at most K steps instead of
+/// the epoch in progress. Such a checkpoint holds, beside the weights and the momentum, the epoch
+/// in progress, the batches of it already trained and the step; that is the whole of the
+/// training state, because everything random in a run is a function of the seed and the
+/// position: the sampler's order of (seed, epoch), each image's augmentation of (seed, epoch,
+/// image) (Note [Loader determinism]), the learning rate of the step. So a resume that starts the
+/// loader at that batch gives exactly the batches, augmentations and updates the uninterrupted
+/// run would have given, and ends with bit-identical weights (on the CPU, whose kernels are
+/// deterministic; two ranks sum gradients in one order whatever the bucket layout). Saves fall
+/// only between optimizer steps (never inside an --accumulate group), in ddp on every rank after
+/// the same step (K counts the run's steps, which every rank takes together), and with uneven
+/// shares (Note [Join protocol]) only while no rank has joined. The epoch's training metrics so
+/// far go with it, summed over the ranks, so the epoch's line and log record are whole too.
+///
+/// The batches mean the same only with the same batch layout: a mid-epoch checkpoint records
+/// the global batch, the ranks, --accumulate, --subset, --drop-last and the seed, and a resume
+/// with other values is refused (one line); an epoch-boundary checkpoint resumes with any.
+
+#include <cstdint>
+#include <string>
+
+#include "apps/train_cifar/train_options.h"
+#include "nn/checkpoint.h"
+
+namespace tandem::apps {
+
+/// An epoch's training metrics up to some batch, over every rank.
+struct EpochSoFar {
+  double loss_sum = 0;  ///< Σ loss × images
+  double correct = 0;
+  int64_t images = 0;
+  double seconds = 0;  ///< of training, on rank 0
+};
+
+struct RunPosition {
+  int epoch = 0;      ///< epochs completed: the epoch in progress, counting from 0
+  int64_t batch = 0;  ///< batches of that epoch already trained; 0 at an epoch boundary
+  int64_t step = 0;   ///< optimizer steps taken over the whole run (the LR schedule's clock)
+  EpochSoFar so_far{};
+};
+
+/// The checkpoint a run resumes from: --resume's path; for `--resume auto` --save's when it holds
+/// a complete checkpoint (nn::has_checkpoint), else "" (start afresh), as a restarted worker
+/// needs; "" without --resume.
+std::string resume_source(const TrainOptions& options);
+
+/// The checkpoint's training state for `position` (its extra metadata also names the run: arch,
+/// mode, precision, and for a mid-epoch position its batch layout).
+nn::TrainingState training_state_at(const RunPosition& position, const TrainOptions& options,
+                                    int world_size);
+
+/// The position `state` (loaded from `path`) records. Throws a one-line tandem::Error when a
+/// mid-epoch checkpoint was written with another batch layout than `options` over `world_size`.
+RunPosition position_from(const nn::TrainingState& state, const TrainOptions& options,
+                          int world_size, const std::string& path);
+
+}  // namespace tandem::apps

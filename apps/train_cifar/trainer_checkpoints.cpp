@@ -1,0 +1,76 @@
+// Trainer's checkpoints: resuming (from an epoch boundary or the middle of an epoch), agreeing
+// on where every rank resumes, and saving (Note [Mid-epoch checkpoints] in run_position.h).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "apps/train_cifar/trainer.h"
+#include "engine/tandem.h"
+#include "nn/checkpoint.h"
+
+namespace tandem::apps {
+
+void Trainer::resume(const std::string& path, nn::Module& network, nn::Sgd& optimizer) {
+  const nn::TrainingState state = nn::load_checkpoint(path, network, optimizer);
+  const auto arch = state.extra.find("arch");
+  TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ", path,
+               " holds a ", arch->second, ", not a ", options_.arch, " (pass --arch ", arch->second,
+               ")");
+  if (!state.fell_back_because.empty() && is_leader()) {
+    std::fprintf(stderr, "train_cifar: %s was unusable (%s); resuming from %s, one save earlier\n",
+                 path.c_str(), state.fell_back_because.c_str(), nn::previous_path(path).c_str());
+  }
+  start_ = position_from(state, options_, world_, path);
+  step_ = start_.step;
+}
+
+void Trainer::check_ranks_resume_alike() {
+  if (!group_ || world_ == 1) return;
+  // float32 holds every epoch, batch and step below 2^24 exactly.
+  Tensor position = from_vector(std::vector<float>{static_cast<float>(start_.epoch),
+                                                   static_cast<float>(start_.batch),
+                                                   static_cast<float>(start_.step)},
+                                {3})
+                        .to(group_->tensor_device());
+  group_->broadcast({position}, 0)->wait();
+  const std::vector<float> leader = position.to_vector<float>();
+  TANDEM_CHECK(leader[0] == static_cast<float>(start_.epoch) &&
+                   leader[1] == static_cast<float>(start_.batch) &&
+                   leader[2] == static_cast<float>(start_.step),
+               "[train_cifar] rank ", rank_, " would start at epoch ", start_.epoch + 1, ", batch ",
+               start_.batch, " but rank 0 at epoch ", leader[0] + 1, ", batch ", leader[1],
+               ": every rank must see the same checkpoint (a shared file system, or a "
+               "copy on every machine)");
+}
+
+void Trainer::save_checkpoint(const RunPosition& position) {
+  if (options_.save.empty()) return;
+  if (is_leader()) {
+    nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer,
+                        training_state_at(position, options_, world_));
+  }
+  if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
+}
+
+bool Trainer::mid_epoch_save_due(int64_t batches_done) const {
+  // The last batch's save is the epoch's own; under a Join, a rank that has joined cannot
+  // meet the others' barrier.
+  return options_.save_every_steps > 0 && step_ % options_.save_every_steps == 0 &&
+         batches_done < batches_per_epoch_ &&
+         (!uneven_shares_ || batches_done < batches_all_ranks_have_);
+}
+
+// For the fault drills and plots: where a resumed run began, when, and in which attempt of a
+// restarting launcher (TORCHELASTIC_RESTART_COUNT, set by tandem-run and torchrun).
+void Trainer::log_resume() {
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  log_.write({{"type", "resume"},
+              {"epoch", start_.epoch},
+              {"batch", start_.batch},
+              {"step", start_.step},
+              {"attempt", attempt != nullptr ? std::atoi(attempt) : 0},
+              {"unix_time", std::chrono::duration<double>(now).count()}});
+}
+
+}  // namespace tandem::apps

@@ -1,0 +1,61 @@
+#pragma once
+/// What the tests of train_cifar share: running it, reading its JSON-lines log, a quick run's
+/// flags, and checking a one-line error.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_program.h"
+#include "tests/support/test_paths.h"
+
+namespace tandem::apps {
+
+inline testing::ProgramRun train_cifar(const std::vector<std::string>& args) {
+  return testing::run_program(testing::kTrainCifarProgram, args);
+}
+
+inline std::vector<nlohmann::json> read_log(const std::string& path) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+inline std::vector<nlohmann::json> records_of(const std::vector<nlohmann::json>& log,
+                                              const std::string& type) {
+  std::vector<nlohmann::json> out;
+  for (const nlohmann::json& record : log) {
+    if (record["type"] == type) out.push_back(record);
+  }
+  return out;
+}
+
+inline std::vector<nlohmann::json> epochs_of(const std::vector<nlohmann::json>& log) {
+  return records_of(log, "epoch");
+}
+
+/// A short run on learnable synthetic data: 256 images, 8 steps an epoch.
+inline std::vector<std::string> quick_run(const std::string& log,
+                                          std::vector<std::string> extra = {}) {
+  std::vector<std::string> args{"--synthetic", "--subset", "256",           "--batch-size", "32",
+                                "--workers",   "1",        "--no-progress", "--log-json",   log};
+  if (std::find(extra.begin(), extra.end(), "--lr") == extra.end())
+    extra.insert(extra.end(), {"--lr", "0.05"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+inline void expect_one_error_line(const testing::ProgramRun& run, const std::string& expected) {
+  EXPECT_NE(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.rfind("train_cifar: error: ", 0), 0u) << run.output;
+  EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
+  EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+}
+
+}  // namespace tandem::apps
