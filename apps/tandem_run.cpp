@@ -15,6 +15,7 @@ int run(int argc, char** argv) {
   tandem::parallel::LaunchOptions options;
   double kill_grace_s = 30.0;
   double timeout_s = 0.0;
+  double rdzv_timeout_s = 600.0;
   CLI::App app{"tandem-run: start the workers of a distributed job on this machine (like torchrun)",
                "tandem-run"};
   app.add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node,
@@ -34,6 +35,12 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
       ->capture_default_str();
+  app.add_option("--max-restarts,--max_restarts", options.max_restarts,
+                 "restart every worker on every node this many times after a failure")
+      ->capture_default_str();
+  app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout_s,
+                 "with --max-restarts: seconds to wait for the other nodes to join an attempt")
+      ->capture_default_str();
   // Everything from "--" (or the first argument that is not a flag) on is the workers' command.
   app.prefix_command();
   app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
@@ -44,6 +51,7 @@ int run(int argc, char** argv) {
   }
   options.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(kill_grace_s * 1000));
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  options.rdzv_timeout = std::chrono::milliseconds(static_cast<int64_t>(rdzv_timeout_s * 1000));
   return tandem::parallel::launch(options).exit_code;
 }
 

@@ -79,20 +79,24 @@ void choose_nccl_interface(const DistributedEnv& env, const Store& store) {
 // Note [Who hosts the store]: tandem-run hosts it on node 0 (like torchrun's agent store), so a
 // port it checked stays reserved and the store outlives any worker; under mpirun or srun nobody
 // else can, so rank 0 does. Under torchrun's static rendezvous its agent hosts PyTorch's
-// TCPStore: the ranks are clients of it, with each restart's keys under their own prefix, as
-// PyTorch's workers do (Note [TCPStore protocol] in torch_store.h).
+// TCPStore: the ranks are clients of it (Note [TCPStore protocol] in torch_store.h). A store a
+// launcher hosts keeps the keys of earlier attempts (tandem-run --max-restarts, torchrun
+// --max-restarts), so each attempt's keys go under their own prefix, as PyTorch's workers do.
 std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::milliseconds timeout) {
+  std::shared_ptr<Store> store;
   if (env.store_host == StoreHost::TorchrunAgent) {
-    auto agent_store = std::make_shared<TorchStore>(
+    store = std::make_shared<TorchStore>(
         TorchStoreOptions{.host = env.master_addr, .port = env.master_port, .timeout = timeout});
-    return std::make_shared<PrefixStore>(
-        "/worker/attempt_" + std::to_string(env.restart_count) + "/", std::move(agent_store));
+  } else {
+    store = std::make_shared<TcpStore>(
+        TcpStoreOptions{.host = env.master_addr,
+                        .port = env.master_port,
+                        .is_server = env.rank == 0 && env.store_host == StoreHost::Rank0,
+                        .timeout = timeout});
   }
-  return std::make_shared<TcpStore>(
-      TcpStoreOptions{.host = env.master_addr,
-                      .port = env.master_port,
-                      .is_server = env.rank == 0 && env.store_host == StoreHost::Rank0,
-                      .timeout = timeout});
+  const std::string prefix = worker_store_prefix(env);
+  if (prefix.empty()) return store;
+  return std::make_shared<PrefixStore>(prefix, std::move(store));
 }
 
 // Note [World size agreement]: a rank started with another world size (a wrong --nnodes or

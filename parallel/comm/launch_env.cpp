@@ -55,6 +55,10 @@ void read_rendezvous(const EnvLookup& lookup, DistributedEnv& env) {
   // PyTorch writes Python's str(True); anything else (or nothing) means rank 0 hosts the store.
   if (lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
     env.store_host = StoreHost::TorchrunAgent;
+  }
+  // Both launchers' stores outlive an attempt, so each attempt's keys need their own prefix
+  // (worker_store_prefix); a store rank 0 hosts dies with the attempt.
+  if (env.store_host != StoreHost::Rank0) {
     env.restart_count = read_int_or(lookup, "TORCHELASTIC_RESTART_COUNT", 0);
   }
 }
@@ -214,6 +218,11 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
                "[env] SLURM_NODEID=", node_id, " is out of range for SLURM_TASKS_PER_NODE='",
                tasks_per_node, "' (", counts.size(), " nodes)");
   return counts[static_cast<size_t>(node_id)];
+}
+
+std::string worker_store_prefix(const DistributedEnv& env) {
+  if (env.store_host == StoreHost::Rank0) return "";
+  return "/worker/attempt_" + std::to_string(env.restart_count) + "/";
 }
 
 int threads_per_local_rank(const DistributedEnv& env, int cores) {

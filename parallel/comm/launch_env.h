@@ -3,8 +3,8 @@
 ///
 /// Three kinds of launcher are understood, first match wins:
 ///   tandem-run, torchrun  RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-///                         MASTER_PORT (torchrun also TORCHELASTIC_USE_AGENT_STORE and
-///                         TORCHELASTIC_RESTART_COUNT)
+///                         MASTER_PORT, TORCHELASTIC_RESTART_COUNT (the attempt); torchrun
+///                         also TORCHELASTIC_USE_AGENT_STORE
 ///   mpirun (Open MPI)     OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 ///   srun (Slurm)          SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
 ///                         (or SLURM_TASKS_PER_NODE with SLURM_NODEID)
@@ -34,8 +34,8 @@ struct DistributedEnv {
   int master_port = 29500;                ///< port of the rendezvous store
   /// Who hosts the rendezvous store (Note [Who hosts the store] in init_process_group.cpp).
   StoreHost store_host = StoreHost::Rank0;
-  /// Under torchrun's agent store: TORCHELASTIC_RESTART_COUNT, which scopes the keys of each
-  /// attempt ("/worker/attempt_N/", as PyTorch's workers do).
+  /// Under a launcher-hosted store (tandem-run's or torchrun's agent's):
+  /// TORCHELASTIC_RESTART_COUNT, the attempt, which scopes its keys (worker_store_prefix).
   int restart_count = 0;
   /// Which launcher's variables were read: "torchrun", "mpirun" or "srun" (for messages).
   std::string launcher = "torchrun";
@@ -76,6 +76,11 @@ int listed_devices(const std::string& list);
 
 /// For one of Slurm's task counts such as "2(x3),1": how many tasks run on node `node_id`.
 int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
+
+/// The prefix of this attempt's keys in the rendezvous store: "/worker/attempt_N/" (N =
+/// restart_count, as PyTorch's workers scope theirs) where a launcher hosts the store and keeps
+/// the keys of earlier attempts (tandem-run --max-restarts, torchrun); "" where rank 0 hosts it.
+std::string worker_store_prefix(const DistributedEnv& env);
 
 /// CPU threads for one rank when nothing chose them (no TANDEM_NUM_THREADS, no --threads):
 /// the machine's cores shared among the ranks on it, as tandem-run gives its workers; mpirun

@@ -10,11 +10,14 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
 
 #include "engine/error.h"
+#include "parallel/comm/restart_rounds.h"
+#include "parallel/comm/store.h"
 #include "parallel/comm/store_server.h"
 #include "parallel/comm/worker_process.h"
 
@@ -24,6 +27,9 @@ namespace tandem::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Cheap (one check() request), and the other nodes' workers stop within about this of a failure.
+constexpr std::chrono::milliseconds kRoundCheckInterval{500};
 
 void validate(const LaunchOptions& o) {
   TANDEM_CHECK(o.nproc_per_node >= 1, "[tandem-run] --nproc-per-node must be at least 1, got ",
@@ -40,6 +46,17 @@ void validate(const LaunchOptions& o) {
   TANDEM_CHECK(!o.command.empty(),
                "[tandem-run] no command to run; put it after --, e.g. "
                "tandem-run --nproc-per-node 2 -- ./train_cifar");
+  TANDEM_CHECK(o.max_restarts >= 0, "[tandem-run] --max-restarts must be at least 0, got ",
+               o.max_restarts);
+  if (o.max_restarts == 0) return;
+  // The launchers agree on each attempt through the store they host (Note [Restart rounds]).
+  TANDEM_CHECK(o.host_store,
+               "[tandem-run] --max-restarts needs the launcher-hosted store: rank 0's store dies "
+               "with the attempt, and the launchers agree on the next one through it");
+  TANDEM_CHECK(o.stop_on_failure,
+               "[tandem-run] --max-restarts restarts every worker after a failure, so it needs "
+               "stop_on_failure");
+  TANDEM_CHECK(o.rdzv_timeout.count() > 0, "[tandem-run] --rdzv-timeout must be positive");
 }
 
 // SIGINT/SIGTERM handlers can only do async-signal-safe work, so they
@@ -114,7 +131,8 @@ int prepare_port(const LaunchOptions& o, std::unique_ptr<StoreServer>& server) {
   }
 }
 
-std::vector<std::string> worker_environment(const LaunchOptions& o, int local_rank, int port) {
+std::vector<std::string> worker_environment(const LaunchOptions& o, int local_rank, int port,
+                                            int attempt) {
   std::map<std::string, std::string> vars;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
@@ -135,6 +153,8 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int local_ra
   vars["MASTER_ADDR"] = o.master_addr;
   vars["MASTER_PORT"] = std::to_string(port);
   vars["TANDEM_STORE_HOSTED"] = o.host_store ? "1" : "0";
+  // torchrun's name, so scripts that read it work under both launchers.
+  vars["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
   for (const auto& [name, value] : o.env) vars[name] = value;
   std::vector<std::string> out;
   out.reserve(vars.size());
@@ -147,21 +167,39 @@ void write_line(int fd, const std::string& text) {
   [[maybe_unused]] const ssize_t ignored = ::write(fd, line.data(), line.size());
 }
 
-// Watches the workers of one launch: relays their output, reaps them, and stops them all when
-// one fails, when the launcher is interrupted, or when the job runs out of time.
+// Tells the other nodes' launchers something through the store; a store that is gone has
+// nobody left to tell (the next join() says so).
+void tell_rounds(RestartRounds* rounds, const std::function<void(RestartRounds&)>& message) {
+  if (rounds == nullptr) return;
+  try {
+    message(*rounds);
+  } catch (const Error&) {
+  }
+}
+
+// One attempt's place in the job: which attempt it is, and what a failure in it leads to.
+struct Attempt {
+  int number = 0;         ///< TORCHELASTIC_RESTART_COUNT, the same on every node
+  int restarts_used = 0;  ///< by this launcher, before this attempt
+  std::optional<Clock::time_point> job_deadline{};  ///< --timeout counts over all attempts
+  RestartRounds* rounds = nullptr;                  ///< with --max-restarts > 0
+};
+
+// Watches the workers of one attempt: relays their output, reaps them, and stops them all when
+// one fails (or another node's did), when the launcher is interrupted, or when the job runs out
+// of time.
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& options, int port) : options_(options) {
-    const auto started = Clock::now();
-    if (options.timeout.count() > 0) job_deadline_ = started + options.timeout;
+  Supervisor(const LaunchOptions& options, int port, const Attempt& attempt)
+      : options_(options), attempt_(attempt), job_deadline_(attempt.job_deadline) {
     const std::string program = find_executable(options.command[0]);
     std::vector<std::string> argv = options.command;
     argv[0] = program;
     for (int local = 0; local < options.nproc_per_node; ++local) {
       const int rank = options.node_rank * options.nproc_per_node + local;
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
-      workers_.push_back(
-          std::make_unique<WorkerProcess>(argv, worker_environment(options, local, port)));
+      workers_.push_back(std::make_unique<WorkerProcess>(
+          argv, worker_environment(options, local, port, attempt.number)));
       out_.emplace_back(prefix, options.stdout_fd);
       err_.emplace_back(prefix, options.stderr_fd);
       exits_.push_back(
@@ -175,6 +213,7 @@ class Supervisor {
       for (int sig : signals.take()) on_interrupt(sig);
       reap();
       check_deadlines();
+      watch_round();
     }
     // A stopped job leaves nothing behind: what the workers started (a shell's background
     // commands ignore SIGINT) goes with them. A process group's id is not reused while any
@@ -189,6 +228,9 @@ class Supervisor {
     result_.workers = exits_;
     return result_;
   }
+
+  /// Whether every worker is to start again after run() (--max-restarts).
+  bool restarting() const { return restarting_; }
 
  private:
   bool all_exited() const {
@@ -258,12 +300,53 @@ class Supervisor {
                                            std::to_string(exits_[i].exit_code) + ")"
                                      : describe_wait_status(status));
       if (options_.stop_on_failure) {
-        result_.message += "; stopping the other workers";
+        result_.message += "; " + restart_or_give_up(true);
         stop_all(SIGTERM);
       } else {
         stopping_ = true;  // report the first failure only
       }
     }
+  }
+
+  // After a failure here (`failed_here`) or another node's: a restart while any is left, else
+  // the end of the job, which the other nodes learn through the store. Returns the end of the
+  // line that says so.
+  std::string restart_or_give_up(bool failed_here) {
+    const int max = options_.max_restarts;
+    if (max == 0) return "stopping the other workers";
+    if (attempt_.restarts_used < max) {
+      restarting_ = true;
+      if (failed_here) tell_rounds(attempt_.rounds, [](RestartRounds& r) { r.close(); });
+      return "restarting all workers (restart " + std::to_string(attempt_.restarts_used + 1) +
+             " of " + std::to_string(max) + ")";
+    }
+    std::string gave_up = "gave up after " + std::to_string(max) + " restarts (--max-restarts " +
+                          std::to_string(max) + ")";
+    end_job(gave_up);
+    return gave_up;
+  }
+
+  void end_job(const std::string& why) {
+    restarting_ = false;
+    const std::string reason = "node " + std::to_string(options_.node_rank) + " " + why;
+    tell_rounds(attempt_.rounds, [&](RestartRounds& r) { r.end_job(reason); });
+  }
+
+  // Note [Restart rounds]: another node's failure closes the round. The workers here may be
+  // blocked in a collective waiting for that node's, so they are stopped, not awaited.
+  void watch_round() {
+    if (attempt_.rounds == nullptr || stopping_ || Clock::now() < next_round_check_) return;
+    next_round_check_ = Clock::now() + kRoundCheckInterval;
+    bool closed = true;  // a lost store ends the attempt too; the next join() says why
+    try {
+      closed = attempt_.rounds->closed();
+    } catch (const Error&) {
+    }
+    if (!closed) return;
+    result_.exit_code = 1;
+    result_.message = "[tandem-run] another node ended attempt " + std::to_string(attempt_.number) +
+                      "; " + restart_or_give_up(false);
+    stop_all(SIGTERM);
   }
 
   void on_interrupt(int sig) {
@@ -273,6 +356,7 @@ class Supervisor {
       result_.exit_code = 128 + sig;
       result_.message = std::string("[tandem-run] interrupted by ") + ::strsignal(sig);
     }
+    end_job(std::string("was interrupted by ") + ::strsignal(sig));
     stop_all(sig);
   }
 
@@ -292,6 +376,7 @@ class Supervisor {
         result_.message = "[tandem-run] the job ran longer than its timeout of " +
                           net::format_duration(options_.timeout) + "; stopped the workers";
       }
+      end_job("ran past its --timeout");
       stop_all(SIGTERM);
     }
     if (kill_deadline_ && now >= *kill_deadline_) {
@@ -300,13 +385,64 @@ class Supervisor {
   }
 
   const LaunchOptions& options_;
+  const Attempt attempt_;
   std::vector<std::unique_ptr<WorkerProcess>> workers_;
   std::vector<LinePrefixer> out_, err_;
   std::vector<WorkerExit> exits_;
   LaunchResult result_;
   bool stopping_ = false;
+  bool restarting_ = false;
   std::optional<Clock::time_point> kill_deadline_, job_deadline_;
+  Clock::time_point next_round_check_ = Clock::now() + kRoundCheckInterval;
 };
+
+// A job that ended while its launcher waited for the other nodes: one line, as run() ends.
+LaunchResult ended_between_attempts(const LaunchOptions& o, int exit_code, std::string message,
+                                    int restarts) {
+  write_line(o.stderr_fd, message);
+  return LaunchResult{.exit_code = exit_code,
+                      .message = std::move(message),
+                      .timed_out = exit_code == 124,
+                      .restarts = restarts};
+}
+
+// Joins each attempt with the other nodes and runs it, until one is not restarted.
+LaunchResult run_attempts(const LaunchOptions& o, int port, Attempt attempt,
+                          SignalForwarding& signals) {
+  while (true) {
+    int interrupt = 0;
+    const auto cancelled = [&] {
+      for (int sig : signals.take()) interrupt = sig;
+      return interrupt != 0 || (attempt.job_deadline && Clock::now() >= *attempt.job_deadline);
+    };
+    std::optional<int> number;
+    try {
+      number = attempt.rounds->join(cancelled);
+    } catch (const Error& e) {
+      return ended_between_attempts(o, 1, e.message(), attempt.restarts_used);
+    }
+    if (!number) {
+      const std::string why = interrupt != 0
+                                  ? std::string("interrupted by ") + ::strsignal(interrupt)
+                                  : "out of time (--timeout)";
+      tell_rounds(attempt.rounds, [&](RestartRounds& r) {
+        r.end_job("node " + std::to_string(o.node_rank) + " was " + why);
+      });
+      return ended_between_attempts(o, interrupt != 0 ? 128 + interrupt : 124,
+                                    "[tandem-run] " + why + " while waiting for the other nodes",
+                                    attempt.restarts_used);
+    }
+    attempt.number = *number;
+    Supervisor supervisor(o, port, attempt);
+    LaunchResult result = supervisor.run(signals);
+    result.restarts = attempt.restarts_used;
+    if (!supervisor.restarting()) {
+      if (result.exit_code == 0) attempt.rounds->finish();
+      return result;
+    }
+    ++attempt.restarts_used;
+  }
+}
 
 }  // namespace
 
@@ -314,9 +450,25 @@ LaunchResult launch(const LaunchOptions& options) {
   validate(options);
   std::unique_ptr<StoreServer> server;
   const int port = prepare_port(options, server);
+  Attempt first;
+  if (options.timeout.count() > 0) first.job_deadline = Clock::now() + options.timeout;
+  if (options.max_restarts == 0) {
+    SignalForwarding signals;
+    Supervisor supervisor(options, port, first);
+    return supervisor.run(signals);
+  }
+  // Every launcher, node 0's included, is a client of node 0's store (Note [Restart rounds]).
+  // Connecting waits up to the rendezvous timeout for node 0's launcher to start.
+  auto store = std::make_shared<TcpStore>(
+      TcpStoreOptions{.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr,
+                      .port = port,
+                      .timeout = options.rdzv_timeout});
+  RestartRounds rounds(store, {.nnodes = options.nnodes,
+                               .node_rank = options.node_rank,
+                               .rdzv_timeout = options.rdzv_timeout});
+  first.rounds = &rounds;
   SignalForwarding signals;
-  Supervisor supervisor(options, port);
-  return supervisor.run(signals);
+  return run_attempts(options, port, first, signals);
 }
 
 }  // namespace tandem::parallel

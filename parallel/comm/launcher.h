@@ -8,7 +8,11 @@
 ///   tandem-run --nnodes 2 --node-rank 0 --nproc-per-node 4 --master-addr node0 -- ./train ...
 ///
 /// Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
-/// GROUP_RANK (the node), TANDEM_STORE_HOSTED and, unless set, TANDEM_NUM_THREADS = cores / N.
+/// GROUP_RANK (the node), TANDEM_STORE_HOSTED, TORCHELASTIC_RESTART_COUNT (the attempt, the same
+/// on every node) and, unless set, TANDEM_NUM_THREADS = cores / N.
+///
+/// With max_restarts > 0 a failed worker stops the node's workers and every node starts them all
+/// again, up to max_restarts times (torchrun's --max-restarts; Note [Restart rounds]).
 
 #include <sys/types.h>
 
@@ -42,8 +46,15 @@ struct LaunchOptions {
   /// Long enough for train_cifar's ranks to reach their next host sync (every 10 steps) and stop
   /// together after a Ctrl-C, keeping their checkpoint, on slow CPU steps too.
   std::chrono::milliseconds kill_grace{30000};
-  /// Stops the job when it runs longer than this; 0: no limit.
+  /// Stops the job when it runs longer than this, over all attempts; 0: no limit.
   std::chrono::milliseconds timeout{0};
+  /// How many times a failed worker restarts every worker of the job (torchrun's
+  /// --max-restarts); 0: the first failure ends the job, and no launcher talks to the store.
+  /// More needs host_store and stop_on_failure.
+  int max_restarts = 0;
+  /// With max_restarts > 0: how long a launcher waits for the other nodes to join an attempt
+  /// (and node 0's for them to finish), before it gives up with an error naming the missing.
+  std::chrono::milliseconds rdzv_timeout{600000};
   /// Where the workers' prefixed output and the launcher's messages go.
   int stdout_fd = 1;
   int stderr_fd = 2;
@@ -66,6 +77,8 @@ struct LaunchResult {
   /// pid 123) exited with status 3; stopped the other workers"; empty on success.
   std::string message;
   bool timed_out = false;
+  /// How many times the workers were restarted (max_restarts).
+  int restarts = 0;
 };
 
 /// Runs the workers of this node until they have all exited. Throws tandem::Error ("[tandem-run]

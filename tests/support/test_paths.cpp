@@ -4,6 +4,7 @@
 namespace tandem::testing {
 
 const char* const kTrainCifarProgram = TANDEM_TRAIN_CIFAR;
+const char* const kTandemRunProgram = TANDEM_TANDEM_RUN;
 const char* const kBenchCifarProgram = TANDEM_BENCH_CIFAR;
 const char* const kCifar10Dir = TANDEM_CIFAR10_DIR;
 const char* const kFuzzCorpusDir = TANDEM_FUZZ_CORPUS;

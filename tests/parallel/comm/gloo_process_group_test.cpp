@@ -128,6 +128,20 @@ TEST(Gloo, InitProcessGroupNamesUnsupportedBackends) {
                        "[process_group] unknown backend 'mpi'"));
 }
 
+// tandem-run's store outlives an attempt: a restarted attempt's ranks must not meet the keys the
+// last one left there, so each attempt's keys carry its number.
+TEST(Gloo, InitProcessGroupScopesKeysByAttemptInALauncherHostedStore) {
+  StoreServer server;
+  DistributedEnv env;
+  env.master_port = server.port();
+  env.store_host = StoreHost::TandemRun;
+  env.restart_count = 2;
+  auto group = init_process_group("gloo", env, {.timeout = 10s});
+  TcpStore store(TcpStoreOptions{.port = server.port(), .timeout = 10s});
+  EXPECT_TRUE(store.check({"/worker/attempt_2/tandem/world_size/rank0"}));
+  EXPECT_FALSE(store.check({"tandem/world_size/rank0"}));
+}
+
 TEST(Gloo, WorkWaitTimesOutNamingTheCollective) {
   Work work("[gloo] allreduce #7 on rank 1 of 2", 10s);
   EXPECT_FALSE(work.completed());

@@ -58,6 +58,30 @@ TEST(LaunchEnv, TorchrunAgentStore) {
   expect_error(agent, "TORCHELASTIC_RESTART_COUNT='two' is not an integer");
 }
 
+// A launcher-hosted store keeps every attempt's keys, so each attempt scopes its own (tandem-run
+// --max-restarts, torchrun); a store rank 0 hosts starts empty and needs no prefix.
+TEST(LaunchEnv, LauncherHostedStoresScopeKeysByAttempt) {
+  Vars hosted = torchrun();
+  hosted["TANDEM_STORE_HOSTED"] = "1";
+  hosted["TORCHELASTIC_RESTART_COUNT"] = "2";
+  DistributedEnv env = from_variables(hosted);
+  EXPECT_EQ(env.restart_count, 2);
+  EXPECT_EQ(worker_store_prefix(env), "/worker/attempt_2/");
+  hosted.erase("TORCHELASTIC_RESTART_COUNT");  // tandem-run without --max-restarts: attempt 0
+  EXPECT_EQ(worker_store_prefix(from_variables(hosted)), "/worker/attempt_0/");
+  hosted["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  hosted["TORCHELASTIC_RESTART_COUNT"] = "3";
+  EXPECT_EQ(worker_store_prefix(from_variables(hosted)), "/worker/attempt_3/");
+  Vars rank0 = torchrun();
+  rank0["TORCHELASTIC_RESTART_COUNT"] = "2";
+  env = from_variables(rank0);
+  EXPECT_EQ(env.restart_count, 0);
+  EXPECT_EQ(worker_store_prefix(env), "");
+  hosted["TORCHELASTIC_RESTART_COUNT"] = "two";
+  hosted.erase("TORCHELASTIC_USE_AGENT_STORE");
+  expect_error(hosted, "TORCHELASTIC_RESTART_COUNT='two' is not an integer");
+}
+
 TEST(LaunchEnv, TorchrunLocalVariablesDefaultToOneMachine) {
   const DistributedEnv env = from_variables(
       {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "1234"}});

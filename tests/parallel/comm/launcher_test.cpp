@@ -11,9 +11,9 @@
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/launcher.h"
 #include "parallel/comm/store_server.h"
+#include "tests/parallel/comm/launcher_fixture.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
-#include "tests/support/temp_dir.h"
 
 namespace tandem::parallel {
 namespace {
@@ -21,38 +21,6 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::contains;
 using tandem::testing::error_message;
-
-// Runs launch() with the workers' output going to a file, and reads it back.
-class LauncherTest : public ::testing::Test {
- protected:
-  LaunchResult run(LaunchOptions options) {
-    const int fd = ::open(output_path().c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    EXPECT_GE(fd, 0);
-    options.stdout_fd = fd;
-    options.stderr_fd = fd;
-    options.master_port = 0;
-    LaunchResult result = launch(options);
-    ::close(fd);
-    return result;
-  }
-  std::string output() const {
-    std::ifstream in(output_path());
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-  }
-  std::string output_path() const { return dir_.file("output.txt"); }
-
-  static LaunchOptions shell(int nproc, const std::string& script) {
-    LaunchOptions options;
-    options.nproc_per_node = nproc;
-    options.command = {"/bin/sh", "-c", script};
-    options.kill_grace = 500ms;
-    return options;
-  }
-
-  tandem::testing::TempDir dir_;
-};
 
 TEST_F(LauncherTest, PrefixesEveryLineWithTheRank) {
   const auto result = run(shell(2, "echo out $RANK; echo err $RANK >&2; printf 'a\\nb\\rc'"));

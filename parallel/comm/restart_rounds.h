@@ -1,0 +1,83 @@
+#pragma once
+/// How the launchers of a multi-node job (tandem-run --max-restarts) agree, through the
+/// rendezvous store, that a new attempt begins, so every node restarts its workers together.
+///
+/// Note [Restart rounds]: attempts are numbered rounds. `tandem-run/round` (an add() counter) is
+/// the current one. A launcher joins round r with add("tandem-run/round/<r>/joined", 1): a count
+/// above nnodes means the round is already running or over (a launcher restarted by hand, or one
+/// late after a failure), so it closes r and joins the next; otherwise it waits, bounded by the
+/// rendezvous timeout, until nnodes have joined, then starts its workers with
+/// TORCHELASTIC_RESTART_COUNT=r. Closing r is add("tandem-run/round/<r>/closed", 1); whoever
+/// gets 1 moves the counter on to r+1, so it moves exactly once per round. While the workers
+/// run, each launcher checks about twice a second whether its round was closed; a local failure
+/// closes it, and every node then stops its workers and joins r+1. A launcher that gives up, or
+/// is interrupted, or runs out of time, also sets `tandem-run/ended` to why, so the others fail
+/// at once instead of waiting for it. Node 0's launcher hosts the store: its death ends the job
+/// (the others fail on the lost connection), as the death of torchrun's c10d store host does.
+/// A launcher killed while waiting for a round and started again counts twice in that round;
+/// the workers' own rendezvous then times out, and the failure starts another round.
+///
+///   RestartRounds rounds(store, {.nnodes = 2, .node_rank = 1});
+///   while (true) {
+///     const int attempt = *rounds.join(never);  // every node starts attempt `attempt` together
+///     ... run the workers, polling rounds.closed(); a failure calls rounds.close() ...
+///   }
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "parallel/comm/store.h"
+
+namespace tandem::parallel {
+
+struct RestartRoundsOptions {
+  int nnodes = 1;
+  int node_rank = 0;
+  /// How long join() waits for the other nodes, and node 0's finish() for them to finish.
+  std::chrono::milliseconds rdzv_timeout{600000};
+  /// How often join() and finish() look at the store while waiting.
+  std::chrono::milliseconds poll_interval{100};
+};
+
+class RestartRounds {
+ public:
+  /// `store` reaches node 0's launcher-hosted store (node 0's launcher is a client of its own).
+  RestartRounds(std::shared_ptr<Store> store, RestartRoundsOptions options);
+
+  /// Joins the first round not yet running and waits until every node has joined it; returns
+  /// its number (the attempt). Returns nothing when `cancelled()` (asked between polls) says
+  /// so. Throws "[tandem-run] ..." when the rendezvous timeout passes (naming the nodes that
+  /// did not come), when another node ended the job (saying why), or when the store is lost.
+  std::optional<int> join(const std::function<bool()>& cancelled);
+  /// The round joined last.
+  int round() const { return round_; }
+  /// Whether some node closed the round joined last. One request; throws if the store is lost.
+  bool closed();
+  /// Closes the round joined last, so every node stops its workers and joins the next.
+  void close();
+  /// Ends the job on every node: their next join() fails with `reason`. Closes the round.
+  void end_job(const std::string& reason);
+  /// Records that this node's workers all succeeded. Node 0 hosts the store, so it then waits
+  /// until every node has recorded the same (or the round closes, or the rendezvous timeout
+  /// passes) before its launcher exits and the store with it. Never throws.
+  void finish();
+
+ private:
+  std::string key(int round, const std::string& name) const;
+  /// Waits until every node has joined `round`: true; false when it was closed meanwhile.
+  bool wait_for_nodes(int round, std::chrono::steady_clock::time_point deadline,
+                      const std::function<bool()>& cancelled);
+  void close_round(int round);
+  void throw_if_ended();
+  /// "1, 3": the nodes that have not joined `round`.
+  std::string missing_nodes(int round);
+
+  std::shared_ptr<Store> store_;
+  RestartRoundsOptions options_;
+  int round_ = -1;
+};
+
+}  // namespace tandem::parallel
