@@ -320,7 +320,8 @@ class Supervisor {
       return "restarting all workers (restart " + std::to_string(attempt_.restarts_used + 1) +
              " of " + std::to_string(max) + ")";
     }
-    std::string gave_up = "gave up after " + std::to_string(max) + " restarts (--max-restarts " +
+    std::string gave_up = "gave up after " + std::to_string(max) +
+                          (max == 1 ? " restart" : " restarts") + " (--max-restarts " +
                           std::to_string(max) + ")";
     end_job(gave_up);
     return gave_up;

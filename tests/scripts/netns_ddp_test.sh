@@ -19,10 +19,16 @@
 #   stop    node 1's worker is stopped (SIGSTOP): node 0 exits non-zero within --timeout plus
 #           grace; once continued (SIGCONT) node 1 finds its peer gone and exits non-zero too
 #   nnodes  node 1 is started with a wrong --nnodes 3: both sides exit non-zero, no hang
+#   restart   tandem-run --max-restarts 3 on both hosts, train_cifar --save-every-steps 2
+#           --resume auto: node 1's worker is SIGKILLed mid-run; both hosts restart their workers
+#           together and the job ends with a checkpoint bit-identical to the loopback job's
+#   relaunch  the same, but node 1's tandem-run itself is SIGKILLed (its worker dies with it) and
+#           started again by hand: it rejoins the next attempt; same final checkpoint
 # Needs root and `ip netns` (skips with exit 77 and the reason otherwise). Names and addresses
 # are unique per run (10.77.x.1/2), and everything is removed on exit.
 #
-#   netns_ddp_test.sh BUILD_DIR CASE (CASE: train, iface, torchrun, badiface, link, kill, stop, nnodes)
+#   netns_ddp_test.sh BUILD_DIR CASE (CASE: train, iface, torchrun, badiface, link, kill, stop,
+#                                     nnodes, restart, relaunch)
 set -uo pipefail
 build="$1" case="$2"
 train="$build/apps/train_cifar" run="$build/apps/tandem-run"
@@ -53,12 +59,13 @@ job=(--synthetic --subset 512 --batch-size 64 --workers 1 --no-progress --mode d
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -5 "$f"; done; exit 1; }
 
 nnodes=2
+launcher_flags=()
 start_node() {  # namespace, node rank, GLOO_SOCKET_IFNAME ("": unset), log, train_cifar flags...
   local ns="$1" node="$2" iface="$3" log="$4"; shift 4
   local interface=(-u GLOO_SOCKET_IFNAME)
   [ -n "$iface" ] && interface=(GLOO_SOCKET_IFNAME="$iface")
   ip netns exec "$ns" env "${interface[@]}" "$run" --nnodes "$nnodes" --node-rank "$node" \
-    --nproc-per-node 1 --master-addr "$master" --master-port 29611 --kill-grace 3 -- \
+    --nproc-per-node 1 --master-addr "$master" --master-port 29611 --kill-grace 3 "${launcher_flags[@]}" -- \
     "$train" "${job[@]}" "$@" >"$log" 2>&1 &
 }
 
@@ -184,6 +191,37 @@ case "$case" in
     elapsed=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     echo "nnodes: both nodes exited non-zero after $elapsed s"
     grep -h -m1 -iE "error|mismatch|stopping" "$scratch/a.log" "$scratch/b.log" | cut -c1-200
+    ;;
+  restart|relaunch)
+    launcher_flags=(--max-restarts 3)
+    saving=(--epochs 3 --save "$scratch/net.ckpt" --save-every-steps 2 --resume auto)
+    start_node "$a" 0 "" "$scratch/a.log" "${saving[@]}" --log-json "$scratch/net.jsonl"
+    pa=$!
+    start_node "$b" 1 "" "$scratch/b.log" "${saving[@]}"
+    pb=$!
+    until grep -q "epoch 1/3:" "$scratch/a.log" 2>/dev/null; do
+      kill -0 $pa 2>/dev/null || fail "node 0 ended before the fault"
+      sleep 0.1
+    done
+    sleep 0.5
+    t0=$(date +%s.%N)
+    if [ "$case" = restart ]; then
+      kill -KILL "$(pgrep -P $pb -f train_cifar | head -1)"
+    else
+      kill -KILL $pb; wait $pb 2>/dev/null  # node 1's tandem-run; its worker dies with it
+      start_node "$b" 1 "" "$scratch/b2.log" "${saving[@]}"
+      pb=$!
+    fi
+    wait_bounded $pa 120; [ $status -eq 0 ] || fail "node 0 exited $status after the fault"
+    wait_bounded $pb 120; [ $status -eq 0 ] || fail "node 1 exited $status after the fault"
+    grep -q "restarting all workers" "$scratch/a.log" || fail "node 0 did not restart its worker"
+    "$train" "${job[@]}" --epochs 3 --nproc 2 --save "$scratch/local.ckpt" >"$scratch/local.log" 2>&1 \
+      || fail "the loopback run failed"
+    /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/same_weights.py" "$scratch/net.ckpt" "$scratch/local.ckpt" \
+      || fail "the restarted job's checkpoint differs from the loopback job's"
+    resumed=$(grep '"type":"resume"' "$scratch/net.jsonl" | head -1)
+    echo "$case: node 1 hit at $t0; both hosts restarted; resumed: $resumed"
+    grep -h "restarting all workers" "$scratch/a.log" "$scratch"/b*.log | cut -c1-200
     ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac

@@ -5,6 +5,9 @@
 # parallel/comm/launch_env.cpp derives from SLURM_TASKS_PER_NODE when nothing else sets them.
 # Needs root (it installs and starts Slurm); skips with exit 77 and the reason when it cannot have
 # a cluster. Stops the cluster at the end only when it was not already up before the test.
+# Then the restart pattern of docs/reliability.md: `srun` in a loop with --save-every-steps and
+# --resume auto, one task SIGKILLed during the first attempt; the next srun resumes and the job
+# ends with a checkpoint bit-identical to the fault-free --nproc 2 job's.
 #
 #   slurm_ddp_test.sh BUILD_DIR
 set -uo pipefail
@@ -48,7 +51,8 @@ port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0))
 [ -n "$port" ] || port=$(( 29500 + $$ % 2000 ))
 export MASTER_ADDR=127.0.0.1 MASTER_PORT="$port"
 
-job=(--mode ddp --backend gloo --synthetic --subset 1024 --epochs 1 --workers 0 --no-progress --seed 3)
+base=(--mode ddp --backend gloo --synthetic --subset 1024 --workers 0 --no-progress --seed 3)
+job=("${base[@]}" --epochs 1)
 # --kill-on-bad-exit: a rank that dies takes the other down instead of leaving it waiting.
 timeout 150 srun --job-name "$job_name" --ntasks 2 --time 5 --kill-on-bad-exit=1 \
   "$train" "${job[@]}" --log-json "$scratch/srun.jsonl" >"$scratch/srun.log" 2>&1 \
@@ -75,3 +79,22 @@ seen="$(timeout 60 srun --job-name "$job_name" --ntasks 2 --time 1 \
 
 echo "srun --ntasks 2 = train_cifar --nproc 2 ($expected threads per rank of $(nproc) cores, $((SECONDS - t0)) s):"
 grep '"type":"epoch"' "$scratch/srun.jsonl" | grep -o '"\(train\|test\)_\(loss\|accuracy\)":[^,}]*' | paste -sd' '
+
+# Restarts under Slurm: srun in a loop (docs/reliability.md), a task killed in the first attempt.
+saving=(--epochs 3 --save-every-steps 2 --resume auto)
+timeout 150 "$train" "${base[@]}" --epochs 3 --nproc 2 --save "$scratch/clean.ckpt" >"$scratch/clean.log" 2>&1 \
+  || fail "the fault-free --nproc 2 job exited $?"
+( sleep 3; pkill -KILL -f "^$train .*$scratch/loop.ckpt" -n ) &
+killer=$!
+attempts=0
+for attempt in 0 1 2 3; do
+  attempts=$((attempts + 1))
+  timeout 150 srun --job-name "$job_name" --ntasks 2 --time 5 --kill-on-bad-exit=1 \
+    "$train" "${base[@]}" "${saving[@]}" --save "$scratch/loop.ckpt" >>"$scratch/loop.log" 2>&1 && break
+done
+wait $killer
+[ $attempts -ge 2 ] || fail "the killed task did not fail the first srun (it ended before the kill?)"
+[ $attempts -le 3 ] || fail "srun failed $attempts times"
+python3 "$(dirname "${BASH_SOURCE[0]}")/same_weights.py" "$scratch/clean.ckpt" "$scratch/loop.ckpt" \
+  || fail "the restarted srun job's checkpoint differs from the fault-free job's"
+echo "srun in a loop: $attempts attempts, $(grep -m1 "resuming" "$scratch/loop.log" | cut -c1-120)"

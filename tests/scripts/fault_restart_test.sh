@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# A DDP job that survives its faults (docs/reliability.md, "Faults survived"): 2 ranks of
+# train_cifar --mode ddp (Gloo, synthetic data, 3 epochs of 32 steps) with --save-every-steps 4
+# and --resume auto under a restarting launcher, hit by faults; it must exit 0 with a final
+# checkpoint bit-identical (weights, buffers, momentum) to the same job run without faults.
+#   kill      tandem-run --max-restarts 3: a random rank SIGKILLed at 3 random moments
+#   stop      tandem-run --max-restarts 3: a random rank SIGSTOPped once; the other times out
+#             (--timeout 4), tandem-run SIGKILLs the stopped one after --kill-grace and restarts
+#   giveup    tandem-run --max-restarts 1, killed twice: the job ends non-zero with one line
+#             naming the restarts used
+#   torchrun  PyTorch's torchrun --max_restarts 3 (its TORCHELASTIC_RESTART_COUNT and per-attempt
+#             store keys), a rank SIGKILLed twice (skips without PyTorch)
+# Prints, per fault, how long after it the job was training again and from which step.
+#
+#   fault_restart_test.sh BUILD_DIR CASE [SEED]
+set -uo pipefail
+build="$1" case="$2" seed="${3:-$RANDOM}"
+train="$build/apps/train_cifar" run="$build/apps/tandem-run"
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+python=/usr/bin/python3
+RANDOM=$seed
+echo "seed $seed (rerun: $0 $build $case $seed)"
+
+scratch="$(mktemp -d)"
+trap 'pkill -KILL -f "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
+fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -12 "$f"; done; exit 1; }
+
+job=(--mode ddp --backend gloo --synthetic --subset 2048 --batch-size 64 --epochs 3 --workers 1
+     --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 4)
+
+# The fault-free job, under the same launcher as the faulty one.
+timeout 300 "$run" --nproc-per-node 2 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
+  >"$scratch/clean.log" 2>&1 || fail "the fault-free job exited with $?"
+
+launcher_pid=""
+faulty() {  # launcher command... (its workers save to $scratch/f.ckpt); runs in the background
+  "$@" "$train" "${job[@]}" --save "$scratch/f.ckpt" --save-every-steps 4 --resume auto \
+    --log-json "$scratch/f.jsonl" >"$scratch/faulty.log" 2>&1 &
+  launcher_pid=$!
+}
+
+# The faulty job's worker processes, whichever launcher started them.
+workers() { pgrep -f "^$train .*$scratch/f.ckpt" | sort; }
+
+# Waits until the launcher runs workers other than `$1` (the last attempt's), then a random
+# 1.0–2.5 s into the attempt, and sends `$2` to one of them at random.
+hit_a_rank() {
+  local old="$1" sig="$2" deadline=$((SECONDS + 60)) now
+  while [ $SECONDS -lt $deadline ]; do
+    now="$(workers)"
+    [ "$(wc -w <<<"$now")" -eq 2 ] && [ "$now" != "$old" ] && break
+    kill -0 "$launcher_pid" 2>/dev/null || fail "the launcher exited before fault $fault_count"
+    sleep 0.05
+  done
+  local tenths=$((RANDOM % 16 + 10))
+  sleep "$((tenths / 10)).$((tenths % 10))"
+  victim="$(workers | shuf -n 1 --random-source=<(yes "$RANDOM"))"
+  [ -n "$victim" ] || fail "no worker to hit"
+  fault_count=$((fault_count + 1))
+  date +%s.%N >>"$scratch/fault_times"
+  kill "-$sig" "$victim"
+  echo "fault $fault_count: SIG$sig to worker pid $victim"
+  last_workers="$now"
+}
+
+expect_same_result() {
+  wait "$launcher_pid"
+  local code=$?
+  [ "$code" -eq 0 ] || fail "the faulty job exited with $code"
+  "$python" "$here/same_weights.py" "$scratch/clean.ckpt" "$scratch/f.ckpt" \
+    || fail "the final checkpoint differs from the fault-free job's"
+  report_recoveries
+}
+
+# For each fault: the next resume record of the log (rank 0's, at the start of training).
+report_recoveries() {
+  "$python" - "$scratch/fault_times" "$scratch/f.jsonl" <<'PY'
+import json, sys
+faults = [float(t) for t in open(sys.argv[1])]
+resumes = [r for r in map(json.loads, open(sys.argv[2])) if r["type"] == "resume"]
+for i, t in enumerate(faults):
+    after = [r for r in resumes if r["unix_time"] > t]
+    if after:
+        r = after[0]
+        print(f"fault {i + 1}: training again {r['unix_time'] - t:.2f} s later, from step {r['step']} "
+              f"(epoch {r['epoch'] + 1}, batch {r['batch']}), attempt {r['attempt']}")
+PY
+}
+
+fault_count=0 last_workers=""
+case "$case" in
+  kill)
+    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 3 --kill-grace 2 --
+    for _ in 1 2 3; do hit_a_rank "$last_workers" KILL; done
+    expect_same_result
+    restarts=$(grep -c "restarting all workers" "$scratch/faulty.log")
+    [ "$restarts" -eq 3 ] || fail "expected 3 restarts, saw $restarts"
+    ;;
+  stop)
+    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 3 --kill-grace 2 --
+    hit_a_rank "" STOP
+    expect_same_result
+    grep -q "did not complete within 4 s" "$scratch/faulty.log" \
+      || fail "the survivor did not time out on the stopped rank"
+    ;;
+  giveup)
+    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 1 --kill-grace 2 --
+    hit_a_rank "" KILL
+    hit_a_rank "$last_workers" KILL
+    wait "$launcher_pid"
+    code=$?
+    [ "$code" -ne 0 ] || fail "the job exited 0 after more faults than --max-restarts"
+    [ "$(grep -c "gave up after 1 restart (--max-restarts 1)" "$scratch/faulty.log")" -eq 1 ] \
+      || fail "expected one 'gave up after 1 restart' line"
+    echo "exit $code: $(grep "gave up" "$scratch/faulty.log")"
+    ;;
+  torchrun)
+    "$python" -c 'import torch.distributed.run' 2>/dev/null || { echo "skipped: no PyTorch (python3-torch) for torchrun"; exit 77; }
+    port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    # --redirects/--tee 1: see torchrun_ddp_test.sh (torchrun 1.13 under Python 3.11).
+    faulty timeout 300 "$python" -m torch.distributed.run --master_port "$port" --nproc_per_node 2 \
+      --max_restarts 3 --redirects 1 --tee 1 --log_dir "$scratch/torchrun-logs" --no_python
+    for _ in 1 2; do hit_a_rank "$last_workers" KILL; done
+    expect_same_result
+    ;;
+  *) echo "unknown case '$case'"; exit 2 ;;
+esac
+echo "passed: $case"
