@@ -391,7 +391,7 @@ RunSummary Trainer::run() {
     summary.last_accuracy = summary.best_accuracy = test.accuracy;
     return summary;
   }
-  if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_resume();
+  if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_position("resume", start_);
   int64_t train_images = 0;
   const int last_epoch = options_.run_epochs > 0
                              ? std::min(options_.epochs, start_.epoch + options_.run_epochs)

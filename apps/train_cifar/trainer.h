@@ -79,7 +79,7 @@ class Trainer {
   bool all_ranks_continue();
   void save_checkpoint(const RunPosition& position);
   void print_header();
-  void log_resume();
+  void log_position(const char* type, const RunPosition& position);
   bool is_leader() const { return rank_ == 0; }
 
   TrainOptions options_;

@@ -48,6 +48,7 @@ void Trainer::save_checkpoint(const RunPosition& position) {
   if (is_leader()) {
     nn::save_checkpoint(options_.save, *setup_.network, *setup_.optimizer,
                         training_state_at(position, options_, world_));
+    log_position("checkpoint", position);
   }
   if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
 }
@@ -60,15 +61,16 @@ bool Trainer::mid_epoch_save_due(int64_t batches_done) const {
          (!uneven_shares_ || batches_done < batches_all_ranks_have_);
 }
 
-// For the fault drills and plots: where a resumed run began, when, and in which attempt of a
-// restarting launcher (TORCHELASTIC_RESTART_COUNT, set by tandem-run and torchrun).
-void Trainer::log_resume() {
+// For the fault drills and plots: where a run saved or resumed (type "checkpoint" or "resume"),
+// when, and in which attempt of a restarting launcher (TORCHELASTIC_RESTART_COUNT, set by
+// tandem-run and torchrun).
+void Trainer::log_position(const char* type, const RunPosition& position) {
   const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  log_.write({{"type", "resume"},
-              {"epoch", start_.epoch},
-              {"batch", start_.batch},
-              {"step", start_.step},
+  log_.write({{"type", type},
+              {"epoch", position.epoch},
+              {"batch", position.batch},
+              {"step", position.step},
               {"attempt", attempt != nullptr ? std::atoi(attempt) : 0},
               {"unix_time", std::chrono::duration<double>(now).count()}});
 }

@@ -28,12 +28,18 @@ fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -12
 job=(--mode ddp --backend gloo --synthetic --subset 2048 --batch-size 64 --epochs 3 --workers 1
      --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 4)
 
+now() { date +%s.%N; }
+seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # The fault-free job, under the same launcher as the faulty one.
+clean_start=$(now)
 timeout 300 "$run" --nproc-per-node 2 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
+  --log-json "$scratch/clean.jsonl" \
   >"$scratch/clean.log" 2>&1 || fail "the fault-free job exited with $?"
+clean_seconds=$(seconds_since "$clean_start")
 
 launcher_pid=""
 faulty() {  # launcher command... (its workers save to $scratch/f.ckpt); runs in the background
+  faulty_start=$(now)
   "$@" "$train" "${job[@]}" --save "$scratch/f.ckpt" --save-every-steps 4 --resume auto \
     --log-json "$scratch/f.jsonl" >"$scratch/faulty.log" 2>&1 &
   launcher_pid=$!
@@ -67,23 +73,33 @@ expect_same_result() {
   wait "$launcher_pid"
   local code=$?
   [ "$code" -eq 0 ] || fail "the faulty job exited with $code"
+  echo "fault-free job ${clean_seconds} s, the job with $fault_count faults $(seconds_since "$faulty_start") s"
   "$python" "$here/same_weights.py" "$scratch/clean.ckpt" "$scratch/f.ckpt" \
     || fail "the final checkpoint differs from the fault-free job's"
   report_recoveries
 }
 
-# For each fault: the next resume record of the log (rank 0's, at the start of training).
+# For each fault: when training began again (the next resume record of rank 0's log) and from
+# which step, and the steps redone: those begun between the checkpoint resumed from and the
+# fault, estimated from the time between them and the fault-free job's time per step, at most
+# the 4 steps to the next save (time beyond went to evaluating at the epoch's end).
 report_recoveries() {
-  "$python" - "$scratch/fault_times" "$scratch/f.jsonl" <<'PY'
-import json, sys
+  "$python" - "$scratch/fault_times" "$scratch/f.jsonl" "$scratch/clean.jsonl" <<'PY'
+import json, math, sys
 faults = [float(t) for t in open(sys.argv[1])]
-resumes = [r for r in map(json.loads, open(sys.argv[2])) if r["type"] == "resume"]
+log = [json.loads(line) for line in open(sys.argv[2])]
+clean = [r for r in map(json.loads, open(sys.argv[3])) if r["type"] == "epoch"]
+step_seconds = sum(r["seconds"] for r in clean) / clean[-1]["step"]
 for i, t in enumerate(faults):
-    after = [r for r in resumes if r["unix_time"] > t]
-    if after:
-        r = after[0]
-        print(f"fault {i + 1}: training again {r['unix_time'] - t:.2f} s later, from step {r['step']} "
-              f"(epoch {r['epoch'] + 1}, batch {r['batch']}), attempt {r['attempt']}")
+    resume = next((r for r in log if r["type"] == "resume" and r["unix_time"] > t), None)
+    if resume is None:
+        continue
+    saved = [r for r in log if r["type"] == "checkpoint" and r["unix_time"] < t
+             and r["step"] == resume["step"]]
+    redone = min(4, math.ceil((t - saved[-1]["unix_time"]) / step_seconds)) if saved else "?"
+    print(f"fault {i + 1}: training again {resume['unix_time'] - t:.2f} s later, from step "
+          f"{resume['step']} (epoch {resume['epoch'] + 1}, batch {resume['batch']}), attempt "
+          f"{resume['attempt']}; about {redone} steps redone ({step_seconds:.3f} s a step)")
 PY
 }
 
