@@ -32,7 +32,7 @@ now() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # The fault-free job, under the same launcher as the faulty one.
 clean_start=$(now)
-timeout 300 "$run" --nproc-per-node 2 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
+timeout 300 "$run" --nproc-per-node 2 --master-port 0 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
   --log-json "$scratch/clean.jsonl" \
   >"$scratch/clean.log" 2>&1 || fail "the fault-free job exited with $?"
 clean_seconds=$(seconds_since "$clean_start")
@@ -106,21 +106,23 @@ PY
 fault_count=0 last_workers=""
 case "$case" in
   kill)
-    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 3 --kill-grace 2 --
+    faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 3 --kill-grace 2 --
     for _ in 1 2 3; do hit_a_rank "$last_workers" KILL; done
     expect_same_result
     restarts=$(grep -c "restarting all workers" "$scratch/faulty.log")
     [ "$restarts" -eq 3 ] || fail "expected 3 restarts, saw $restarts"
     ;;
   stop)
-    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 3 --kill-grace 2 --
+    faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 3 --kill-grace 2 --
     hit_a_rank "" STOP
     expect_same_result
-    grep -q "did not complete within 4 s" "$scratch/faulty.log" \
-      || fail "the survivor did not time out on the stopped rank"
+    # The survivor's collective (or the barrier of a save) gives up after --timeout.
+    grep -qE "within 4 s|Timed out waiting 4000ms" "$scratch/faulty.log" || fail "the survivor did not time out on the stopped rank"
+    grep -q "restarting all workers" "$scratch/faulty.log" || fail "tandem-run did not restart"
+    grep -h -m1 -E "within 4 s|Timed out waiting 4000ms" "$scratch/faulty.log" | cut -c1-240
     ;;
   giveup)
-    faulty timeout 300 "$run" --nproc-per-node 2 --max-restarts 1 --kill-grace 2 --
+    faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 1 --kill-grace 2 --
     hit_a_rank "" KILL
     hit_a_rank "$last_workers" KILL
     wait "$launcher_pid"
