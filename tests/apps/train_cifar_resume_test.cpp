@@ -48,19 +48,10 @@ std::pair<int64_t, int64_t> saved_position(const std::string& path) {
 std::pair<int64_t, int64_t> kill_in_the_second_epoch(std::vector<std::string> args,
                                                      const std::string& checkpoint,
                                                      const std::string& output) {
-  args.insert(args.begin(), testing::kTrainCifarProgram);
-  const pid_t pid = fork();
+  const pid_t pid = start_train_cifar(std::move(args), output);
   if (pid < 0) {
     ADD_FAILURE() << "fork failed";
     return {-1, -1};
-  }
-  if (pid == 0) {
-    std::freopen(output.c_str(), "w", stdout);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -128,16 +119,9 @@ TEST_F(MidEpochResume, AKilledRunResumedEndsWithBitIdenticalWeights) {
   }
   EXPECT_NE(resumed.output.find("resuming "), std::string::npos) << resumed.output;
   // The second epoch's record is whole: its metrics carry the batches before the kill.
-  const auto expected = epochs_of(read_log(dir_.file("whole.jsonl")));
   const auto actual = epochs_of(log_records);
   ASSERT_EQ(actual.size(), 2u);
-  for (size_t e = 0; e < 2; ++e) {
-    for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"}) {
-      EXPECT_DOUBLE_EQ(actual[e][key].get<double>(), expected[e][key].get<double>())
-          << "epoch " << e + 1 << " " << key;
-    }
-    EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
-  }
+  expect_same_epochs(actual, epochs_of(read_log(dir_.file("whole.jsonl"))));
 }
 
 std::string save_id(const std::string& file) {

@@ -3,6 +3,9 @@
 /// flags, and checking a one-line error.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <fstream>
@@ -49,6 +52,33 @@ inline std::vector<std::string> quick_run(const std::string& log,
     extra.insert(extra.end(), {"--lr", "0.05"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
+}
+
+/// The epoch records of two runs of one schedule agree in every metric but the timings.
+inline void expect_same_epochs(const std::vector<nlohmann::json>& actual,
+                               const std::vector<nlohmann::json>& expected) {
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t e = 0; e < actual.size(); ++e) {
+    for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"}) {
+      EXPECT_DOUBLE_EQ(actual[e][key].get<double>(), expected[e][key].get<double>())
+          << "epoch " << e + 1 << " " << key;
+    }
+    EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
+  }
+}
+
+/// Starts train_cifar with `args` in a child process, its stdout going to the file `output`, and
+/// returns at once with its pid (for tests that interrupt or kill it).
+inline pid_t start_train_cifar(std::vector<std::string> args, const std::string& output) {
+  args.insert(args.begin(), testing::kTrainCifarProgram);
+  const pid_t pid = fork();
+  if (pid != 0) return pid;  // the parent, or -1
+  std::freopen(output.c_str(), "w", stdout);
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  execv(argv[0], argv.data());
+  _exit(127);
 }
 
 inline void expect_one_error_line(const testing::ProgramRun& run, const std::string& expected) {

@@ -285,16 +285,9 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
                                                       "--save", checkpoint, "--devices", "cpu:0"}));
   ASSERT_EQ(second.exit_code, 0) << second.output;
 
-  const auto expected = epochs_of(read_log(dir.file("whole.jsonl")));
   const auto actual = epochs_of(read_log(dir.file("split.jsonl")));
   ASSERT_EQ(actual.size(), 2u);
-  for (size_t e = 0; e < 2; ++e) {
-    for (const char* key : {"train_loss", "train_accuracy", "test_loss", "test_accuracy", "lr"}) {
-      EXPECT_DOUBLE_EQ(actual[e][key].get<double>(), expected[e][key].get<double>())
-          << "epoch " << e + 1 << " " << key;
-    }
-    EXPECT_EQ(actual[e]["step"], expected[e]["step"]);
-  }
+  expect_same_epochs(actual, epochs_of(read_log(dir.file("whole.jsonl"))));
   // The checkpoint evaluates to the logged accuracy.
   const ProgramRun eval = train_cifar(quick_run(
       dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only", "--devices", "cpu:0"}));
@@ -349,18 +342,9 @@ TEST(TrainCifar, DivergingLossStopsWithTheStep) {
 TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
   TempDir dir;
   const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
-  std::vector<std::string> args = quick_run(log, {"--epochs", "100", "--save", checkpoint});
-  args.insert(args.begin(), testing::kTrainCifarProgram);
-  const pid_t pid = fork();
+  const pid_t pid = start_train_cifar(quick_run(log, {"--epochs", "100", "--save", checkpoint}),
+                                      dir.file("out.txt"));
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    std::freopen(dir.file("out.txt").c_str(), "w", stdout);
-    std::vector<char*> argv;
-    for (std::string& arg : args) argv.push_back(arg.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
   // Interrupt once the first epoch has been logged (and so checkpointed).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (epochs_of(read_log(log)).empty() && std::chrono::steady_clock::now() < deadline) {

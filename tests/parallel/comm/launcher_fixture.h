@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "parallel/comm/launcher.h"
 #include "tests/support/temp_dir.h"
@@ -43,6 +45,18 @@ class LauncherTest : public ::testing::Test {
     options.command = {"/bin/sh", "-c", script};
     options.kill_grace = std::chrono::milliseconds(500);
     return options;
+  }
+
+  // Sends this process (and so launch()) SIGINT once both workers have created `ready` + RANK:
+  // only then have they set their traps.
+  static std::thread interrupt_when_ready(const std::string& ready) {
+    return std::thread([ready] {
+      while (::access((ready + "0").c_str(), F_OK) != 0 ||
+             ::access((ready + "1").c_str(), F_OK) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ::kill(::getpid(), SIGINT);
+    });
   }
 
   tandem::testing::TempDir dir_;

@@ -102,13 +102,7 @@ TEST_F(LauncherTest, TheLaunchersOwnInterruptIsNotRestarted) {
                                 "touch " +
                                     ready + "$RANK; sleep 60 & wait");
   options.max_restarts = 3;
-  std::thread interrupter([&] {
-    while (::access((ready + "0").c_str(), F_OK) != 0 ||
-           ::access((ready + "1").c_str(), F_OK) != 0) {
-      std::this_thread::sleep_for(10ms);
-    }
-    ::kill(::getpid(), SIGINT);
-  });
+  std::thread interrupter = interrupt_when_ready(ready);
   const auto result = run(options);
   interrupter.join();
   const std::string text = output();

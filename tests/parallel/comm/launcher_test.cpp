@@ -129,14 +129,7 @@ TEST_F(LauncherTest, ForwardsSigintToTheWorkers) {
   const std::string ready = dir_.file("ready");
   LaunchOptions options =
       shell(2, "trap 'echo got INT; exit 7' INT; touch " + ready + "$RANK; sleep 60 & wait");
-  std::thread interrupter([&] {
-    // Only once both workers have set their trap (and so launch() its handler).
-    while (::access((ready + "0").c_str(), F_OK) != 0 ||
-           ::access((ready + "1").c_str(), F_OK) != 0) {
-      std::this_thread::sleep_for(10ms);
-    }
-    ::kill(::getpid(), SIGINT);
-  });
+  std::thread interrupter = interrupt_when_ready(ready);
   const auto result = run(options);
   interrupter.join();
   EXPECT_EQ(result.exit_code, 128 + SIGINT);

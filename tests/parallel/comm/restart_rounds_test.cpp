@@ -32,6 +32,12 @@ class RestartRoundsTest : public ::testing::Test {
   static std::future<std::optional<int>> join_async(RestartRounds& rounds) {
     return std::async(std::launch::async, [&rounds] { return rounds.join(never_cancelled); });
   }
+  // Both launchers of a two-node job join round `round` together.
+  static void join_both(RestartRounds& node0, RestartRounds& node1, int round = 0) {
+    auto first = join_async(node0);
+    ASSERT_EQ(node1.join(never_cancelled), round);
+    ASSERT_EQ(first.get(), round);
+  }
   std::string round_counter() { return to_string(client()->get("tandem-run/round", 5s)); }
 
   StoreServer server_;
@@ -49,9 +55,7 @@ TEST_F(RestartRoundsTest, EveryNodeStartsTheSameRoundOnceAllHaveJoined) {
 
 TEST_F(RestartRoundsTest, ClosingMovesEveryNodeToTheNextRoundExactlyOnce) {
   RestartRounds node0 = node(0), node1 = node(1);
-  auto first = join_async(node0);
-  ASSERT_EQ(node1.join(never_cancelled), 0);
-  ASSERT_EQ(first.get(), 0);
+  join_both(node0, node1);
   node1.close();  // a worker failed on node 1
   EXPECT_TRUE(node0.closed());
   node0.close();  // node 0 gives up on the round too: the counter must not move twice
@@ -68,9 +72,7 @@ TEST_F(RestartRoundsTest, ClosingMovesEveryNodeToTheNextRoundExactlyOnce) {
 // it, so every node starts the next one together.
 TEST_F(RestartRoundsTest, ALateJoinerClosesTheRunningRound) {
   RestartRounds node0 = node(0), node1 = node(1);
-  auto first = join_async(node0);
-  ASSERT_EQ(node1.join(never_cancelled), 0);
-  ASSERT_EQ(first.get(), 0);
+  join_both(node0, node1);
   RestartRounds restarted1 = node(1);
   auto late = join_async(restarted1);
   EXPECT_EQ(late.wait_for(200ms), std::future_status::timeout);  // waits for node 0 in round 1
@@ -90,9 +92,7 @@ TEST_F(RestartRoundsTest, TheRendezvousTimeoutNamesTheMissingNodes) {
 
 TEST_F(RestartRoundsTest, AnEndedJobFailsTheNextJoinSayingWhy) {
   RestartRounds node0 = node(0), node1 = node(1);
-  auto first = join_async(node0);
-  ASSERT_EQ(node1.join(never_cancelled), 0);
-  ASSERT_EQ(first.get(), 0);
+  join_both(node0, node1);
   node1.end_job("node 1 gave up after 3 restarts (--max-restarts 3)");
   EXPECT_TRUE(node0.closed());
   const std::string message = error_message([&] { node0.join(never_cancelled); });
@@ -109,9 +109,7 @@ TEST_F(RestartRoundsTest, ACancelledJoinReturnsNothing) {
 
 TEST_F(RestartRoundsTest, NodeZeroFinishesOnceEveryNodeHas) {
   RestartRounds node0 = node(0), node1 = node(1);
-  auto first = join_async(node0);
-  ASSERT_EQ(node1.join(never_cancelled), 0);
-  ASSERT_EQ(first.get(), 0);
+  join_both(node0, node1);
   auto finished0 = std::async(std::launch::async, [&] { node0.finish(); });
   EXPECT_EQ(finished0.wait_for(100ms), std::future_status::timeout);  // keeps the store up
   node1.finish();
