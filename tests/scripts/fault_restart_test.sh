@@ -6,6 +6,8 @@
 #   kill      tandem-run --max-restarts 3: a random rank SIGKILLed at 3 random moments
 #   stop      tandem-run --max-restarts 3: a random rank SIGSTOPped once; the other times out
 #             (--timeout 4), tandem-run SIGKILLs the stopped one after --kill-grace and restarts
+#   uneven    as kill, twice, on 2049 images: the ranks' shares differ by one batch and train under
+#             parallel::Join, where saves stop once a rank could have joined
 #   giveup    tandem-run --max-restarts 1, killed twice: the job ends non-zero with one line
 #             naming the restarts used
 #   torchrun  PyTorch's torchrun --max_restarts 3 (its TORCHELASTIC_RESTART_COUNT and per-attempt
@@ -25,7 +27,9 @@ scratch="$(mktemp -d)"
 trap 'pkill -KILL -f "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -12 "$f"; done; exit 1; }
 
-job=(--mode ddp --backend gloo --synthetic --subset 2048 --batch-size 64 --epochs 3 --workers 1
+images=2048
+[ "$case" = uneven ] && images=2049
+job=(--mode ddp --backend gloo --synthetic --subset "$images" --batch-size 64 --epochs 3 --workers 1
      --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 4)
 
 now() { date +%s.%N; }
@@ -111,6 +115,12 @@ case "$case" in
     expect_same_result
     restarts=$(grep -c "restarting all workers" "$scratch/faulty.log")
     [ "$restarts" -eq 3 ] || fail "expected 3 restarts, saw $restarts"
+    ;;
+  uneven)
+    faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 3 --kill-grace 2 --
+    for _ in 1 2; do hit_a_rank "$last_workers" KILL; done
+    expect_same_result
+    grep -q "uneven shares joined" "$scratch/faulty.log" || fail "the shares were not uneven"
     ;;
   stop)
     faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 3 --kill-grace 2 --
