@@ -97,12 +97,25 @@ void save_checkpoint(const std::string& path, const Module& model, const Sgd& op
   // Note [Checkpoint atomicity]: the complete pair there now becomes the previous one (the
   // sidecar first, so a crash in between never pairs a new previous sidecar with old weights
   // that match: their ids differ), then the new sidecar, then the new weights.
-  if (!pair_id(path).empty()) {
+  const bool kept_previous = !pair_id(path).empty();
+  if (kept_previous) {
     keep_as(sidecar_path(path), sidecar_path(previous_path(path)));
     keep_as(path, previous_path(path));
   }
   save_safetensors(sidecar_path(path), momentum, sidecar);
-  save_safetensors(path, model.state_dict(), {{"format", "pt"}, {kIdKey, id}});
+  try {
+    save_safetensors(path, model.state_dict(), {{"format", "pt"}, {kIdKey, id}});
+  } catch (const Error&) {
+    // The weights could not be written (a full disk): no new sidecar may stay without them. The
+    // pair before the save is whole again, or, at a first save, nothing is left.
+    if (kept_previous) {
+      keep_as(sidecar_path(previous_path(path)), sidecar_path(path));
+    } else {
+      std::error_code ignored;
+      std::filesystem::remove(sidecar_path(path), ignored);
+    }
+    throw;
+  }
 }
 
 namespace {

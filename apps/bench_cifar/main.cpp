@@ -13,6 +13,7 @@
 #include "apps/bench_cifar/report.h"
 #include "apps/bench_cifar/runner.h"
 #include "apps/bench_cifar/worker.h"
+#include "apps/common/output_paths.h"
 #include "apps/common/run_main.h"
 #include "engine/error.h"
 
@@ -33,6 +34,8 @@ int run(int argc, char** argv) {
   if (!parse_bench_options(argc, argv, options)) return 0;
   if (!options.worker_json.empty()) return run_worker(options);
   validate(options);
+  // Before the (possibly long) measurements, not after them.
+  if (!options.json.empty()) tandem::apps::check_output_path("bench_cifar", "--json", options.json);
   const RunInfo info = current_run_info(options);
   WorkArea area;
   const std::vector<BenchRow> rows = run_matrix(options, area, print_progress);

@@ -51,6 +51,7 @@ int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv)
 int run(int argc, char** argv) {
   apps::TrainOptions options;
   if (!apps::parse_train_options(argc, argv, options)) return 0;
+  apps::validate_launch(options, parallel::process_environment());
   std::shared_ptr<parallel::ProcessGroup> group;
   if (options.mode == apps::Mode::Distributed) {
     if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);

@@ -1,11 +1,13 @@
 #include "apps/train_cifar/metrics_log.h"
 
+#include "apps/common/output_paths.h"
 #include "engine/error.h"
 
 namespace tandem::apps {
 
 MetricsLog::MetricsLog(const std::string& path, bool append) : path_(path) {
   if (path.empty()) return;
+  check_output_path("train_cifar", "--log-json", path);
   out_.open(path, append ? std::ios::app : std::ios::trunc);
   TANDEM_CHECK(out_.good(), "[train_cifar] cannot write the metrics log ", path);
 }

@@ -33,7 +33,58 @@ std::string batch_layout(const TrainOptions& options, int world_size) {
                         ", --seed ", options.seed);
 }
 
+// The settings a run's schedule and data depend on, as flags and their values (Note [A resume
+// knows its run]); `epochs` and `seed` may change on resume, the others may not.
+std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions& o) {
+  char lr[32];
+  std::snprintf(lr, sizeof(lr), "%.7g", static_cast<double>(o.lr));  // a float's digits
+  return {{"--batch-size", std::to_string(o.batch_size)},
+          {"--schedule", o.schedule},
+          {"--lr", lr},
+          {"--warmup-epochs", exact(o.warmup_epochs)},
+          {"--accumulate", std::to_string(o.accumulate)},
+          {"--subset", std::to_string(o.subset)},
+          {"--drop-last", o.drop_last ? "yes" : "no"},
+          {"--epochs", std::to_string(o.epochs)},
+          {"--seed", std::to_string(o.seed)}};
+}
+
+bool may_change(const std::string& flag) {
+  return flag == "--epochs" || flag == "--seed";
+}
+
 }  // namespace
+
+std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
+                                               const TrainOptions& options,
+                                               const std::string& path) {
+  const auto arch = saved.find("arch");
+  TANDEM_CHECK(arch == saved.end() || arch->second == options.arch, "[train_cifar] ", path,
+               " holds a ", arch->second, ", not a ", options.arch, " (pass --arch ", arch->second,
+               ")");
+  if (options.eval_only) return {};  // evaluation takes any batch or schedule
+  std::string theirs, mine;
+  std::vector<std::string> warnings;
+  for (const auto& [flag, value] : run_settings(options)) {
+    const auto found = saved.find("run" + flag);
+    if (found == saved.end() || found->second == value) continue;
+    if (may_change(flag)) {
+      warnings.push_back(detail::concat(
+          "train_cifar: warning: ", path, " was trained with ", flag, " ", found->second,
+          "; this run uses ", value,
+          flag == "--epochs" ? ": the learning-rate schedule is stretched to the new length"
+                             : ": the data order of the epochs to come follows the new seed"));
+      continue;
+    }
+    theirs += " " + flag + " " + found->second;
+    mine += " " + flag + " " + value;
+  }
+  TANDEM_CHECK(theirs.empty(), "[train_cifar] ", path, " was trained with", theirs,
+               "; this run asks for", mine,
+               ", which would change the learning-rate schedule of the steps to come: resume with "
+               "the saved values, or start afresh without --resume");
+  return warnings;
+}
 
 std::string resume_source(const TrainOptions& options) {
   if (options.resume != "auto") return options.resume;
@@ -47,6 +98,7 @@ nn::TrainingState training_state_at(const RunPosition& position, const TrainOpti
   state.extra["mode"] = mode_name(options.mode);
   // Informational: the weights are float32 in either precision, so any run may resume them.
   state.extra["precision"] = nn::precision_name(options.precision);
+  for (const auto& [flag, value] : run_settings(options)) state.extra["run" + flag] = value;
   if (position.batch == 0) return state;
   state.extra["epoch_batches"] = std::to_string(position.batch);
   state.extra["epoch_loss_sum"] = exact(position.so_far.loss_sum);

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "apps/train_cifar/train_options.h"
 #include "nn/checkpoint.h"
@@ -52,6 +53,19 @@ std::string resume_source(const TrainOptions& options);
 /// mode, precision, and for a mid-epoch position its batch layout).
 nn::TrainingState training_state_at(const RunPosition& position, const TrainOptions& options,
                                     int world_size);
+
+/// Note [A resume knows its run]: every checkpoint also records the settings that shape the
+/// run's learning-rate schedule and data (--epochs, --batch-size, --schedule, --lr,
+/// --warmup-epochs, --accumulate, --subset, --drop-last, --seed). Before anything is loaded,
+/// check_resume_settings() refuses another --arch and any change that would give the resumed
+/// steps another schedule (a bigger batch or another schedule would otherwise resume past the end
+/// of the new one and train at lr 0), naming the saved values; it lets --epochs grow or shrink
+/// and --seed change, with a warning line each (a longer run stretches the schedule, as PyTorch
+/// users who raise the epoch count expect to continue). Checkpoints from before the record are
+/// checked for --arch only. Returns the warnings to print.
+std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
+                                               const TrainOptions& options,
+                                               const std::string& path);
 
 /// The position `state` (loaded from `path`) records. Throws a one-line tandem::Error when a
 /// mid-epoch checkpoint was written with another batch layout than `options` over `world_size`.

@@ -118,6 +118,10 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
                "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
+  TANDEM_CHECK(
+      o.run_epochs == 0 || !o.save.empty(),
+      "[train_cifar] --run-epochs stops early to continue later, which needs a checkpoint: "
+      "add --save PATH");
   TANDEM_CHECK(o.save_every_steps == 0 || !o.save.empty(),
                "[train_cifar] --save-every-steps needs --save PATH to write to");
   TANDEM_CHECK(o.resume != "auto" || !o.save.empty(),
@@ -132,6 +136,24 @@ void validate(const TrainOptions& o, int world_size) {
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");
+}
+
+void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environment) {
+  TANDEM_CHECK(o.mode == Mode::Distributed || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
+               " starts ddp ranks, but the mode is ", mode_name(o.mode),
+               ": add --mode ddp (or drop --nproc)");
+  const auto rank = environment("RANK"), world = environment("WORLD_SIZE");
+  const auto mpi_world = environment("OMPI_COMM_WORLD_SIZE");
+  const std::string launched_world = world ? *world : mpi_world.value_or("1");
+  TANDEM_CHECK(o.mode == Mode::Distributed || launched_world == "1" || launched_world == "0",
+               "[train_cifar] a launcher started this process as one of ", launched_world,
+               world ? " (WORLD_SIZE)" : " (mpirun)", ", but --mode ", mode_name(o.mode),
+               " trains the whole job in each, which would overwrite each other's checkpoints: "
+               "add --mode ddp, or start one process without the launcher");
+  if (o.mode != Mode::Distributed || rank.has_value() == world.has_value()) return;
+  TANDEM_FAIL("[train_cifar] ", rank ? "RANK" : "WORLD_SIZE", " is set but ",
+              rank ? "WORLD_SIZE" : "RANK",
+              " is not: a launcher sets both; unset it to start --nproc ranks here");
 }
 
 std::string local_ranks_gpu_problem(int ranks, int visible) {

@@ -8,6 +8,7 @@
 
 #include "apps/common/mode.h"
 #include "nn/precision.h"
+#include "parallel/comm/launch_env.h"
 
 namespace CLI {
 class App;
@@ -63,6 +64,14 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 
 /// Checks values that CLI11 cannot: combinations and ranges. world_size: ranks of a ddp job.
 void validate(const TrainOptions& options, int world_size);
+
+/// Refuses a launch that cannot be what was meant, in one line, before anything starts: a
+/// launcher's ranks (WORLD_SIZE > 1 from tandem-run or torchrun, mpirun's world) without
+/// --mode ddp, which would each train the whole job alone and overwrite each other's
+/// checkpoints; --nproc N > 1 without --mode ddp; and in ddp a half-set launcher environment
+/// (RANK without WORLD_SIZE or the reverse). Slurm's variables are not judged: a batch script's
+/// single process sees SLURM_NTASKS of the whole allocation too.
+void validate_launch(const TrainOptions& options, const parallel::EnvLookup& environment);
 
 /// Why the --nproc `ranks` NCCL ranks that train_cifar starts itself cannot each have a GPU when
 /// `visible` are visible, in one line: "[ddp] 2 ranks on this node need 2 GPUs, 1 is visible; use

@@ -75,6 +75,11 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
                "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
                setup_.devices.size(), " devices it is split over");
+  TANDEM_CHECK(options_.eval_only || start_.epoch < options_.epochs || options_.resume == "auto",
+               "[train_cifar] nothing to train: ", options_.resume, " finished epoch ",
+               start_.epoch, " and --epochs is ", options_.epochs,
+               "; raise --epochs to train on, or use --eval-only to evaluate it");
+  if (is_leader()) check_outputs();
   build_data();
   build_schedule();
   check_ranks_resume_alike();
@@ -389,6 +394,13 @@ RunSummary Trainer::run() {
       log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
     }
     summary.last_accuracy = summary.best_accuracy = test.accuracy;
+    return summary;
+  }
+  if (start_.epoch >= options_.epochs) {  // --resume auto after the last epoch (else refused)
+    if (is_leader()) {
+      std::printf("nothing to train: %s finished its %d epochs\n", options_.save.c_str(),
+                  start_.epoch);
+    }
     return summary;
   }
   if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_position("resume", start_);

@@ -78,6 +78,9 @@ class Trainer {
   std::vector<double> sum_over_ranks(std::vector<double> values);
   bool all_ranks_continue();
   void save_checkpoint(const RunPosition& position);
+  /// --save's path, with room for two checkpoints (the new one and the previous one kept),
+  /// before any step (apps/common/output_paths.h); MetricsLog checks --log-json's.
+  void check_outputs() const;
   void print_header();
   void log_position(const char* type, const RunPosition& position);
   bool is_leader() const { return rank_ == 0; }

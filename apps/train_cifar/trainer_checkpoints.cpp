@@ -4,24 +4,33 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "apps/common/output_paths.h"
 #include "apps/train_cifar/trainer.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 
 namespace tandem::apps {
 
+// Note [A resume knows its run]: the settings are checked before anything is loaded, so a
+// wrong --arch is named as such, not as a missing key.
 void Trainer::resume(const std::string& path, nn::Module& network, nn::Sgd& optimizer) {
+  nn::Metadata saved;
+  try {
+    saved = nn::load_safetensors(nn::sidecar_path(path)).metadata;
+  } catch (const Error&) {
+    // Unreadable: load_checkpoint() below says why, or falls back to the previous pair.
+  }
+  const std::vector<std::string> warnings = check_resume_settings(saved, options_, path);
   const nn::TrainingState state = nn::load_checkpoint(path, network, optimizer);
-  const auto arch = state.extra.find("arch");
-  TANDEM_CHECK(arch == state.extra.end() || arch->second == options_.arch, "[train_cifar] ", path,
-               " holds a ", arch->second, ", not a ", options_.arch, " (pass --arch ", arch->second,
-               ")");
   if (!state.fell_back_because.empty() && is_leader()) {
     std::fprintf(stderr, "train_cifar: %s was unusable (%s); resuming from %s, one save earlier\n",
                  path.c_str(), state.fell_back_because.c_str(), nn::previous_path(path).c_str());
   }
   start_ = position_from(state, options_, world_, path);
   step_ = start_.step;
+  for (const std::string& warning : warnings) {  // once nothing can refuse the resume any more
+    if (is_leader()) std::fprintf(stderr, "%s\n", warning.c_str());
+  }
 }
 
 void Trainer::check_ranks_resume_alike() {
@@ -51,6 +60,21 @@ void Trainer::save_checkpoint(const RunPosition& position) {
     log_position("checkpoint", position);
   }
   if (group_) group_->barrier()->wait();  // no rank reads it before it is complete
+}
+
+void Trainer::check_outputs() const {
+  if (!options_.save.empty()) {
+    uint64_t pair_bytes = 0;  // weights and buffers, and the momentum of the parameters
+    for (const auto& [name, tensor] : setup_.network->state_dict()) {
+      pair_bytes += static_cast<uint64_t>(tensor.numel()) * 4;
+    }
+    pair_bytes += static_cast<uint64_t>(setup_.network->parameter_count()) * 4;
+    uint64_t held = 0;  // the files a save replaces
+    for (const std::string& file : {options_.save, nn::previous_path(options_.save)}) {
+      held += existing_file_bytes(file) + existing_file_bytes(nn::sidecar_path(file));
+    }
+    check_output_path("train_cifar", "--save", options_.save, 2 * pair_bytes, held);
+  }
 }
 
 bool Trainer::mid_epoch_save_due(int64_t batches_done) const {

@@ -132,6 +132,8 @@ DistributedEnv read_slurm(const EnvLookup& lookup) {
   return env;
 }
 
+}  // namespace
+
 EnvLookup process_environment() {
   return [](const std::string& name) -> std::optional<std::string> {
     const char* value = std::getenv(name.c_str());
@@ -139,8 +141,6 @@ EnvLookup process_environment() {
     return std::string(value);
   };
 }
-
-}  // namespace
 
 DistributedEnv from_environment(const EnvLookup& lookup) {
   if (lookup("RANK") || lookup("WORLD_SIZE")) return read_torchrun(lookup);

@@ -44,6 +44,9 @@ struct DistributedEnv {
 /// Looks a variable up; nothing when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
+/// The process environment as an EnvLookup.
+EnvLookup process_environment();
+
 /// Reads the process environment. Throws a tandem::Error starting with "[env]" that names the
 /// missing or malformed variable and how to set it.
 DistributedEnv from_environment();

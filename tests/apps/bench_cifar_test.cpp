@@ -228,6 +228,11 @@ TEST(BenchCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(bench_cifar({"--csv", "bench.csv"}, dir, true), "--csv");  // JSON only
   expect_one_error_line(bench_cifar({"--real", "--data-dir", "/nonexistent"}, dir, true),
                         "no CIFAR-10 at /nonexistent");
+  // Checked before the measurements, which may take many minutes, not after them.
+  expect_one_error_line(bench_cifar({"--json", dir.path().string()}, dir, true),
+                        "--json " + dir.path().string() + ": is a folder");
+  expect_one_error_line(bench_cifar({"--json", dir.file("missing/bench.json")}, dir, true),
+                        "the folder " + dir.file("missing") + " does not exist");
 }
 
 TEST(BenchCifar, HelpExplainsTheFlagsWithTheirDefaults) {

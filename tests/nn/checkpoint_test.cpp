@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
+#include "tests/support/small_disk.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::nn {
@@ -148,39 +148,12 @@ TEST_F(Checkpoint, AKillAtAnyMomentOfManySavesLeavesALoadablePair) {
   std::printf("fell back to the previous pair after %d of 25 kills\n", fell_back);
 }
 
-// A small tmpfs mounted for the test; unmounted (with what it holds) when the test ends. Needs
-// root (CAP_SYS_ADMIN); reason() says why it could not be made.
-class SmallDisk {
- public:
-  SmallDisk(const std::string& folder, const std::string& size) : folder_(folder) {
-    fs::create_directories(folder);
-    const std::string options = "size=" + size;
-    if (::mount("tmpfs", folder.c_str(), "tmpfs", 0, options.c_str()) == 0) {
-      mounted_ = true;
-    } else {
-      reason_ = std::string("cannot mount a tmpfs (") + std::strerror(errno) + "; needs root)";
-    }
-  }
-  ~SmallDisk() {
-    if (mounted_) ::umount2(folder_.c_str(), MNT_DETACH);
-  }
-  SmallDisk(const SmallDisk&) = delete;
-  SmallDisk& operator=(const SmallDisk&) = delete;
-  bool mounted() const { return mounted_; }
-  const std::string& reason() const { return reason_; }
-
- private:
-  std::string folder_;
-  bool mounted_ = false;
-  std::string reason_;
-};
-
 // A disk that fills up during a save: a one-line error naming the file and the cause, no
 // temporary left behind, and the previous checkpoint still loads (issue: faults that lose
 // nothing). 3 MiB holds one ResNet-20 pair (2 × 1.1 MB) but not a second one beside it.
 TEST_F(Checkpoint, AFullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
   const std::string folder = dir_.file("small_disk");
-  SmallDisk disk(folder, "3m");
+  testing::SmallDisk disk(folder, "3m");
   if (!disk.mounted()) GTEST_SKIP() << disk.reason();
   const std::string path = folder + "/ckpt";
   TrainingRun run = make_run(3);
@@ -210,6 +183,8 @@ TEST_F(Checkpoint, AFullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
   TrainingRun resumed = make_run(9);
   const TrainingState state = load_checkpoint(path, *resumed.model, *resumed.optimizer);
   EXPECT_EQ(state.epoch, 1);
+  // The pair at `path` is whole again: the failed save left no new sidecar beside old weights.
+  EXPECT_EQ(state.fell_back_because, "");
   const auto loaded = resumed.model->state_dict();
   for (size_t i = 0; i < loaded.size(); ++i) {
     EXPECT_EQ(loaded[i].second.to(DType::Float32).to_vector<float>(), expected[i])
