@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/common/run_main.h"
+#include "apps/common/version.h"
 #include "parallel/comm/launcher.h"
 
 namespace {
@@ -42,6 +43,8 @@ int run(int argc, char** argv) {
                  "with --max-restarts: seconds to wait for the other nodes to join an attempt")
       ->capture_default_str();
   // Everything from "--" (or the first argument that is not a flag) on is the workers' command.
+  app.set_version_flag("--version", std::string("tandem-run ") + tandem::apps::tandem_version(),
+                       "print the version and exit");
   app.prefix_command();
   app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
   CLI11_PARSE(app, argc, argv);

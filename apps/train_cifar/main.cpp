@@ -27,9 +27,14 @@ namespace {
 
 using namespace tandem;
 
-void on_signal(int) {
+// The signal that stopped the run: it exits 128 + that signal, as a process killed by it would
+// (130 for Ctrl-C, 143 for SIGTERM), in every mode, as tandem-run's workers do.
+volatile std::sig_atomic_t stopping_signal = SIGINT;
+
+void on_signal(int sig) {
+  stopping_signal = sig;
   apps::stop_requested() = true;
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C stops at once
+  std::signal(sig, SIG_DFL);  // a second Ctrl-C (or SIGTERM) stops at once
 }
 
 // ddp on one machine without a launcher: the same command line, once per rank. NCCL ranks that
@@ -66,7 +71,7 @@ int run(int argc, char** argv) {
   }
   apps::Trainer trainer(options, group);
   const apps::RunSummary summary = trainer.run();
-  return summary.interrupted ? 128 + SIGINT : 0;
+  return summary.interrupted ? 128 + static_cast<int>(stopping_signal) : 0;
 }
 
 }  // namespace

@@ -16,10 +16,18 @@ struct StepProgress {
   double accuracy = 0;  ///< running training accuracy, in [0, 1]
 };
 
+/// The width of the terminal on stdout (TIOCGWINSZ), else $COLUMNS, else 80.
+int terminal_columns();
+
+/// A bar line redrawn with '\r' must fit the terminal: a wrapped one leaves a stale line at
+/// every redraw. The bar shrinks first (from 24 cells to none), then the text is cut.
+std::string fit_to_width(const std::string& text, double done, int columns);
+
 class EpochProgress {
  public:
-  /// `bar`: redraw one line with '\r' (a terminal); else print plain lines.
-  EpochProgress(int epoch, int epochs, int64_t steps, bool bar, std::FILE* out = stdout);
+  /// `bar`: redraw one line with '\r' (a terminal of `columns`); else print plain lines.
+  EpochProgress(int epoch, int epochs, int64_t steps, bool bar, std::FILE* out = stdout,
+                int columns = terminal_columns());
   void update(const StepProgress& progress);
   /// Ends the bar's line.
   void finish();
@@ -34,7 +42,9 @@ class EpochProgress {
   std::FILE* out_;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point last_draw_{};
+  int columns_;
   int64_t next_plain_step_ = 1;
+  int64_t last_printed_step_ = -1;  ///< a step is printed once, however often it is reported
 };
 
 /// Whether stdout is a terminal (and so gets a progress bar).

@@ -4,6 +4,7 @@
 
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
+#include "apps/common/wording.h"
 #include "engine/error.h"
 #include "parallel/comm/nccl_process_group.h"
 
@@ -161,13 +162,10 @@ std::string local_ranks_gpu_problem(int ranks, int visible) {
   // for all of them, not one each, so no launcher evidence applies (Note [NCCL device]).
   const int needed = parallel::nccl_gpus_needed(ranks, visible, parallel::LauncherGpus{});
   if (visible >= needed) return "";
-  const auto count = [](int n, const char* noun) {
-    return detail::concat(n, " ", noun, n == 1 ? "" : "s");
-  };
-  std::string problem =
-      detail::concat("[ddp] ", count(ranks, "rank"), " on this node need", ranks == 1 ? "s " : " ",
-                     count(needed, "GPU"), ", ", visible, visible == 1 ? " is" : " are",
-                     " visible; use --backend gloo to run them on CPUs");
+  std::string problem = detail::concat("[ddp] ", counted(ranks, "rank"), " on this node need",
+                                       ranks == 1 ? "s " : " ", counted(needed, "GPU"), ", ",
+                                       visible, visible == 1 ? " is" : " are",
+                                       " visible; use --backend gloo to run them on CPUs");
   if (visible > 0) problem += ", or --nproc " + std::to_string(visible);
   return problem;
 }

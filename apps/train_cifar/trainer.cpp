@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "apps/common/wording.h"
 #include "apps/train_cifar/pending_steps.h"
 #include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
@@ -25,16 +26,6 @@ constexpr int64_t kEvalBatch = 500;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-std::string thousands(int64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
 }
 
 }  // namespace
@@ -348,41 +339,6 @@ PassMetrics Trainer::evaluate() {
           .seconds = seconds_since(start)};
 }
 
-void Trainer::print_header() {
-  if (!is_leader()) return;
-  std::string where;
-  if (options_.mode == Mode::DataParallel) {
-    where =
-        std::to_string(setup_.devices.size()) + " devices (" + device_list(setup_.devices) + ")";
-  } else if (options_.mode == Mode::Distributed) {
-    where = std::to_string(world_) + " ranks, " + group_->backend_name() + " on " +
-            setup_.device().str() + (options_.sync_bn ? ", SyncBatchNorm" : "") +
-            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
-                                                 : "") +
-            (uneven_shares_ ? ", uneven shares joined" : "");
-  } else {
-    where = setup_.device().str();
-  }
-  std::printf(
-      "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %d epochs, lr %g "
-      "%s, %s data: %s train / %s test images, %d threads, %s, %s\n",
-      options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
-      mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
-      options_.epochs, static_cast<double>(options_.lr), options_.schedule.c_str(),
-      options_.synthetic ? "synthetic" : "CIFAR-10", thousands(train_set_->size()).c_str(),
-      thousands(test_set_->size()).c_str(), num_threads(), memory_format_name(setup_.memory_format),
-      nn::precision_name(options_.precision));
-  if (start_.batch > 0) {
-    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start_.epoch + 1,
-                static_cast<long long>(start_.batch), static_cast<long long>(batches_per_epoch_),
-                static_cast<long long>(step_));
-  } else if (start_.epoch > 0) {
-    std::printf("resuming after epoch %d (step %lld)\n", start_.epoch,
-                static_cast<long long>(step_));
-  }
-  std::fflush(stdout);
-}
-
 RunSummary Trainer::run() {
   print_header();
   RunSummary summary;
@@ -398,8 +354,8 @@ RunSummary Trainer::run() {
   }
   if (start_.epoch >= options_.epochs) {  // --resume auto after the last epoch (else refused)
     if (is_leader()) {
-      std::printf("nothing to train: %s finished its %d epochs\n", options_.save.c_str(),
-                  start_.epoch);
+      std::printf("nothing to train: %s finished its %s\n", options_.save.c_str(),
+                  counted(start_.epoch, "epoch").c_str());
     }
     return summary;
   }
@@ -414,8 +370,11 @@ RunSummary Trainer::run() {
     const std::optional<PassMetrics> train = train_epoch(epoch);
     if (!train) {
       summary.interrupted = true;
-      if (is_leader())
-        std::printf("\ninterrupted during epoch %d; the last checkpoint is intact\n", epoch + 1);
+      if (is_leader()) {
+        std::printf("\ninterrupted during epoch %d%s\n", epoch + 1,
+                    options_.save.empty() ? "; nothing was saved (no --save)"
+                                          : "; the last checkpoint is intact");
+      }
       break;
     }
     const PassMetrics test = evaluate();
@@ -452,28 +411,7 @@ RunSummary Trainer::run() {
   if (summary.train_seconds > 0) {
     summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;
   }
-  if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
-    std::printf("stopped after epoch %d of %d (--run-epochs): continue with --resume %s\n",
-                last_epoch, options_.epochs,
-                options_.save.empty() ? "PATH" : options_.save.c_str());
-  }
-  if (is_leader()) {
-    std::printf(
-        "done: %d epochs, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
-        summary.epochs_done, 100 * summary.best_accuracy, 100 * summary.last_accuracy,
-        summary.train_seconds, summary.images_per_second);
-    log_.write({{"type", "summary"},
-                {"epochs_done", summary.epochs_done},
-                {"best_test_accuracy", summary.best_accuracy},
-                {"last_test_accuracy", summary.last_accuracy},
-                {"train_seconds", summary.train_seconds},
-                {"images_per_second", summary.images_per_second},
-                {"interrupted", summary.interrupted},
-                {"mode", mode_name(options_.mode)},
-                {"world_size", world_},
-                {"precision", nn::precision_name(options_.precision)},
-                {"arch", options_.arch}});
-  }
+  if (is_leader()) print_summary(summary, last_epoch);
   return summary;
 }
 

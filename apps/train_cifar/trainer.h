@@ -82,6 +82,8 @@ class Trainer {
   /// before any step (apps/common/output_paths.h); MetricsLog checks --log-json's.
   void check_outputs() const;
   void print_header();
+  void print_summary(const RunSummary& summary, int last_epoch);
+  void print_next_steps(const RunSummary& summary, int last_epoch) const;
   void log_position(const char* type, const RunPosition& position);
   bool is_leader() const { return rank_ == 0; }
 

@@ -279,7 +279,9 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
       train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1",
                                                       "--save", checkpoint, "--devices", "cpu:0"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("continue with --resume"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("continue: the same command with --resume " + checkpoint),
+            std::string::npos)
+      << first.output;
   const ProgramRun second =
       train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--resume", checkpoint,
                                                       "--save", checkpoint, "--devices", "cpu:0"}));
@@ -329,6 +331,17 @@ TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
   }
 }
 
+TEST(TrainCifar, VersionSaysTheVersionAndTheCommit) {
+  for (const std::string& program :
+       {testing::kTrainCifarProgram, testing::kBenchCifarProgram, testing::kTandemRunProgram}) {
+    const ProgramRun run = testing::run_program(program, {"--version"});
+    EXPECT_EQ(run.exit_code, 0) << program << ": " << run.output;
+    EXPECT_NE(run.output.find(" 0.1.0 (commit "), std::string::npos)
+        << program << ": " << run.output;
+    EXPECT_EQ(std::count(run.output.begin(), run.output.end(), '\n'), 1) << run.output;
+  }
+}
+
 TEST(TrainCifar, DivergingLossStopsWithTheStep) {
   TempDir dir;
   const ProgramRun run =
@@ -339,22 +352,28 @@ TEST(TrainCifar, DivergingLossStopsWithTheStep) {
   EXPECT_NE(run.output.find("at epoch 1, step"), std::string::npos) << run.output;
 }
 
-TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
-  TempDir dir;
-  const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
-  const pid_t pid = start_train_cifar(quick_run(log, {"--epochs", "100", "--save", checkpoint}),
-                                      dir.file("out.txt"));
-  ASSERT_GE(pid, 0);
-  // Interrupt once the first epoch has been logged (and so checkpointed).
+// Starts a long run, sends `sig` once its first epoch is logged (and so checkpointed, with
+// --save), and returns its exit status.
+int stopped_by(int sig, const std::vector<std::string>& args, const std::string& log,
+               const std::string& output) {
+  const pid_t pid = start_train_cifar(args, output);
+  if (pid < 0) return -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
   while (epochs_of(read_log(log)).empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  kill(pid, SIGINT);
+  kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
+  TempDir dir;
+  const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
+  EXPECT_EQ(stopped_by(SIGINT, quick_run(log, {"--epochs", "100", "--save", checkpoint}), log,
+                       dir.file("out.txt")),
+            128 + SIGINT);
   const auto log_records = read_log(log);
   ASSERT_FALSE(log_records.empty());
   EXPECT_EQ(log_records.back()["type"], "summary");
@@ -362,6 +381,18 @@ TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
   const ProgramRun eval =
       train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
   EXPECT_EQ(eval.exit_code, 0) << eval.output;
+}
+
+// SIGTERM (a scheduler's stop) exits 143 in every mode, as under tandem-run; without --save the
+// last line says that nothing was saved instead of promising a checkpoint.
+TEST(TrainCifar, SigtermStopsWith143AndSaysWhenNothingWasSaved) {
+  TempDir dir;
+  const std::string log = dir.file("log.jsonl");
+  EXPECT_EQ(stopped_by(SIGTERM, quick_run(log, {"--epochs", "100"}), log, dir.file("out.txt")),
+            128 + SIGTERM);
+  std::ifstream in(dir.file("out.txt"));
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(output.find("; nothing was saved (no --save)"), std::string::npos) << output;
 }
 
 }  // namespace

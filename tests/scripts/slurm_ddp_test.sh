@@ -69,7 +69,7 @@ numbers_of() { sed 's/"images_per_second":[^,]*,//; s/"seconds":[^,]*,//; s/"tra
 # Only rank 0 prints the header ("..., N threads, ..."). The other rank decides from the same
 # inputs (SLURM_TASKS_PER_NODE or SLURM_NTASKS_PER_NODE, and the node's cores), checked below.
 expected=$(( $(nproc) / 2 )); [ $expected -ge 1 ] || expected=1
-threads="$(grep -m1 -o '[0-9]* threads' "$scratch/srun.log" | cut -d' ' -f1)"
+threads="$(grep -m1 -oE '[0-9]+ threads?,' "$scratch/srun.log" | cut -d' ' -f1)"
 [ "$threads" = "$expected" ] \
   || fail "under srun rank 0 took '${threads:-?}' threads, expected $expected ($(nproc) cores ÷ 2 tasks)"
 # shellcheck disable=SC2016  # expanded by each task, not here

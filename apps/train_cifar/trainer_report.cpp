@@ -1,0 +1,102 @@
+// Trainer's report: the header, the end-of-run summary and what to do next.
+#include <cstdio>
+
+#include "apps/common/wording.h"
+#include "apps/train_cifar/trainer.h"
+#include "engine/tandem.h"
+#include "nn/checkpoint.h"
+
+namespace tandem::apps {
+namespace {
+
+std::string thousands(int64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+void Trainer::print_header() {
+  if (!is_leader()) return;
+  std::string where;
+  if (options_.mode == Mode::DataParallel) {
+    where =
+        std::to_string(setup_.devices.size()) + " devices (" + device_list(setup_.devices) + ")";
+  } else if (options_.mode == Mode::Distributed) {
+    where = counted(world_, "rank") + ", " + group_->backend_name() + " on " +
+            setup_.device().str() + (options_.sync_bn ? ", SyncBatchNorm" : "") +
+            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
+                                                 : "") +
+            (uneven_shares_ ? ", uneven shares joined" : "");
+  } else {
+    where = setup_.device().str();
+  }
+  std::printf(
+      "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %s, lr %g "
+      "%s, %s data: %s train / %s test images, %s, %s, %s\n",
+      options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
+      mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
+      counted(options_.epochs, "epoch").c_str(), static_cast<double>(options_.lr),
+      options_.schedule.c_str(), options_.synthetic ? "synthetic" : "CIFAR-10",
+      thousands(train_set_->size()).c_str(), thousands(test_set_->size()).c_str(),
+      counted(num_threads(), "thread").c_str(), memory_format_name(setup_.memory_format),
+      nn::precision_name(options_.precision));
+  if (start_.batch > 0) {
+    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start_.epoch + 1,
+                static_cast<long long>(start_.batch), static_cast<long long>(batches_per_epoch_),
+                static_cast<long long>(step_));
+  } else if (start_.epoch > 0) {
+    std::printf("resuming after epoch %d (step %lld)\n", start_.epoch,
+                static_cast<long long>(step_));
+  }
+  std::fflush(stdout);
+}
+
+void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
+  if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
+    std::printf("stopped after epoch %d of %d (--run-epochs)\n", last_epoch, options_.epochs);
+  }
+  {
+    std::printf("done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
+                counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
+                100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second);
+    log_.write({{"type", "summary"},
+                {"epochs_done", summary.epochs_done},
+                {"best_test_accuracy", summary.best_accuracy},
+                {"last_test_accuracy", summary.last_accuracy},
+                {"train_seconds", summary.train_seconds},
+                {"images_per_second", summary.images_per_second},
+                {"interrupted", summary.interrupted},
+                {"mode", mode_name(options_.mode)},
+                {"world_size", world_},
+                {"precision", nn::precision_name(options_.precision)},
+                {"arch", options_.arch}});
+  }
+  print_next_steps(summary, last_epoch);
+}
+
+// Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
+// says what it wrote and how to go on from it, as the review of a newcomer's first run asked.
+void Trainer::print_next_steps(const RunSummary& summary, int last_epoch) const {
+  if (!options_.save.empty() && (summary.epochs_done > 0 || start_.epoch > 0)) {
+    std::printf("written: %s and %s (the checkpoint)%s%s\n", options_.save.c_str(),
+                nn::sidecar_path(options_.save).c_str(),
+                options_.log_json.empty() ? "" : ", metrics in ", options_.log_json.c_str());
+    if (summary.interrupted || last_epoch < options_.epochs) {
+      std::printf("continue: the same command with --resume %s\n", options_.save.c_str());
+    }
+    std::printf("evaluate: train_cifar --arch %s --eval-only --resume %s\n", options_.arch.c_str(),
+                options_.save.c_str());
+  }
+  if (!options_.log_json.empty()) {
+    std::printf("plot:     scripts/plot_training.py %s\n", options_.log_json.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace tandem::apps
