@@ -15,8 +15,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "4.3 MB": rounded down to a tenth, so a shortfall never reads as enough.
 std::string megabytes(uint64_t bytes) {
-  return detail::concat(static_cast<double>(bytes / 100000) / 10.0, " MB");
+  const uint64_t tenths = bytes / 100000;
+  return detail::concat(tenths / 10, ".", tenths % 10, " MB");
 }
 
 // Whether this process can create files in `folder`: the one test that covers permissions,

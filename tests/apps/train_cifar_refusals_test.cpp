@@ -76,7 +76,7 @@ TEST(TrainCifarRefusals, TooLittleSpaceForTwoCheckpointsFailsAtOnce) {
   if (!disk.mounted()) GTEST_SKIP() << disk.reason();
   const ProgramRun run =
       train_cifar(quick_run(dir.file("log.jsonl"), {"--save", dir.file("small/run.ckpt")}));
-  expect_one_error_line(run, "has 2 MB free, but 4.3 MB are needed; free some space");
+  expect_one_error_line(run, "has 2.0 MB free, but 4.3 MB are needed; free some space");
   EXPECT_TRUE(fs::is_empty(dir.file("small")));
 }
 
