@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/common/flag_errors.h"
 #include "apps/common/run_main.h"
 #include "apps/common/version.h"
 #include "parallel/comm/launcher.h"
@@ -49,6 +50,13 @@ int run(int argc, char** argv) {
   app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
   CLI11_PARSE(app, argc, argv);
   options.command = app.remaining();
+  // A flag after the launcher's own (a torchrun spelling, a typo) would be run as the program.
+  if (!options.command.empty() && options.command.front().rfind("--", 0) == 0 &&
+      options.command.front() != "--") {
+    TANDEM_FAIL("[tandem-run] ",
+                tandem::apps::unexpected_arguments_message(app, {options.command.front()}),
+                "; the program to run goes after -- (see --help)");
+  }
   if (!options.command.empty() && options.command.front() == "--") {
     options.command.erase(options.command.begin());
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
 #include "engine/error.h"
@@ -95,12 +96,12 @@ void add_projection_flags(CLI::App& app, BenchOptions& o) {
          "--nvlink-gbps", o.nvlink_gbps,
          "NVLink all-reduce bus bandwidth, GB/s per direction (conservative: nccl-tests reports a "
          "few hundred on A100/H100 NVLink for large messages; see docs/benchmarks.md)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   app.add_option("--pcie-gbps", o.pcie_gbps,
                  "PCIe all-reduce bus bandwidth, GB/s per direction (about what PCIe 3.0 x16 "
                  "achieves, or 4.0 through the CPU)")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   app.add_option("--latency-us", o.latency_us,
                  "fixed cost of each collective or transfer, µs (NCCL's small-message all-reduce "

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
 #include "apps/common/wording.h"
@@ -38,7 +39,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   app.add_option("--lr", o.lr, "peak learning rate")
-      ->check(CLI::PositiveNumber)
+      ->check(positive_number())
       ->capture_default_str();
   app.add_option("--momentum", o.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 1.0))

@@ -299,7 +299,22 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
 }
 
 TEST(TrainCifar, BadInputGetsOneClearLine) {
-  expect_one_error_line(train_cifar({"--bogus"}), "--bogus");
+  expect_one_error_line(train_cifar({"--bogus"}), "--bogus: unknown flag (see --help)");
+  // Flag errors say what is allowed (the UX review's cases 1-4).
+  expect_one_error_line(train_cifar({"--epoch", "2"}),
+                        "--epoch: unknown flag; did you mean --epochs?");
+  expect_one_error_line(train_cifar({"--batch_size", "64"}),
+                        "--batch_size: unknown flag; did you mean --batch-size?");
+  expect_one_error_line(train_cifar({"--lr", "-0.1"}), "--lr: must be > 0, got -0.1");
+  expect_one_error_line(train_cifar({"--lr", "abc"}), "--lr: must be a number > 0, got 'abc'");
+  // tandem-run would have run "--nproc" as the program (the review's case 56).
+  const ProgramRun launcher =
+      testing::run_program(testing::kTandemRunProgram, {"--nproc", "2", "--", "true"});
+  EXPECT_NE(launcher.exit_code, 0);
+  EXPECT_EQ(
+      launcher.output,
+      "tandem-run: error: [tandem-run] --nproc: unknown flag; did you mean --nproc-per-node?; "
+      "the program to run goes after -- (see --help)\n");
   expect_one_error_line(train_cifar({"--data-dir", "/nonexistent"}),
                         "no CIFAR-10 at /nonexistent: run scripts/get_cifar10.sh");
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices",
