@@ -40,6 +40,7 @@ int run(int argc, char** argv) {
   WorkArea area;
   const std::vector<BenchRow> rows = run_matrix(options, area, print_progress);
   print_table(stdout, options, info, rows);
+  print_warnings(stderr, info, rows);
   std::optional<ProjectionReport> projection;
   if (options.project) {
     projection = build_projection(options, rows, area);

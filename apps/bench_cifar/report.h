@@ -23,9 +23,17 @@ struct RunInfo {
   int cpus = 0;       ///< logical CPUs this process may run on
   int threads = 0;    ///< total_threads(options)
   bool cuda = false;  ///< GPUs were present
+  /// The 1-minute load average when the run began (/proc/loadavg; -1 where unknown): above the
+  /// cores' idle share the numbers measure the other jobs as much as Tandem.
+  double load_average = -1;
+  std::string version;  ///< tandem_version(): the version and commit measured
 };
 
 RunInfo current_run_info(const BenchOptions& options);
+
+/// Warnings (stderr) for rows no real scaling gives: efficiency above 100 % means the one-device
+/// row was slowed by something else (a busy machine), so the table's ratios mean little.
+void print_warnings(std::FILE* out, const RunInfo& info, const std::vector<BenchRow>& rows);
 
 /// The keys of a JSON row (bucket_timings aside), in order.
 std::vector<std::string> row_columns();

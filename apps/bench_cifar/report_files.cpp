@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "apps/bench_cifar/report.h"
+#include "apps/common/version.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 
@@ -116,6 +117,9 @@ RunInfo current_run_info(const BenchOptions& options) {
   }
   info.cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   info.threads = total_threads(options);
+  std::ifstream loadavg("/proc/loadavg");
+  if (!(loadavg >> info.load_average)) info.load_average = -1;
+  info.version = tandem_version();
   info.cuda = cuda_available();
   return info;
 }
@@ -158,6 +162,8 @@ void write_json(const std::string& path, const BenchOptions& options, const RunI
                     {"date", info.date},
                     {"machine", {{"cpu", info.cpu}, {"cpus", info.cpus}, {"cuda", info.cuda}}},
                     {"threads", info.threads},
+                    {"load_average", info.load_average},
+                    {"version", info.version},
                     {"options", options_to_json(options)},
                     {"rows", ordered_json::array()}};
   for (const BenchRow& row : rows) {

@@ -122,10 +122,12 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                  const std::vector<BenchRow>& rows) {
   std::fprintf(out,
                "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %d threads in all, ddp "
-               "buckets %g MiB (first %g MiB); %s (%d CPUs)%s, %s\n\n",
+               "buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
+               "%s\n\n",
                o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps, info.threads,
                o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
-               info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.date.c_str());
+               info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.load_average,
+               info.date.c_str(), info.version.c_str());
   std::vector<std::string> header{"config", "device"};
   for (const Metric& metric : kMetrics) {
     if (metric.cell != Cell::None) header.emplace_back(metric.heading);
@@ -177,6 +179,19 @@ void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionRep
   table.print(out);
   print_profiles(out, report);
   for (const std::string& note : report.notes) std::fprintf(out, "note: %s\n", note.c_str());
+}
+
+void print_warnings(std::FILE* out, const RunInfo& info, const std::vector<BenchRow>& rows) {
+  for (const BenchRow& row : rows) {
+    // 5 % above perfect is beyond any timer's noise: the row it was compared with was slowed.
+    if (!row.measured || !(row.measured->efficiency > 1.05)) continue;
+    std::fprintf(out,
+                 "bench_cifar: warning: %s shows %.0f %% scaling efficiency, which no scaling "
+                 "gives: the machine was busy (load average %.2f at the start on %d CPUs); rerun "
+                 "it idle before trusting the ratios\n",
+                 row.config.label().c_str(), 100 * row.measured->efficiency, info.load_average,
+                 info.cpus);
+  }
 }
 
 }  // namespace tandem::apps::bench

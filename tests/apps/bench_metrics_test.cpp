@@ -113,3 +113,30 @@ TEST(BenchMetrics, TheTerminalTableShowsTheMetricsWithHeadings) {
 
 }  // namespace
 }  // namespace tandem::apps::bench
+
+namespace tandem::apps::bench {
+namespace {
+
+// The UX review's busy-machine run: "ddp x2 ... eff. 1064 %" printed without a word.
+TEST(BenchReport, ImpossibleEfficiencyIsWarnedAbout) {
+  BenchRow busy{.config = {.mode = Mode::Distributed, .devices = 2, .overlap = "on"},
+                .measured = Measurement{}};
+  busy.measured->efficiency = 10.64;
+  BenchRow fine = busy;
+  fine.measured->efficiency = 0.93;
+  const BenchRow failed{.config = busy.config, .error = "it failed"};
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  print_warnings(out, RunInfo{.cpus = 2, .load_average = 6.1}, {busy, fine, failed});
+  std::rewind(out);
+  std::string text;
+  for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);
+  std::fclose(out);
+  EXPECT_EQ(text,
+            "bench_cifar: warning: ddp x2 b128 overlap on shows 1064 % scaling efficiency, which "
+            "no scaling gives: the machine was busy (load average 6.10 at the start on 2 CPUs); "
+            "rerun it idle before trusting the ratios\n");
+}
+
+}  // namespace
+}  // namespace tandem::apps::bench
