@@ -40,9 +40,9 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
-      log_(rank_ == 0 ? options.log_json : "", !resume_source(options).empty()) {
+      resume_path_(resume_source(options)),
+      log_(rank_ == 0 ? options.log_json : "", !resume_path_.empty()) {
   validate(options_, world_);
-  const std::string resume_path = resume_source(options_);
   if (options_.threads > 0) set_num_threads(options_.threads);
   setup_ = make_training_setup(
       {.mode = options_.mode,
@@ -60,8 +60,8 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
        .precision = options_.precision,
        .allow_slow_bf16 = options_.allow_slow_bf16},
       choose_devices(options_.mode, options_.devices, group_.get()), group_,
-      [&](nn::Module& network, nn::Sgd& optimizer) {
-        if (!resume_path.empty()) resume(resume_path, network, optimizer);
+      [this](nn::Module& network, nn::Sgd& optimizer) {
+        if (!resume_path_.empty()) resume(resume_path_, network, optimizer);
       });
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
                "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",

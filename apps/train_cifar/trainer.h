@@ -91,6 +91,8 @@ class Trainer {
   std::shared_ptr<parallel::ProcessGroup> group_;
   int rank_ = 0;
   int world_ = 1;
+  /// The checkpoint this run resumes from (resume_source(): --resume auto resolved once), or "".
+  std::string resume_path_;
   TrainingSetup setup_;  ///< devices, network, its wrapper and SGD
 
   std::shared_ptr<const data::CifarDataset> train_set_, test_set_;
