@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/common/flag_errors.h"
+#include "apps/common/parse_command_line.h"
 #include "apps/common/run_main.h"
 #include "apps/common/version.h"
 #include "parallel/comm/launcher.h"
@@ -34,21 +35,22 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kill-grace", kill_grace_s,
                  "seconds between SIGTERM and SIGKILL when stopping workers")
+      ->check(tandem::apps::non_negative_number())
       ->capture_default_str();
   app.add_option("--timeout", timeout_s, "stop the job after this many seconds (0: never)")
+      ->check(tandem::apps::non_negative_number())
       ->capture_default_str();
   app.add_option("--max-restarts,--max_restarts", options.max_restarts,
                  "restart every worker on every node this many times after a failure")
       ->capture_default_str();
   app.add_option("--rdzv-timeout,--rdzv_timeout", rdzv_timeout_s,
                  "with --max-restarts: seconds to wait for the other nodes to join an attempt")
+      ->check(tandem::apps::positive_number())
       ->capture_default_str();
   // Everything from "--" (or the first argument that is not a flag) on is the workers' command.
-  app.set_version_flag("--version", std::string("tandem-run ") + tandem::apps::tandem_version(),
-                       "print the version and exit");
   app.prefix_command();
   app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
-  CLI11_PARSE(app, argc, argv);
+  if (!tandem::apps::parse_command_line(app, argc, argv, "tandem-run")) return 0;
   options.command = app.remaining();
   // A flag after the launcher's own (a torchrun spelling, a typo) would be run as the program.
   if (!options.command.empty() && options.command.front().rfind("--", 0) == 0 &&

@@ -61,6 +61,12 @@ CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t l
 }
 
 CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit) {
+  // The usual mistake: the folder above the one the archive unpacks into.
+  const std::string inner = folder + "/cifar-10-batches-bin";
+  TANDEM_CHECK(std::filesystem::exists(folder + "/test_batch.bin") ||
+                   !std::filesystem::exists(inner + "/test_batch.bin"),
+               "[cifar10] ", folder, " holds no CIFAR-10 files, but ", inner,
+               " does: did you mean --data-dir ", inner, "?");
   std::vector<std::string> files;
   if (split == CifarSplit::Train) {
     for (int i = 1; i <= 5; ++i)

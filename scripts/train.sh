@@ -6,10 +6,13 @@
 #   scripts/train.sh --mode ddp --nproc 2 --epochs 20    # your own train_cifar flags instead
 #
 # Defaults: on a machine where nvidia-smi lists GPUs, ResNet-20 on every one of them (DataParallel: DDP
-# over NCCL is written but has not run on a GPU yet) with the paper's schedule (182 epochs, lr 0.1 ÷10 at
-# 50 % and 75 %); on a CPU-only
+# over NCCL is written but has not run on a GPU yet) with the paper's schedule (its 64k iterations of
+# batch 128 are 164 epochs of the 50,000 training images; lr 0.1 ÷10 at 50 % and 75 %); on a CPU-only
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
-# the accuracy climbing. Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data).
+# the accuracy climbing. Both write resnet20[-cpu].ckpt (+ .state, .prev, .prev.state) and
+# resnet20[-cpu].jsonl in the checkout; train_cifar's last lines say how to resume, evaluate and plot.
+# Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data; your own --data-dir or
+# --synthetic instead skips the download).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,17 +23,24 @@ data_dir="${DATA_DIR:-$root/data}"
 echo "== build (Release) in $build_dir"
 cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" --target train_cifar tandem-run
-"$root/scripts/get_cifar10.sh" "$data_dir"
-
 train="$build_dir/apps/train_cifar"
+# Your own --data-dir (or --synthetic) wins: then nothing is fetched and none is added.
 data_flag=(--data-dir "$data_dir/cifar-10-batches-bin")
+for arg in "$@"; do
+  case "$arg" in
+    --data-dir|--data-dir=*|--synthetic) data_flag=() ;;
+  esac
+done
+if [ ${#data_flag[@]} -gt 0 ]; then
+  "$root/scripts/get_cifar10.sh" "$data_dir"
+fi
 if [ $# -gt 0 ]; then
-  exec "$train" "${data_flag[@]}" "$@"
+  exec "$train" ${data_flag[@]+"${data_flag[@]}"} "$@"
 fi
 
 # The GPUs are counted with nvidia-smi, not by Tandem, and named explicitly: a GPU machine whose
 # CUDA cannot be used (a driver older than CUDA 13's R580, a build without the CUDA backend) then
-# stops with train_cifar's one-line error instead of training on the CPU for 182 epochs.
+# stops with train_cifar's one-line error instead of training on the CPU for 164 epochs.
 gpus=0
 if command -v nvidia-smi >/dev/null; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c "^GPU" || true)
@@ -44,7 +54,7 @@ if [ "$gpus" -gt 0 ]; then
   fi
   devices=$(seq -s, -f "cuda:%g" 0 $((gpus - 1)))
   echo "== ResNet-20 on $gpus GPU(s) ($devices), the paper's schedule"
-  exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 182 \
+  exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 164 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
     --log-json "$root/resnet20.jsonl"
 fi

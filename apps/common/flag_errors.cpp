@@ -64,16 +64,30 @@ std::string unexpected_arguments_message(const CLI::App& app,
   return "unexpected argument" + std::string(arguments.size() == 1 ? "" : "s") + ": " + listed;
 }
 
-CLI::Validator positive_number() {
+namespace {
+
+// A check that the flag's text is a number for which `holds` is true: "must be > 0, got -0.1";
+// "must be a number > 0, got 'abc'".
+CLI::Validator number_check(const std::string& wanted, bool (*holds)(double)) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [wanted, holds](std::string& text) -> std::string {
         double value = 0;
         if (!CLI::detail::lexical_cast(text, value)) {
-          return "must be a number > 0, got '" + text + "'";
+          return "must be a number " + wanted + ", got '" + text + "'";
         }
-        return value > 0 ? "" : "must be > 0, got " + text;
+        return holds(value) ? "" : "must be " + wanted + ", got " + text;
       },
-      "> 0");
+      wanted);
+}
+
+}  // namespace
+
+CLI::Validator positive_number() {
+  return number_check("> 0", [](double value) { return value > 0; });
+}
+
+CLI::Validator non_negative_number() {
+  return number_check(">= 0", [](double value) { return value >= 0; });
 }
 
 }  // namespace tandem::apps

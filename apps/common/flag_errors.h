@@ -25,5 +25,8 @@ std::string unexpected_arguments_message(const CLI::App& app,
 /// A check for a number that must be > 0: "must be > 0, got -0.1"; "must be a number > 0, got
 /// 'abc'".
 CLI::Validator positive_number();
+/// The same for >= 0 (a seed, which an unsigned flag would otherwise take from "-1" wrapped
+/// round to 2^64 - 1; a grace period).
+CLI::Validator non_negative_number();
 
 }  // namespace tandem::apps

@@ -38,16 +38,31 @@ std::vector<Device> first_devices(int count, bool gpus) {
   return devices;
 }
 
+namespace {
+
+// --devices naming a GPU where none works: said before the first allocation would, with what
+// to write instead.
+std::vector<Device> usable(std::vector<Device> devices, const std::string& requested) {
+  const bool any_gpu =
+      std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });
+  TANDEM_CHECK(!any_gpu || cuda_available(), "[devices] --devices ", requested,
+               " names a GPU, but ", cuda_unavailable_reason(), "; use ",
+               devices.size() > 1 ? "cpu:0,cpu:1" : "cpu:0", ", or leave --devices out");
+  return devices;
+}
+
+}  // namespace
+
 std::vector<Device> choose_devices(Mode mode, const std::string& requested,
                                    const parallel::ProcessGroup* group) {
   switch (mode) {
     case Mode::Single:
       TANDEM_CHECK(requested.find(',') == std::string::npos, "[devices] --devices ", requested,
                    " lists several devices, which only --mode dp uses");
-      if (!requested.empty()) return {Device::parse(requested)};
+      if (!requested.empty()) return usable({Device::parse(requested)}, requested);
       return {gpus_by_default() ? Device::cuda(0) : Device::cpu()};
     case Mode::DataParallel:
-      if (!requested.empty()) return parallel::parse_device_list(requested);
+      if (!requested.empty()) return usable(parallel::parse_device_list(requested), requested);
       if (gpus_by_default()) return first_devices(cuda_backend().device_count(), true);
       return first_devices(2, false);
     case Mode::Distributed:

@@ -5,6 +5,8 @@
 // tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun it is one
 // rank of the job.
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -32,6 +34,12 @@ using namespace tandem;
 volatile std::sig_atomic_t stopping_signal = SIGINT;
 
 void on_signal(int sig) {
+  if (!apps::training_started().load()) {
+    // Only async-signal-safe calls here: write and _exit.
+    constexpr char kMessage[] = "train_cifar: interrupted before training began; nothing to save\n";
+    [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+    ::_exit(128 + sig);
+  }
   stopping_signal = sig;
   apps::stop_requested() = true;
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or SIGTERM) stops at once
@@ -40,6 +48,7 @@ void on_signal(int sig) {
 // ddp on one machine without a launcher: the same command line, once per rank. NCCL ranks that
 // the GPUs cannot hold one each stop here, in one line, before any rank starts.
 int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
+  apps::validate(options, options.nproc);  // here once, rather than once by every rank
   if (apps::ddp_backend(options.backend) == "nccl") {
     const int visible = cuda_available() ? cuda_backend().device_count() : 0;
     const std::string problem = apps::local_ranks_gpu_problem(options.nproc, visible);

@@ -12,6 +12,12 @@ namespace {
 
 constexpr int kBarWidth = 24;
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
 std::string format_duration(double seconds) {
   const auto total = static_cast<int64_t>(std::max(0.0, seconds));
   char text[32];
@@ -25,10 +31,30 @@ std::string format_duration(double seconds) {
   return text;
 }
 
-}  // namespace
+double RunClock::elapsed() const {
+  return seconds_since(start_);
+}
 
-bool stdout_is_terminal() {
-  return isatty(STDOUT_FILENO) != 0;
+double RunClock::left(double epoch_left, double epoch_total) const {
+  const int later = std::max(0, epochs_ - done_ - 1);
+  const double per_epoch = done_ > 0 ? done_seconds_ / done_ : epoch_total;
+  return epoch_left + later * per_epoch;
+}
+
+double RunClock::left_between_epochs() const {
+  return done_ > 0 ? std::max(0, epochs_ - done_) * done_seconds_ / done_ : 0.0;
+}
+
+void RunClock::epoch_done() {
+  ++done_;
+  done_seconds_ = elapsed();
+}
+
+std::optional<int> progress_terminal_columns() {
+  if (isatty(STDOUT_FILENO) != 0) return terminal_columns();
+  const char* given = std::getenv("TANDEM_TERMINAL_COLUMNS");
+  const int columns = given != nullptr ? std::atoi(given) : 0;
+  return columns > 0 ? std::optional<int>(columns) : std::nullopt;
 }
 
 int terminal_columns() {
@@ -49,51 +75,56 @@ std::string fit_to_width(const std::string& text, double done, int columns) {
          std::string(static_cast<size_t>(bar - filled), '.') + "] " + text;
 }
 
-EpochProgress::EpochProgress(int epoch, int epochs, int64_t steps, bool bar, std::FILE* out,
-                             int columns)
-    : epoch_(epoch),
-      epochs_(epochs),
-      steps_(std::max<int64_t>(steps, 1)),
-      bar_(bar),
-      out_(out),
-      columns_(columns) {}
+EpochProgress::EpochProgress(const EpochProgressOptions& options) : options_(options) {
+  options_.steps = std::max<int64_t>(options_.steps, 1);
+}
 
+// Most telling first: a line cut to the terminal's width loses the speed (which the epoch's line
+// repeats) before the time left.
 std::string EpochProgress::line(const StepProgress& p) const {
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const double eta =
-      p.step > 0 ? elapsed / static_cast<double>(p.step) * static_cast<double>(steps_ - p.step)
-                 : 0.0;
+  const double elapsed = seconds_since(start_);
+  const int64_t steps = options_.steps, done_here = p.step - options_.first_step;
+  const double per_step = done_here > 0 ? elapsed / static_cast<double>(done_here) : 0.0;
+  const double epoch_left = per_step * static_cast<double>(steps - p.step);
+  std::string run_left;
+  if (options_.run != nullptr && options_.run->later_epochs()) {
+    run_left =
+        " (run " +
+        format_duration(options_.run->left(epoch_left, per_step * static_cast<double>(steps))) +
+        ")";
+  }
   char text[256];
-  std::snprintf(text, sizeof text,
-                "epoch %d/%d  %lld/%lld  %.0f img/s  loss %.4f  acc %5.1f%%  eta %s", epoch_,
-                epochs_, static_cast<long long>(p.step), static_cast<long long>(steps_),
-                p.images_per_second, p.loss, 100.0 * p.accuracy, format_duration(eta).c_str());
-  if (!bar_) return text;
-  return fit_to_width(text, static_cast<double>(p.step) / static_cast<double>(steps_), columns_);
+  std::snprintf(text, sizeof text, "epoch %d/%d %lld/%lld loss %.4f acc %.1f%% eta %s%s %.0f img/s",
+                options_.epoch, options_.epochs, static_cast<long long>(p.step),
+                static_cast<long long>(steps), p.loss, 100.0 * p.accuracy,
+                format_duration(epoch_left).c_str(), run_left.c_str(), p.images_per_second);
+  if (!options_.bar_columns) return text;
+  return fit_to_width(text, static_cast<double>(p.step) / static_cast<double>(steps),
+                      *options_.bar_columns);
 }
 
 void EpochProgress::update(const StepProgress& p) {
   if (p.step == last_printed_step_) return;
-  if (bar_) {
+  const int64_t steps = options_.steps;
+  if (options_.bar_columns) {
     // Redraw at most ten times a second: a terminal is slow next to a training step on a GPU.
     const auto now = std::chrono::steady_clock::now();
-    if (p.step != steps_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    if (p.step != steps && now - last_draw_ < std::chrono::milliseconds(100)) return;
     last_draw_ = now;
     last_printed_step_ = p.step;
-    std::fprintf(out_, "\r%s\033[K", line(p).c_str());
+    std::fprintf(options_.out, "\r%s\033[K", line(p).c_str());
   } else {
-    if (p.step < next_plain_step_ && p.step != steps_) return;
-    next_plain_step_ = p.step + std::max<int64_t>(1, steps_ / 10);
+    if (p.step < next_plain_step_ && p.step != steps) return;
+    next_plain_step_ = p.step + std::max<int64_t>(1, steps / 10);
     last_printed_step_ = p.step;
-    std::fprintf(out_, "%s\n", line(p).c_str());
+    std::fprintf(options_.out, "%s\n", line(p).c_str());
   }
-  std::fflush(out_);
+  std::fflush(options_.out);
 }
 
 void EpochProgress::finish() {
-  if (bar_) std::fprintf(out_, "\n");
-  std::fflush(out_);
+  if (options_.bar_columns) std::fprintf(options_.out, "\n");
+  std::fflush(options_.out);
 }
 
 }  // namespace tandem::apps

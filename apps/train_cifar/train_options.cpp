@@ -65,6 +65,7 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   app.add_flag("--synthetic", o.synthetic, "random CIFAR-shaped data instead of --data-dir");
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
+      ->check(non_negative_number())
       ->capture_default_str();
   app.add_option("--save", o.save, "checkpoint written after every epoch (PATH and PATH.state)");
   app.add_option("--save-every-steps", o.save_every_steps,
@@ -105,7 +106,9 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   add_precision_flags(app, o.precision, o.allow_slow_bf16);
   app.add_option("--log-json", o.log_json,
                  "JSON-lines metrics: one record per epoch and a summary");
-  app.add_flag("!--no-progress", o.progress, "plain lines instead of a progress bar");
+  // A callback rather than CLI11's "!--no-progress", whose help reads "--no-progress{false}".
+  app.add_flag_callback(
+      "--no-progress", [&o] { o.progress = false; }, "plain lines instead of a progress bar");
 }
 
 bool parse_train_options(int argc, const char* const* argv, TrainOptions& options) {
@@ -133,8 +136,10 @@ void validate(const TrainOptions& o, int world_size) {
           (o.backend.empty() && !o.no_overlap && !o.sync_bn && o.grad_compression == "none"),
       "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for --mode ddp");
   if (o.mode == Mode::Distributed) {
+    const int64_t below = o.batch_size - o.batch_size % world_size;
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
-                 " does not split evenly over ", world_size, " ranks");
+                 " does not split evenly over ", world_size, " ranks; use ",
+                 below > 0 ? std::to_string(below) + " or " : "", below + world_size);
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");

@@ -35,6 +35,11 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
+std::atomic<bool>& training_started() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
 Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
     : options_(options),
       group_(std::move(group)),
@@ -226,84 +231,141 @@ bool Trainer::finish_join(parallel::Join& join) {
   return join.finish(momentum);
 }
 
-std::optional<PassMetrics> Trainer::train_epoch(int epoch) {
-  setup_.model->train();
-  // A resume in the middle of this epoch starts at its batch, with its metrics so far (summed
-  // over the ranks, so rank 0 alone carries them on).
-  const bool resumed_here = epoch == start_.epoch && start_.batch > 0;
-  const int64_t first_batch = resumed_here ? start_.batch : 0;
-  const EpochSoFar before = resumed_here ? start_.so_far : EpochSoFar{};
-  train_loader_->start_epoch(epoch, first_batch);
-  const int64_t batches = train_loader_->batches_per_epoch();
-  EpochProgress progress(epoch + 1, options_.epochs, batches,
-                         options_.progress && stdout_is_terminal());
-  const auto start = Clock::now();
-  const int64_t reads_before = host_read_count();
-  double loss_sum = is_leader() ? before.loss_sum : 0, correct = is_leader() ? before.correct : 0;
-  int64_t seen = 0, batch_index = first_batch;
-  PendingSteps pending;
-  const int64_t first_optimizer_step = step_ - first_batch / options_.accumulate;
-  // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
-  std::optional<parallel::Join> join;
-  if (uneven_shares_) {
-    join.emplace(*setup_.ddp,
-                 parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
+// One epoch in training on this rank: where it is, what it has summed, what it shows.
+struct Trainer::Epoch {
+  int number = 0;                    ///< counting from 0
+  int64_t batches = 0;               ///< in the whole epoch (of the rank with the most)
+  int64_t batch = 0;                 ///< the next batch to train
+  int64_t first_optimizer_step = 0;  ///< the run's step count at the epoch's first batch
+  /// A resumed epoch's metrics from before this invocation, summed over the ranks: rank 0
+  /// carries them, the others hold zeros.
+  EpochSoFar before{};
+  double seconds_before = 0;  ///< its training time before this invocation
+  EpochSoFar mine{};          ///< this rank's sums in this invocation
+  Clock::time_point start = Clock::now();
+  int64_t host_reads_before = host_read_count();
+  PendingSteps pending{};
+  std::optional<EpochProgress> progress{};  ///< rank 0's
+  std::optional<parallel::Join> join{};     ///< with uneven shares (Note [Join protocol])
+};
+
+void Trainer::begin_epoch(Epoch& epoch, int number) {
+  // A resume in the middle of this epoch starts at its batch, with its metrics so far.
+  const bool resumed_here = number == start_.epoch && start_.batch > 0;
+  epoch.number = number;
+  epoch.batch = resumed_here ? start_.batch : 0;
+  epoch.before = resumed_here && is_leader() ? start_.so_far : EpochSoFar{};
+  epoch.seconds_before = resumed_here ? start_.so_far.seconds : 0;
+  train_loader_->start_epoch(number, epoch.batch);
+  epoch.batches = train_loader_->batches_per_epoch();
+  epoch.first_optimizer_step = step_ - epoch.batch / options_.accumulate;
+  if (is_leader()) {
+    epoch.progress.emplace(EpochProgressOptions{.epoch = number + 1,
+                                                .epochs = options_.epochs,
+                                                .steps = epoch.batches,
+                                                .first_step = epoch.batch,
+                                                .bar_columns = bar_columns(),
+                                                .run = &run_clock_});
   }
-  // Note [Host syncs]: returns false when the run must stop (an interrupt on any rank).
-  const auto read_pending = [&] {
-    const int64_t first_step = batch_index - static_cast<int64_t>(pending.size());
-    const PendingSteps::Values values = pending.read();
-    for (size_t i = 0; i < values.losses.size(); ++i) {
-      const int64_t step = first_step + static_cast<int64_t>(i);
-      TANDEM_CHECK(std::isfinite(values.losses[i]), "[train_cifar] the loss became ",
-                   values.losses[i], " at epoch ", epoch + 1, ", step ", step + 1,
-                   " (optimizer step ", first_optimizer_step + step / options_.accumulate + 1,
-                   ") on rank ", rank_, "; try a lower --lr");
-    }
-    loss_sum += values.loss_sum;
-    correct += values.correct;
-    seen += values.images;
-    if (is_leader() && seen > 0) {
-      const double images = static_cast<double>(seen + before.images);
-      progress.update(
-          {.step = batch_index,
-           .images_per_second = static_cast<double>(seen * world_) / seconds_since(start),
-           .loss = loss_sum / images,
-           .accuracy = correct / images});
-    }
-    return join ? true : all_ranks_continue();  // under a Join, every step agrees
-  };
-  // The epoch's metrics so far over every rank, and its training time (rank 0's).
-  const auto so_far = [&] {
-    const double mine = static_cast<double>(seen) + (is_leader() ? before.images : 0);
-    const auto totals = sum_over_ranks({loss_sum, correct, mine});
-    return EpochSoFar{.loss_sum = totals[0],
-                      .correct = totals[1],
-                      .images = static_cast<int64_t>(totals[2]),
-                      .seconds = before.seconds + seconds_since(start)};
-  };
+  // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
+  if (uneven_shares_) {
+    epoch.join.emplace(*setup_.ddp, parallel::JoinOptions{
+                                        .stop_requested = [] { return stop_requested().load(); }});
+  }
+}
+
+std::optional<int> Trainer::bar_columns() const {
+  return options_.progress ? progress_terminal_columns() : std::nullopt;
+}
+
+// A step's loss that is not finite, or so large that training has diverged (a guess scores
+// ln 10 = 2.3), ends the run in one line naming the step.
+void Trainer::check_losses(const Epoch& epoch, int64_t first_batch,
+                           const std::vector<double>& losses) const {
+  constexpr double kDivergedLoss = 1e4;
+  for (size_t i = 0; i < losses.size(); ++i) {
+    if (std::isfinite(losses[i]) && losses[i] <= kDivergedLoss) continue;
+    const int64_t batch = first_batch + static_cast<int64_t>(i);
+    TANDEM_FAIL("[train_cifar] the loss ", std::isfinite(losses[i]) ? "diverged to " : "became ",
+                losses[i], " at epoch ", epoch.number + 1, ", step ", batch + 1,
+                " (optimizer step ", epoch.first_optimizer_step + batch / options_.accumulate + 1,
+                ") on rank ", rank_, "; try a lower --lr");
+  }
+}
+
+// Note [Host syncs]: false when the run must stop (an interrupt on any rank).
+// Note [All-rank progress]: without a Join the ranks meet here anyway, to agree on going on
+// (Note [Stopping together]); the same all-reduce carries their running sums, so rank 0's bar
+// shows the job's loss, accuracy and speed. Under a Join every DDP forward agrees on stopping and
+// a rank may already have joined, so no collective may be added: the bar shows rank 0's share.
+bool Trainer::read_pending(Epoch& epoch) {
+  const int64_t first_batch = epoch.batch - static_cast<int64_t>(epoch.pending.size());
+  const PendingSteps::Values values = epoch.pending.read();
+  check_losses(epoch, first_batch, values.losses);
+  epoch.mine.loss_sum += values.loss_sum;
+  epoch.mine.correct += values.correct;
+  epoch.mine.images += values.images;
+  EpochSoFar shown{.loss_sum = epoch.before.loss_sum + epoch.mine.loss_sum,
+                   .correct = epoch.before.correct + epoch.mine.correct,
+                   .images = epoch.before.images + epoch.mine.images};
+  double images_now = static_cast<double>(epoch.mine.images * world_);
+  bool go = true;
+  if (!epoch.join) {
+    const double stop = stop_requested().load() ? 1.0 : 0.0;
+    const auto totals =
+        sum_over_ranks({stop, shown.loss_sum, shown.correct, static_cast<double>(shown.images)});
+    go = totals[0] == 0.0;
+    shown = {.loss_sum = totals[1], .correct = totals[2], .images = std::llround(totals[3])};
+    images_now = static_cast<double>(shown.images - epoch.before.images);
+  }
+  if (epoch.progress && shown.images > 0) {
+    const double images = static_cast<double>(shown.images);
+    epoch.progress->update({.step = epoch.batch,
+                            .images_per_second = images_now / seconds_since(epoch.start),
+                            .loss = shown.loss_sum / images,
+                            .accuracy = shown.correct / images});
+  }
+  return go;
+}
+
+// The epoch's metrics so far over every rank, and its training time (rank 0's).
+EpochSoFar Trainer::so_far(const Epoch& epoch) {
+  const auto totals = sum_over_ranks(
+      {epoch.before.loss_sum + epoch.mine.loss_sum, epoch.before.correct + epoch.mine.correct,
+       static_cast<double>(epoch.before.images + epoch.mine.images)});
+  return EpochSoFar{.loss_sum = totals[0],
+                    .correct = totals[1],
+                    .images = std::llround(totals[2]),
+                    .seconds = epoch.seconds_before + seconds_since(epoch.start)};
+}
+
+std::optional<PassMetrics> Trainer::train_epoch(int number) {
+  setup_.model->train();
+  Epoch epoch;
+  begin_epoch(epoch, number);
   if (!all_ranks_continue()) return std::nullopt;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
-    if (!train_batch(*batch, batch_index, batches, join ? &*join : nullptr, pending)) {
-      return std::nullopt;
-    }
-    ++batch_index;
+    parallel::Join* join = epoch.join ? &*epoch.join : nullptr;
+    if (!train_batch(*batch, epoch.batch, epoch.batches, join, epoch.pending)) return std::nullopt;
+    ++epoch.batch;
     const bool saves_now =
-        batch_index % options_.accumulate == 0 && mid_epoch_save_due(batch_index);
-    if ((saves_now || pending.size() == kHostSyncEvery) && !read_pending()) return std::nullopt;
+        epoch.batch % options_.accumulate == 0 && mid_epoch_save_due(epoch.batch);
+    const bool syncs_now = saves_now || epoch.pending.size() == kHostSyncEvery;
+    if (syncs_now && !read_pending(epoch)) return std::nullopt;
     if (saves_now) {
-      save_checkpoint({.epoch = epoch, .batch = batch_index, .step = step_, .so_far = so_far()});
+      save_checkpoint(
+          {.epoch = number, .batch = epoch.batch, .step = step_, .so_far = so_far(epoch)});
     }
   }
-  if (join) {
-    if (!finish_join(*join)) return std::nullopt;
-    join.reset();
+  if (epoch.join) {
+    if (!finish_join(*epoch.join)) return std::nullopt;
+    epoch.join.reset();
   }
-  step_ = first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer
-  if (!read_pending()) return std::nullopt;
-  if (is_leader()) progress.finish();
-  const int64_t host_reads = host_read_count() - reads_before;
-  const EpochSoFar totals = so_far();
+  step_ = epoch.first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer
+  if (!read_pending(epoch)) return std::nullopt;
+  if (epoch.progress) epoch.progress->finish();
+  const int64_t host_reads = host_read_count() - epoch.host_reads_before;
+  const EpochSoFar totals = so_far(epoch);
   return PassMetrics{.loss = totals.loss_sum / static_cast<double>(totals.images),
                      .accuracy = totals.correct / static_cast<double>(totals.images),
                      .images = totals.images,
@@ -341,6 +403,7 @@ PassMetrics Trainer::evaluate() {
 
 RunSummary Trainer::run() {
   print_header();
+  if (is_leader()) print_warnings();
   RunSummary summary;
   if (options_.eval_only) {
     const PassMetrics test = evaluate();
@@ -360,10 +423,12 @@ RunSummary Trainer::run() {
     return summary;
   }
   if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_position("resume", start_);
+  training_started() = true;
   int64_t train_images = 0;
   const int last_epoch = options_.run_epochs > 0
                              ? std::min(options_.epochs, start_.epoch + options_.run_epochs)
                              : options_.epochs;
+  run_clock_ = RunClock(last_epoch - start_.epoch);
   for (int epoch = start_.epoch; epoch < last_epoch; ++epoch) {
     const int64_t steps_done = epoch == start_.epoch ? start_.batch / options_.accumulate : 0;
     const float lr = schedule_->lr_at(step_ - steps_done);  // at the epoch's first step
@@ -379,34 +444,13 @@ RunSummary Trainer::run() {
     }
     const PassMetrics test = evaluate();
     save_checkpoint({.epoch = epoch + 1, .step = step_});
+    run_clock_.epoch_done();
     summary.epochs_done += 1;
     summary.train_seconds += train->seconds;
     train_images += train->images;
     summary.last_accuracy = test.accuracy;
     summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
-    const double images_per_second = static_cast<double>(train->images) / train->seconds;
-    if (is_leader()) {
-      std::printf(
-          "epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
-          "%.0f img/s, lr %.4g\n",
-          epoch + 1, options_.epochs, train->loss, 100 * train->accuracy, test.loss,
-          100 * test.accuracy, train->seconds, images_per_second, static_cast<double>(lr));
-      std::fflush(stdout);
-      log_.write({{"type", "epoch"},
-                  {"epoch", epoch + 1},
-                  {"train_loss", train->loss},
-                  {"train_accuracy", train->accuracy},
-                  {"test_loss", test.loss},
-                  {"test_accuracy", test.accuracy},
-                  {"seconds", train->seconds},
-                  {"host_reads", train->host_reads},
-                  {"images_per_second", images_per_second},
-                  {"lr", lr},
-                  {"step", step_},
-                  {"mode", mode_name(options_.mode)},
-                  {"precision", nn::precision_name(options_.precision)},
-                  {"world_size", world_}});
-    }
+    if (is_leader()) report_epoch(epoch, lr, *train, test);
   }
   if (summary.train_seconds > 0) {
     summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;

@@ -10,6 +10,7 @@
 
 #include "apps/common/training_setup.h"
 #include "apps/train_cifar/metrics_log.h"
+#include "apps/train_cifar/progress.h"
 #include "apps/train_cifar/run_position.h"
 #include "apps/train_cifar/train_options.h"
 #include "data/data_loader.h"
@@ -27,6 +28,10 @@ class PendingSteps;
 /// Set from a signal handler (Ctrl-C): the run stops after the current step, keeping the last
 /// checkpoint; in ddp every rank stops at the same step.
 std::atomic<bool>& stop_requested();
+/// Whether the epochs have begun. From then on an interrupt stops every rank together at a step
+/// (stop_requested); before, nothing can be lost, and the rendezvous or a collective of the
+/// start would not look at the flag until its timeout, so an interrupt ends the process at once.
+std::atomic<bool>& training_started();
 
 struct PassMetrics {
   double loss = 0;      ///< mean over the images seen
@@ -66,7 +71,18 @@ class Trainer {
   /// Every rank must resume from the same position (a checkpoint one rank cannot see would
   /// start it afresh): one line otherwise.
   void check_ranks_resume_alike();
-  std::optional<PassMetrics> train_epoch(int epoch);
+  struct Epoch;
+  std::optional<PassMetrics> train_epoch(int number);
+  void begin_epoch(Epoch& epoch, int number);
+  /// The progress bar's width, or nothing for plain lines (--no-progress, a file, a pipe).
+  std::optional<int> bar_columns() const;
+  void check_losses(const Epoch& epoch, int64_t first_batch,
+                    const std::vector<double>& losses) const;
+  /// Reads the steps left on the device, shows them, and agrees with the other ranks whether to
+  /// go on (Note [Host syncs]).
+  bool read_pending(Epoch& epoch);
+  /// The epoch's metrics so far over every rank (a collective in ddp).
+  EpochSoFar so_far(const Epoch& epoch);
   /// Forward and backward of one (micro-)batch, and the optimizer step that ends its group.
   /// False when the ranks agreed to stop (under a Join).
   bool train_batch(const data::Batch& batch, int64_t batch_index, int64_t batches,
@@ -82,8 +98,10 @@ class Trainer {
   /// before any step (apps/common/output_paths.h); MetricsLog checks --log-json's.
   void check_outputs() const;
   void print_header();
+  void print_warnings() const;
   void print_summary(const RunSummary& summary, int last_epoch);
   void print_next_steps(const RunSummary& summary, int last_epoch) const;
+  void report_epoch(int epoch, float lr, const PassMetrics& train, const PassMetrics& test);
   void log_position(const char* type, const RunPosition& position);
   bool is_leader() const { return rank_ == 0; }
 
@@ -107,6 +125,7 @@ class Trainer {
   RunPosition start_{};  ///< where this invocation began: the checkpoint's position, or 0
   int64_t step_ = 0;     ///< optimizer steps taken, over the whole run
   MetricsLog log_;
+  RunClock run_clock_;  ///< this invocation's time, for the whole run's time left
 };
 
 }  // namespace tandem::apps

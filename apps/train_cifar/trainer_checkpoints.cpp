@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include "apps/common/output_paths.h"
 #include "apps/train_cifar/trainer.h"
@@ -14,6 +15,15 @@ namespace tandem::apps {
 // Note [A resume knows its run]: the settings are checked before anything is loaded, so a
 // wrong --arch is named as such, not as a missing key.
 void Trainer::resume(const std::string& path, nn::Module& network, nn::Sgd& optimizer) {
+  TANDEM_CHECK(!std::filesystem::is_directory(path), "[train_cifar] --resume ", path,
+               " is a folder: name the checkpoint file that --save wrote (PATH, beside "
+               "PATH.state)");
+  if (options_.eval_only && !std::filesystem::exists(nn::sidecar_path(path))) {
+    // Evaluation needs the weights alone: a checkpoint without its .state, or weights a
+    // PyTorch model saved with safetensors under the same names, evaluate too.
+    nn::load_state_dict(network, nn::load_safetensors(path).tensors);
+    return;
+  }
   nn::Metadata saved;
   try {
     saved = nn::load_safetensors(nn::sidecar_path(path)).metadata;

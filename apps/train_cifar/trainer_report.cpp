@@ -1,10 +1,14 @@
 // Trainer's report: the header, the end-of-run summary and what to do next.
+#include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "apps/common/wording.h"
+#include "apps/train_cifar/progress.h"
 #include "apps/train_cifar/trainer.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
+#include "parallel/comm/launch_env.h"
 
 namespace tandem::apps {
 namespace {
@@ -55,6 +59,67 @@ void Trainer::print_header() {
                 static_cast<long long>(step_));
   }
   std::fflush(stdout);
+}
+
+// The UX review's cases 41 and 42: more busy threads than cores, or a rank's share of the batch
+// down to a few images, run (people try such things) but far slower than they expect, or with
+// noisy batch-norm statistics; rank 0 says so once, before the first step.
+void Trainer::print_warnings() const {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool ddp = options_.mode == Mode::Distributed;
+  const int local_ranks = ddp ? parallel::from_environment().local_world_size : 1;
+  const int threads = num_threads() * local_ranks;
+  if (threads > cores) {
+    const std::string who = ddp ? counted(local_ranks, "rank") + " × " +
+                                      counted(num_threads(), "thread") + " on this machine"
+                                : counted(threads, "thread");
+    std::fprintf(stderr,
+                 "train_cifar: warning: %s on %s: they take turns on the cores, so this runs "
+                 "slower than %s would\n",
+                 who.c_str(), counted(cores, "core").c_str(),
+                 ddp ? "fewer ranks" : ("--threads " + std::to_string(cores)).c_str());
+  }
+  const int64_t sharers = ddp ? world_ : static_cast<int64_t>(setup_.devices.size());
+  constexpr int64_t kFewImages = 8;
+  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.sync_bn) {
+    std::fprintf(stderr,
+                 "train_cifar: warning: --batch-size %lld over %s is %lld images each: batch-norm "
+                 "statistics of so few are noisy (%s)\n",
+                 static_cast<long long>(options_.batch_size),
+                 counted(sharers, ddp ? "rank" : "device").c_str(),
+                 static_cast<long long>(options_.batch_size / sharers),
+                 ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size");
+  }
+}
+
+// The epoch's line, with the run's time so far and left while epochs remain, and its log record.
+void Trainer::report_epoch(int epoch, float lr, const PassMetrics& train, const PassMetrics& test) {
+  const double images_per_second = static_cast<double>(train.images) / train.seconds;
+  std::string run_time;
+  if (const double left = run_clock_.left_between_epochs(); left > 0) {
+    run_time = " | run " + format_duration(run_clock_.elapsed()) + ", about " +
+               format_duration(left) + " left";
+  }
+  std::printf(
+      "epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+      "%.0f img/s, lr %.4g%s\n",
+      epoch + 1, options_.epochs, train.loss, 100 * train.accuracy, test.loss, 100 * test.accuracy,
+      train.seconds, images_per_second, static_cast<double>(lr), run_time.c_str());
+  std::fflush(stdout);
+  log_.write({{"type", "epoch"},
+              {"epoch", epoch + 1},
+              {"train_loss", train.loss},
+              {"train_accuracy", train.accuracy},
+              {"test_loss", test.loss},
+              {"test_accuracy", test.accuracy},
+              {"seconds", train.seconds},
+              {"host_reads", train.host_reads},
+              {"images_per_second", images_per_second},
+              {"lr", lr},
+              {"step", step_},
+              {"mode", mode_name(options_.mode)},
+              {"precision", nn::precision_name(options_.precision)},
+              {"world_size", world_}});
 }
 
 void Trainer::print_summary(const RunSummary& summary, int last_epoch) {

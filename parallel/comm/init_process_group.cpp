@@ -1,7 +1,12 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "engine/error.h"
 #include "parallel/comm/gloo_process_group.h"
@@ -99,6 +104,56 @@ std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::mil
   return std::make_shared<PrefixStore>(prefix, std::move(store));
 }
 
+// "rank 1", "ranks 1, 2 and 3": the ranks a wait still misses, for its messages.
+std::string rank_list(const std::vector<int>& ranks) {
+  constexpr size_t kNamed = 8;
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size() && i < kNamed; ++i) {
+    if (i > 0) text += (i + 1 == ranks.size()) ? " and " : ", ";
+    text += std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kNamed) text += " and " + std::to_string(ranks.size() - kNamed) + " more";
+  return text;
+}
+
+std::string world_size_key(int rank) {
+  return "tandem/world_size/rank" + std::to_string(rank);
+}
+
+// Note [Waiting for ranks]: a rank that never comes (not started, crashed while starting, given
+// another MASTER_PORT) would leave the others silent for the whole --timeout, 300 s by default,
+// and then name an internal store key. So the wait polls the store, says on stderr every
+// min(10 s, timeout / 3) which ranks it still waits for, and ends in one line naming them. A
+// Ctrl-C meanwhile is the program's to honour (train_cifar exits at once before training).
+void wait_for_ranks(Store& store, const DistributedEnv& env, std::vector<int> missing,
+                    std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto report_every =
+      std::min<std::chrono::milliseconds>(std::chrono::seconds(10), timeout / 3);
+  auto next_report = start + report_every;
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  const std::string where = env.master_addr + ":" + std::to_string(env.master_port);
+  while (true) {
+    std::erase_if(missing, [&](int rank) { return store.check({world_size_key(rank)}); });
+    if (missing.empty()) return;
+    const auto now = Clock::now();
+    TANDEM_CHECK(now - start < timeout, "[process_group] rank ", env.rank, " of ", env.world_size,
+                 ": ", rank_list(missing), " did not join within ", seconds(timeout),
+                 " s (the timeout) at ", where,
+                 "; was every rank started, with the same MASTER_ADDR and MASTER_PORT?");
+    if (now >= next_report) {
+      std::fprintf(
+          stderr,
+          "[process_group] rank %d of %d: waiting for %s to join at %s (%.0f s of %.0f s)\n",
+          env.rank, env.world_size, rank_list(missing).c_str(), where.c_str(), seconds(now - start),
+          seconds(timeout));
+      next_report += report_every;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 // Note [World size agreement]: a rank started with another world size (a wrong --nnodes or
 // --nproc-per-node on one machine) would meet the others in Gloo's rendezvous with address lists
 // of another length and fail on an internal assertion (`address.cc:45 sizeof(impl_) ==
@@ -106,19 +161,20 @@ std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::mil
 // was given and compares it with rank 0's, and rank 0 with every other rank's, before any backend
 // meets.
 void check_world_size(Store& store, const DistributedEnv& env, std::chrono::milliseconds timeout) {
-  const auto key = [](int rank) { return "tandem/world_size/rank" + std::to_string(rank); };
-  store.set(key(env.rank), to_bytes(std::to_string(env.world_size)));
-  const auto world_size_of = [&](int rank) {
-    const std::string text = to_string(store.get(key(rank), timeout));
-    return std::atoi(text.c_str());
-  };
-  const auto check = [&](int rank, int theirs) {
+  store.set(world_size_key(env.rank), to_bytes(std::to_string(env.world_size)));
+  std::vector<int> others;
+  if (env.rank != 0) {
+    others.push_back(0);
+  } else {
+    for (int rank = 1; rank < env.world_size; ++rank) others.push_back(rank);
+  }
+  wait_for_ranks(store, env, others, timeout);
+  for (int rank : others) {
+    const int theirs = std::atoi(to_string(store.get(world_size_key(rank), timeout)).c_str());
     TANDEM_CHECK(theirs == env.world_size, "[process_group] rank ", env.rank, " was started for ",
                  env.world_size, " ranks but rank ", rank, " for ", theirs,
                  ": every machine must be given the same --nnodes and --nproc-per-node");
-  };
-  if (env.rank != 0) return check(0, world_size_of(0));
-  for (int rank = 1; rank < env.world_size; ++rank) check(rank, world_size_of(rank));
+  }
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -131,6 +133,13 @@ int prepare_port(const LaunchOptions& o, std::unique_ptr<StoreServer>& server) {
   }
 }
 
+// The columns of the terminal `fd` writes to, or 0 when it is not a terminal.
+int terminal_columns_of(int fd) {
+  winsize size{};
+  if (::isatty(fd) == 0 || ::ioctl(fd, TIOCGWINSZ, &size) != 0) return 0;
+  return size.ws_col > 0 ? size.ws_col : 80;
+}
+
 std::vector<std::string> worker_environment(const LaunchOptions& o, int local_rank, int port,
                                             int attempt) {
   std::map<std::string, std::string> vars;
@@ -155,6 +164,16 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int local_ra
   vars["TANDEM_STORE_HOSTED"] = o.host_store ? "1" : "0";
   // torchrun's name, so scripts that read it work under both launchers.
   vars["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+  // Note [Progress through the launcher]: the workers write into pipes, but the user sees the
+  // launcher's terminal; a bar redrawn with '\r' survives the rank prefix (LinePrefixer emits at
+  // each '\r'), so a worker may draw one in the columns the prefix leaves.
+  if (const int columns = terminal_columns_of(o.stdout_fd); columns > 0) {
+    const int rank = o.node_rank * o.nproc_per_node + local_rank;
+    const int prefix = static_cast<int>(("[rank " + std::to_string(rank) + "] ").size());
+    vars["TANDEM_TERMINAL_COLUMNS"] = std::to_string(std::max(columns - prefix, 20));
+  } else {
+    vars.erase("TANDEM_TERMINAL_COLUMNS");  // an outer launcher's terminal is not this output
+  }
   for (const auto& [name, value] : o.env) vars[name] = value;
   std::vector<std::string> out;
   out.reserve(vars.size());
@@ -402,6 +421,7 @@ LaunchResult ended_between_attempts(const LaunchOptions& o, int exit_code, std::
                                     int restarts) {
   write_line(o.stderr_fd, message);
   return LaunchResult{.exit_code = exit_code,
+                      .workers = {},
                       .message = std::move(message),
                       .timed_out = exit_code == 124,
                       .restarts = restarts};

@@ -9,7 +9,8 @@
 ///
 /// Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 /// GROUP_RANK (the node), TANDEM_STORE_HOSTED, TORCHELASTIC_RESTART_COUNT (the attempt, the same
-/// on every node) and, unless set, TANDEM_NUM_THREADS = cores / N.
+/// on every node), unless set, TANDEM_NUM_THREADS = cores / N, and, when the launcher's output
+/// is a terminal, TANDEM_TERMINAL_COLUMNS: its width less the rank prefix (a progress bar's room).
 ///
 /// With max_restarts > 0 a failed worker stops the node's workers and every node starts them all
 /// again, up to max_restarts times (torchrun's --max-restarts; Note [Restart rounds]).

@@ -149,9 +149,15 @@ std::string find_executable(const std::string& program) {
            ::access(path.c_str(), X_OK) == 0;
   };
   if (program.find('/') != std::string::npos) {
-    TANDEM_CHECK(runnable(program), "[tandem-run] cannot run ", program,
-                 ": no such executable file");
-    return program;
+    if (runnable(program)) return program;
+    struct stat info {};
+    const bool exists = ::stat(program.c_str(), &info) == 0;
+    TANDEM_FAIL("[tandem-run] cannot run ", program, ": ",
+                !exists                 ? "no such file"
+                : S_ISDIR(info.st_mode) ? "it is a folder"
+                : !S_ISREG(info.st_mode)
+                    ? "not a regular file"
+                    : "not executable (chmod +x, or name its interpreter first)");
   }
   const char* path = std::getenv("PATH");
   std::stringstream folders(path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin");

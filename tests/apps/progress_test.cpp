@@ -18,25 +18,57 @@ namespace tandem::apps {
 namespace {
 
 TEST(Progress, TheBarShrinksThenTheTextIsCutToTheWidth) {
-  const std::string text = "epoch 1/10  5/391  1234 img/s  loss 2.3026  acc  10.0%  eta 1:02";
+  const std::string text = "epoch 1/10 5/391 loss 2.3026 acc 10.0% eta 1:02 (run 12:03) 1234 img/s";
   EXPECT_EQ(fit_to_width(text, 0.5, 200), "[############............] " + text);
   const std::string eighty = fit_to_width(text, 0.5, 80);
   EXPECT_EQ(eighty.size(), 79u);  // the last column stays free
   EXPECT_EQ(eighty.rfind("[", 0), 0u);
-  EXPECT_EQ(fit_to_width(text, 0.5, 60), text.substr(0, 59));  // no room for a bar at all
+  EXPECT_EQ(fit_to_width(text, 0.5, 70), text.substr(0, 69));  // no room for a bar at all
+}
+
+std::string text_of(std::FILE* file) {
+  std::rewind(file);
+  std::string text;
+  for (int c; (c = std::fgetc(file)) != EOF;) text += static_cast<char>(c);
+  std::fclose(file);
+  return text;
 }
 
 TEST(Progress, PlainLinesPrintEachStepOnce) {
   std::FILE* out = std::tmpfile();
   ASSERT_NE(out, nullptr);
-  EpochProgress progress(1, 1, 8, /*bar=*/false, out, 80);
+  EpochProgress progress({.steps = 8, .out = out});
   for (int64_t step : {4, 8, 8}) progress.update({.step = step, .loss = 1, .accuracy = 0.5});
   progress.finish();
-  std::rewind(out);
-  std::string text;
-  for (int c; (c = std::fgetc(out)) != EOF;) text += static_cast<char>(c);
-  std::fclose(out);
+  const std::string text = text_of(out);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;  // 4/8 and 8/8, once each
+}
+
+// The whole run's time left: the epochs after this one at the pace of this one until an epoch
+// is done, then at the mean of the done ones; none in the last epoch.
+TEST(Progress, TheRunsTimeLeftCountsTheEpochsStillToCome) {
+  RunClock clock(3);
+  EXPECT_TRUE(clock.later_epochs());
+  EXPECT_DOUBLE_EQ(clock.left(/*epoch_left=*/5, /*epoch_total=*/10), 5 + 2 * 10);
+  EXPECT_DOUBLE_EQ(clock.left_between_epochs(), 0);  // nothing measured yet
+  clock.epoch_done();
+  clock.epoch_done();
+  EXPECT_FALSE(clock.later_epochs());
+  EXPECT_DOUBLE_EQ(clock.left(5, 10), 5);
+  EXPECT_NEAR(clock.left_between_epochs(), clock.elapsed() / 2, 0.01);
+
+  RunClock one(1);
+  std::FILE* out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  EpochProgress last({.steps = 4, .run = &one, .out = out});
+  last.update({.step = 4});
+  EXPECT_EQ(text_of(out).find("(run "), std::string::npos);
+  RunClock two(2);
+  out = std::tmpfile();
+  ASSERT_NE(out, nullptr);
+  EpochProgress first({.epochs = 2, .steps = 4, .run = &two, .out = out});
+  first.update({.step = 4});
+  EXPECT_NE(text_of(out).find("eta 0:00 (run 0:0"), std::string::npos);
 }
 
 // train_cifar in a pseudo-terminal of 80 columns, as a user's terminal: every redraw of the bar
@@ -70,6 +102,25 @@ std::string output_in_a_terminal(const std::vector<std::string>& args, int colum
   return output;
 }
 
+// Every redraw of the bar's line in `output` (each piece between carriage returns and newlines,
+// with the rank prefix "[rank 0] " where a launcher adds one) fits in 79 columns; returns their
+// count.
+int bar_redraws_within_79_columns(const std::string& output) {
+  int redraws = 0;
+  std::istringstream pieces(output);
+  for (std::string line; std::getline(pieces, line, '\r');) {
+    std::istringstream by_line(line);
+    for (std::string part; std::getline(by_line, part, '\n');) {
+      const size_t erase = part.find("\033[K");  // ends every redraw of the bar's line
+      if (erase == std::string::npos) continue;  // the header and the epoch lines print once
+      part.erase(erase);
+      ++redraws;
+      EXPECT_LE(part.size(), 79u) << part;
+    }
+  }
+  return redraws;
+}
+
 TEST(TrainCifarInATerminal, TheBarFitsEightyColumns) {
   testing::TempDir dir;
   std::vector<std::string> args = quick_run(dir.file("log.jsonl"), {"--epochs", "1"});
@@ -77,20 +128,23 @@ TEST(TrainCifarInATerminal, TheBarFitsEightyColumns) {
   const std::string output = output_in_a_terminal(args, 80);
   ASSERT_NE(output.find("epoch 1/1: train loss"), std::string::npos) << output;
   ASSERT_NE(output.find("] epoch 1/1"), std::string::npos) << "no bar: " << output;
-  std::string piece;
-  std::istringstream pieces(output);
-  int redraws = 0;
-  for (std::string line; std::getline(pieces, line, '\r');) {
-    std::istringstream by_line(line);
-    for (std::string part; std::getline(by_line, part, '\n');) {
-      const size_t erase = part.find("\033[K");
-      if (erase != std::string::npos) part.erase(erase);
-      if (part.rfind("[", 0) != 0) continue;  // the header and the epoch lines print once
-      ++redraws;
-      EXPECT_LE(part.size(), 79u) << part;
-    }
-  }
-  EXPECT_GE(redraws, 1);
+  EXPECT_GE(bar_redraws_within_79_columns(output), 1);
+}
+
+// In ddp the ranks write into the launcher's pipes, but the user sees the launcher's terminal:
+// rank 0 draws the bar there, in the columns its "[rank 0] " prefix leaves.
+TEST(TrainCifarInATerminalMultiprocess, TheBarShowsInDdpWithinTheRankPrefix) {
+  testing::TempDir dir;
+  std::vector<std::string> args = quick_run(
+      dir.file("log.jsonl"),
+      {"--epochs", "2", "--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1"});
+  args.erase(std::find(args.begin(), args.end(), "--no-progress"));
+  const std::string output = output_in_a_terminal(args, 80);
+  ASSERT_NE(output.find("[rank 0] epoch 2/2: train loss"), std::string::npos) << output;
+  ASSERT_NE(output.find("[rank 0] ["), std::string::npos) << "no bar: " << output;
+  EXPECT_NE(output.find("(run "), std::string::npos) << "no time left for the run: " << output;
+  EXPECT_GE(bar_redraws_within_79_columns(output), 2);
+  EXPECT_EQ(output.find("[rank 1] ["), std::string::npos) << output;  // rank 0's bar only
 }
 
 }  // namespace

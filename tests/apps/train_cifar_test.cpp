@@ -7,7 +7,9 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -79,6 +81,27 @@ TEST(TrainCifar, AnEpochReadsTheHostOnlyEveryTenSteps) {
 // where CUDA runs, would need a GPU per rank; TrainCifarGpu.* run that).
 TEST(TrainCifarMultiprocess, DistributedLossFalls) {
   expect_loss_falls({"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1"});
+}
+
+// Note [All-rank progress]: rank 0's progress line shows the loss and accuracy over every rank's
+// images, so the epoch's last one agrees with the epoch's line (rank 0's share alone would not).
+TEST(TrainCifarMultiprocess, TheProgressShowsEveryRanksLossAndAccuracy) {
+  TempDir dir;
+  std::vector<std::string> args = quick_run(dir.file("log.jsonl"), {"--epochs", "1"});
+  args.insert(args.end(), {"--mode", "ddp", "--backend", "gloo", "--nproc", "2", "--threads", "1"});
+  const ProgramRun run = train_cifar(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  std::smatch progress, epoch;
+  ASSERT_TRUE(
+      std::regex_search(run.output, progress,
+                        std::regex(R"(\[rank 0\] epoch 1/1 8/8 loss ([0-9.]+) acc ([0-9.]+)%)")))
+      << run.output;
+  ASSERT_TRUE(
+      std::regex_search(run.output, epoch,
+                        std::regex(R"(\[rank 0\] epoch 1/1: train loss ([0-9.]+) acc ([0-9.]+)%)")))
+      << run.output;
+  EXPECT_EQ(progress[1], epoch[1]) << run.output;
+  EXPECT_NEAR(std::stod(progress[2]), std::stod(epoch[2]), 0.051) << run.output;
 }
 
 // As a PyTorch script picks its backend: gloo without a GPU, nccl where CUDA runs, which needs
@@ -296,6 +319,17 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
   EXPECT_DOUBLE_EQ(read_log(dir.file("eval.jsonl")).at(0)["test_accuracy"].get<double>(),
                    actual[1]["test_accuracy"].get<double>());
+  // Evaluation needs the weights alone (the UX review's case 29): without the .state too.
+  std::filesystem::remove(checkpoint + ".state");
+  const ProgramRun weights_only = train_cifar(quick_run(
+      dir.file("eval2.jsonl"), {"--resume", checkpoint, "--eval-only", "--devices", "cpu:0"}));
+  ASSERT_EQ(weights_only.exit_code, 0) << weights_only.output;
+  EXPECT_DOUBLE_EQ(read_log(dir.file("eval2.jsonl")).at(0)["test_accuracy"].get<double>(),
+                   actual[1]["test_accuracy"].get<double>());
+  // A folder is not a checkpoint (case 28: it was called "truncated").
+  expect_one_error_line(
+      train_cifar({"--synthetic", "--resume", dir.path().string(), "--eval-only"}),
+      " is a folder: name the checkpoint file that --save wrote");
 }
 
 TEST(TrainCifar, BadInputGetsOneClearLine) {
@@ -311,10 +345,20 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
   const ProgramRun launcher =
       testing::run_program(testing::kTandemRunProgram, {"--nproc", "2", "--", "true"});
   EXPECT_NE(launcher.exit_code, 0);
-  EXPECT_EQ(
-      launcher.output,
-      "tandem-run: error: [tandem-run] --nproc: unknown flag; did you mean --nproc-per-node?; "
-      "the program to run goes after -- (see --help)\n");
+  EXPECT_EQ(launcher.output,
+            "tandem-run: error: --nproc: unknown flag; did you mean --nproc-per-node?; "
+            "the program to run goes after -- (see --help)\n");
+  // The review's cases 57 (accepted silently) and 51 (a file that exists called missing).
+  const ProgramRun grace =
+      testing::run_program(testing::kTandemRunProgram, {"--kill-grace", "-1", "--", "true"});
+  EXPECT_EQ(grace.output, "tandem-run: error: --kill-grace: must be >= 0, got -1 (see --help)\n");
+  TempDir dir;
+  { std::ofstream(dir.file("notes.txt")) << "text\n"; }
+  const ProgramRun not_executable =
+      testing::run_program(testing::kTandemRunProgram, {"--", dir.file("notes.txt")});
+  EXPECT_NE(not_executable.output.find("notes.txt: not executable (chmod +x"), std::string::npos)
+      << not_executable.output;
+  expect_one_error_line(train_cifar({"--seed", "-1"}), "--seed: must be >= 0, got -1");
   expect_one_error_line(train_cifar({"--data-dir", "/nonexistent"}),
                         "no CIFAR-10 at /nonexistent: run scripts/get_cifar10.sh");
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices",
@@ -322,7 +366,16 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
                         "--batch-size 2 is smaller than the 3 devices");
   expect_one_error_line(train_cifar({"--synthetic", "--mode", "dp", "--devices", "cuda:7"}),
                         cuda_available() ? "cuda:7" : cuda_unavailable_reason());
+  if (!cuda_available()) {  // the UX review's case 33: and what to write instead
+    expect_one_error_line(train_cifar({"--synthetic", "--devices", "cuda:0"}),
+                          "--devices cuda:0 names a GPU, but " + cuda_unavailable_reason() +
+                              "; use cpu:0, or leave --devices out");
+  }
   expect_one_error_line(train_cifar({"--eval-only"}), "--eval-only needs a checkpoint");
+  // Said once, by the process that would start the ranks, with the sizes that do split (case 13).
+  expect_one_error_line(train_cifar({"--synthetic", "--mode", "ddp", "--nproc", "3", "--backend",
+                                     "gloo", "--batch-size", "128"}),
+                        "--batch-size 128 does not split evenly over 3 ranks; use 126 or 129");
   // More NCCL ranks than visible GPUs, on any machine: one line before any rank starts.
   const int visible = cuda_available() ? cuda_backend().device_count() : 0;
   const std::string ranks = std::to_string(visible + 2);
@@ -332,7 +385,6 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
           (visible == 1 ? " is" : " are") + " visible; use --backend gloo to run them on CPUs");
   expect_one_error_line(train_cifar({"--synthetic", "--devices", "cpu:0,cpu:1"}),
                         "--devices cpu:0,cpu:1 lists several devices, which only --mode dp uses");
-  TempDir dir;
   expect_one_error_line(train_cifar({"--synthetic", "--resume", dir.file("missing.ckpt")}),
                         "missing.ckpt");
 }
@@ -344,6 +396,7 @@ TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
                            "--resume", "=resnet20", "=multistep"}) {
     EXPECT_NE(run.output.find(text), std::string::npos) << text;
   }
+  EXPECT_EQ(run.output.find("{false}"), std::string::npos) << run.output;  // a CLI11 artefact
 }
 
 TEST(TrainCifar, VersionSaysTheVersionAndTheCommit) {
@@ -362,9 +415,14 @@ TEST(TrainCifar, DivergingLossStopsWithTheStep) {
   const ProgramRun run =
       train_cifar(quick_run(dir.file("log.jsonl"), {"--lr", "1e30", "--epochs", "1"}));
   EXPECT_NE(run.exit_code, 0) << run.output;
-  EXPECT_NE(run.output.find("train_cifar: error: [train_cifar] the loss became"), std::string::npos)
-      << run.output;
+  EXPECT_NE(run.output.find("train_cifar: error: the loss "), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("at epoch 1, step"), std::string::npos) << run.output;
+  // A finite loss that grows without bound (the review's case 43: 10^16 and exit 0 before).
+  const ProgramRun diverging =
+      train_cifar(quick_run(dir.file("log2.jsonl"), {"--lr", "100", "--epochs", "3"}));
+  EXPECT_NE(diverging.exit_code, 0) << diverging.output;
+  EXPECT_NE(diverging.output.find("train_cifar: error: the loss diverged to "), std::string::npos)
+      << diverging.output;
 }
 
 // Starts a long run, sends `sig` once its first epoch is logged (and so checkpointed, with

@@ -61,6 +61,14 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
       error_message([&] { read_cifar10(dir.file("nowhere"), CifarSplit::Test); });
   EXPECT_NE(missing.find("test_batch.bin"), std::string::npos) << missing;
   EXPECT_NE(missing.find("get_cifar10.sh"), std::string::npos) << missing;
+  // The folder above the archive's (the UX review's case 15) points to the one inside.
+  std::filesystem::create_directories(dir.file("data/cifar-10-batches-bin"));
+  write_records(dir.file("data/cifar-10-batches-bin/test_batch.bin"), 1);
+  const std::string above =
+      error_message([&] { read_cifar10(dir.file("data"), CifarSplit::Test); });
+  EXPECT_NE(above.find("did you mean --data-dir " + dir.file("data/cifar-10-batches-bin") + "?"),
+            std::string::npos)
+      << above;
 }
 
 TEST(Cifar10, RealDataSetWhenPresent) {
