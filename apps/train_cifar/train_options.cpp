@@ -116,6 +116,9 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
       "train_cifar: trains a ResNet on CIFAR-10 on one device, with DataParallel or with "
       "DistributedDataParallel",
       "train_cifar");
+  // A flag given twice takes its last value, as Python's argparse does: a wrapper script's
+  // defaults (scripts/train.sh's --data-dir) and the user's own flags after them then combine.
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_train_flags(app, options);
   return parse_command_line(app, argc, argv, "train_cifar");
 }

@@ -410,6 +410,33 @@ TEST(TrainCifar, VersionSaysTheVersionAndTheCommit) {
   }
 }
 
+// The UX review's cases 41 and 42: runs that work but far slower or noisier than expected say so
+// once, before the first step.
+TEST(TrainCifar, MoreThreadsThanCoresAreWarnedOf) {
+  TempDir dir;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const ProgramRun run = train_cifar(
+      quick_run(dir.file("log.jsonl"), {"--epochs", "1", "--threads", std::to_string(4 * cores)}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("train_cifar: warning: " + std::to_string(4 * cores) + " threads on " +
+                            std::to_string(cores) + " core"),
+            std::string::npos)
+      << run.output;
+}
+
+TEST(TrainCifarMultiprocess, AFewImagesPerRankAreWarnedOfOnce) {
+  TempDir dir;
+  std::vector<std::string> args =
+      quick_run(dir.file("log.jsonl"), {"--epochs", "1", "--batch-size", "8", "--mode", "ddp",
+                                        "--backend", "gloo", "--nproc", "2", "--threads", "1"});
+  const ProgramRun run = train_cifar(args);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string warning = "train_cifar: warning: --batch-size 8 over 2 ranks is 4 images each";
+  const size_t first = run.output.find(warning);
+  EXPECT_NE(first, std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find(warning, first + 1), std::string::npos) << run.output;  // rank 0 only
+}
+
 TEST(TrainCifar, DivergingLossStopsWithTheStep) {
   TempDir dir;
   const ProgramRun run =
