@@ -91,9 +91,9 @@ void train(int64_t steps, const std::string& checkpoint, const std::string& cifa
 
   // 6. The loop. Step s is batch s % per_epoch of epoch s / per_epoch, so a resumed run goes on
   //    where the last one stopped.
-  int64_t step = state.step;
+  int64_t step = state.step;  // steps taken
   loader.start_epoch(step / per_epoch, step % per_epoch);
-  for (const int64_t end = step + steps; step < end; ++step) {
+  for (const int64_t end = step + steps; step < end;) {
     std::optional<data::Batch> batch = loader.next();
     if (!batch) {  // the epoch is over: the next one is shuffled anew
       loader.start_epoch(step / per_epoch);
@@ -103,9 +103,10 @@ void train(int64_t steps, const std::string& checkpoint, const std::string& cifa
     optimizer.zero_grad();
     loss.backward();   // with DDP, also averages the gradients across ranks
     optimizer.step();  // the same update on every rank: the replicas stay identical
+    ++step;
     // item() copies the loss to the host, which on a GPU waits for the step to finish: a real
     // job reads it every N steps, not at every one.
-    std::printf("step %lld loss %.4f\n", static_cast<long long>(step + 1), loss.item());
+    std::printf("step %lld loss %.4f\n", static_cast<long long>(step), loss.item());
   }
 
   // 7. Every rank now holds the same weights; their sum shows it (and the test checks it).
