@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # STYLE.md rule 9, enforced: every C++/CUDA file as .clang-format says, and clang-tidy at zero
 # warnings (.clang-tidy says which checks, and why some are left out) over the sources of the
-# libraries and programs. CI runs it after the first build (it needs that build's
+# libraries, programs and examples. CI runs it after the first build (it needs that build's
 # compile_commands.json).
 #
 # Note [clang-tidy cache]: clang-tidy over the whole tree takes minutes, and most runs change a few
@@ -47,7 +47,7 @@ fi
   exit 1
 }
 # Library and program sources that the build compiled (a CPU-only build has no engine/cuda).
-mapfile -t units < <(git ls-files 'engine/*.cpp' 'nn/*.cpp' 'data/*.cpp' 'parallel/*.cpp' 'apps/*.cpp' |
+mapfile -t units < <(git ls-files 'engine/*.cpp' 'nn/*.cpp' 'data/*.cpp' 'parallel/*.cpp' 'apps/*.cpp' 'examples/*.cpp' |
                      while read -r f; do grep -q "\"file\": \"$root/$f\"" "$build/compile_commands.json" && echo "$f"; done)
 start=$(date +%s)
 cache="${TANDEM_TIDY_CACHE-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/tandem/clang-tidy}"

@@ -9,6 +9,9 @@
 #   parallel/comm   engine parallel/comm          (the communication layer: no nn/, no DDP)
 #   parallel        engine nn parallel            (parallel/comm included)
 #   apps            anything
+#   examples        engine nn data parallel       (programs built against the installed package,
+#                                                  which has no apps/ or tests/; InstallExample.*
+#                                                  checks what is installed)
 #
 #   layering_test.sh SOURCE_DIR
 set -uo pipefail
@@ -22,11 +25,12 @@ allowed() {  # folder → the include prefixes its files may use
     data) echo "engine/ data/" ;;
     parallel/comm) echo "engine/ parallel/comm/" ;;
     parallel) echo "engine/ nn/ parallel/" ;;
+    examples) echo "engine/ nn/ data/ parallel/" ;;
   esac
 }
 
 violations=0
-for layer in engine nn data parallel/comm parallel; do
+for layer in engine nn data parallel/comm parallel examples; do
   prefixes="$(allowed "$layer")"
   # The files of this layer, not of a deeper layer listed on its own (parallel/comm in parallel).
   files=$(find "$layer" -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) \
@@ -50,4 +54,4 @@ for layer in engine nn data parallel/comm parallel; do
   done
 done
 [ $violations -eq 0 ] || { echo "FAILED: $violations includes go up a layer"; exit 1; }
-echo "passed: every include in engine, nn, data, parallel/comm and parallel goes down a layer or stays"
+echo "passed: every include in engine, nn, data, parallel/comm, parallel and examples goes down a layer or stays"
