@@ -5,6 +5,7 @@
 // Every configuration runs in fresh processes started through tandem-run's logic: this program
 // again, with the hidden --worker-json flag (Note [One process per configuration]).
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -23,7 +24,7 @@ using namespace tandem::apps::bench;
 
 void print_progress(const BenchRow& row, const Progress& at) {
   const std::string result =
-      row.measured ? std::to_string(static_cast<int>(row.measured->images_per_s)) + " images/s"
+      row.measured ? std::to_string(std::lround(row.measured->images_per_s)) + " images/s"
                    : "failed";
   const std::string repeat = at.repeats > 1 ? " (repeat " + std::to_string(at.repeat + 1) + " of " +
                                                   std::to_string(at.repeats) + ")"
