@@ -223,14 +223,18 @@ def measure_pytorch(workload, fmt, precision, args, steps, work):
     return json.loads(out.read_text()), None
 
 
-def tandem_formats(binary):
+def tandem_help(binary):
+    """bench_cifar's --help, or "" when it cannot run."""
+    try:
+        return subprocess.run([str(binary), "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+
+
+def tandem_formats(help_text):
     """The formats bench_cifar can be asked for: both when its --help lists --memory-format,
     else only its default."""
-    try:
-        help_text = subprocess.run([str(binary), "--help"], capture_output=True, text=True,
-                                   timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ["default"]
     if "--memory-format" not in help_text:
         return ["default"]
     return list(PYTORCH_FORMATS)
@@ -248,6 +252,9 @@ def measure_tandem(workload, fmt, precision, args, steps, work):
         command += ["--memory-format", TANDEM_FORMAT_FLAGS[fmt]]
     if precision != "fp32":
         command += ["--precision", precision]
+    if args.tandem_repeats_flag:
+        # One measurement per call: this script repeats in its own rounds, beside PyTorch's.
+        command += ["--repeats", "1"]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired:
@@ -498,12 +505,15 @@ def main():
                  f"/usr/bin/python3 (Debian's python3-torch: scripts/install_deps.sh) or through "
                  f"scripts/compare_pytorch.sh, which finds it")
     tandem_fmts = []
+    args.tandem_repeats_flag = False
     if not args.pytorch_only:
         if not os.access(args.bench_cifar, os.X_OK):
             sys.exit(f"compare_pytorch: bench_cifar not found at {args.bench_cifar}; build it "
                      f"with `cmake --build build --target bench_cifar` (scripts/compare_pytorch.sh "
                      f"does), pass --bench-cifar PATH, or measure PyTorch alone (--pytorch-only)")
-        tandem_fmts = tandem_formats(args.bench_cifar)
+        help_text = tandem_help(args.bench_cifar)
+        tandem_fmts = tandem_formats(help_text)
+        args.tandem_repeats_flag = "--repeats" in help_text  # bench_cifar builds before it had none
     info = machine_info(args)
     with tempfile.TemporaryDirectory(prefix="compare_pytorch.") as work:
         samples, errors, details = run_all(args, workloads, tandem_fmts, work)

@@ -48,6 +48,12 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
                  "timed training steps (forward, cross-entropy, backward, SGD) per configuration")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  app.add_option("--repeats", o.repeats,
+                 "measure each configuration this many times, in rounds over the whole matrix, "
+                 "and report the median images/s with its min-max: 3 is the fewest whose median "
+                 "one disturbed run cannot move (1: one run, no spread)")
+      ->check(positive_count())
+      ->capture_default_str();
   app.add_option("--threads", o.threads,
                  "CPU threads in all (0: TANDEM_NUM_THREADS or all cores); dp splits them over its "
                  "replicas, ddp gives each of n processes threads/n")
@@ -128,6 +134,12 @@ bool parse_bench_options(int argc, const char* const* argv, BenchOptions& option
       "bench_cifar: images/s, scaling and communication of a ResNet training step on CIFAR-shaped "
       "data, in each mode, device count and batch size",
       "bench_cifar");
+  app.footer(
+      "On shared or busy cores (other jobs, builds, a CI runner, a laptop) a measurement can be "
+      "off by several times, and a speed-up or efficiency built on it even more. The header "
+      "gives the load average; with --repeats the table shows each configuration's median and "
+      "min-max, and a warning names the rows whose runs disagreed by more than 10 %. Trust "
+      "numbers from an idle machine. See docs/benchmarks.md.");
   add_matrix_flags(app, options);
   add_projection_flags(app, options);
   return parse_command_line(app, argc, argv, "bench_cifar");

@@ -19,6 +19,9 @@ struct BenchOptions {
   std::string arch = "resnet20";
   int warmup = 2;
   int steps = 5;
+  /// Measurements of each configuration, in rounds over the matrix (Note [Repeats] in
+  /// apps/bench_cifar/repeats.h): the report shows their median and min–max.
+  int repeats = 3;
   int threads = 0;                     ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
   std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
   double bucket_cap_mb = 25;

@@ -5,6 +5,7 @@
 // Every configuration runs in fresh processes started through tandem-run's logic: this program
 // again, with the hidden --worker-json flag (Note [One process per configuration]).
 
+#include <cmath>
 #include <cstdio>
 #include <optional>
 
@@ -21,12 +22,15 @@ namespace {
 
 using namespace tandem::apps::bench;
 
-void print_progress(const BenchRow& row, size_t index, size_t count) {
+void print_progress(const BenchRow& row, const Progress& at) {
   const std::string result =
-      row.measured ? std::to_string(static_cast<int>(row.measured->images_per_s)) + " images/s"
+      row.measured ? std::to_string(std::lround(row.measured->images_per_s)) + " images/s"
                    : "failed";
-  std::fprintf(stderr, "[%zu/%zu] %s: %s\n", index + 1, count, row.config.label().c_str(),
-               result.c_str());
+  const std::string repeat = at.repeats > 1 ? " (repeat " + std::to_string(at.repeat + 1) + " of " +
+                                                  std::to_string(at.repeats) + ")"
+                                            : "";
+  std::fprintf(stderr, "[%zu/%zu] %s%s: %s\n", at.run + 1, at.runs, row.config.label().c_str(),
+               repeat.c_str(), result.c_str());
 }
 
 int run(int argc, char** argv) {

@@ -130,8 +130,11 @@ void set_step_means(Measurement& m, const Measurement& sums, int steps);
 /// One row of the report: a configuration and what it measured, or why it failed.
 struct BenchRow {
   BenchConfig config;
+  /// With --repeats: each metric's median over the repeats (median_measurement in repeats.h).
   std::optional<Measurement> measured{};
   std::string error{};  ///< set when the configuration failed
+  /// images/s of each repeat, in the order they ran; empty when it failed (or was never repeated).
+  std::vector<double> images_per_s_samples{};
 };
 
 /// The fields before the metrics (device … local_batch): where and how the step ran.

@@ -18,24 +18,26 @@ namespace tandem::apps::bench {
 
 /// What the report says about the run as a whole.
 struct RunInfo {
-  std::string date;   ///< local, "2026-11-23 14:05"
-  std::string cpu;    ///< the model name in /proc/cpuinfo
-  int cpus = 0;       ///< logical CPUs this process may run on
-  int threads = 0;    ///< total_threads(options)
-  bool cuda = false;  ///< GPUs were present
+  std::string date{};  ///< local, "2026-11-23 14:05"
+  std::string cpu{};   ///< the model name in /proc/cpuinfo
+  int cpus = 0;        ///< logical CPUs this process may run on
+  int threads = 0;     ///< total_threads(options)
+  bool cuda = false;   ///< GPUs were present
   /// The 1-minute load average when the run began (/proc/loadavg; -1 where unknown): above the
   /// cores' idle share the numbers measure the other jobs as much as Tandem.
   double load_average = -1;
-  std::string version;  ///< tandem_version(): the version and commit measured
+  std::string version{};  ///< tandem_version(): the version and commit measured
 };
 
 RunInfo current_run_info(const BenchOptions& options);
 
 /// Warnings (stderr) for rows no real scaling gives: efficiency above 100 % means the one-device
-/// row was slowed by something else (a busy machine), so the table's ratios mean little.
+/// row was slowed by something else (a busy machine), so the table's ratios mean little; and for
+/// rows whose repeats disagree by more than kSpreadWarning (apps/bench_cifar/repeats.h).
 void print_warnings(std::FILE* out, const RunInfo& info, const std::vector<BenchRow>& rows);
 
-/// The keys of a JSON row (bucket_timings aside), in order.
+/// The keys of a JSON row (the lists images_per_s_samples and bucket_timings aside), in order.
+/// The metrics are medians over the repeats; repeats, images_per_s_min and _max follow them.
 std::vector<std::string> row_columns();
 /// A row as a flat JSON object with row_columns() as keys (null where a column does not apply
 /// or the row failed).

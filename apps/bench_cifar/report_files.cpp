@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/report.h"
 #include "apps/common/version.h"
 #include "engine/backend.h"
@@ -43,6 +44,7 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"arch", o.arch},
           {"warmup", o.warmup},
           {"steps", o.steps},
+          {"repeats", o.repeats},
           {"threads", o.threads},
           {"bucket_cap_mb", o.bucket_cap_mb},
           {"first_bucket_mb", o.first_bucket_mb},
@@ -150,6 +152,13 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
                         ? metric_json(row.measured.value().*metric.field)
                         : nullptr;
   }
+  // The metrics above are medians over the repeats; how far apart the repeats' images/s were:
+  const std::optional<Spread> spread =
+      row.measured ? std::optional(images_per_s_spread(row)) : std::nullopt;
+  j["repeats"] =
+      row.measured ? ordered_json(std::max<size_t>(1, row.images_per_s_samples.size())) : nullptr;
+  j["images_per_s_min"] = spread ? ordered_json(spread->min) : nullptr;
+  j["images_per_s_max"] = spread ? ordered_json(spread->max) : nullptr;
   j["buckets"] = row.measured && ddp ? ordered_json(row.measured->buckets.size()) : nullptr;
   j["error"] = text_or_null(row.error);
   return j;
@@ -168,6 +177,7 @@ void write_json(const std::string& path, const BenchOptions& options, const RunI
                     {"rows", ordered_json::array()}};
   for (const BenchRow& row : rows) {
     ordered_json object = row_to_json(row, options);
+    object["images_per_s_samples"] = row.images_per_s_samples;
     object["bucket_timings"] =
         row.measured ? to_json(*row.measured)["buckets"] : ordered_json::array();
     j["rows"].push_back(object);

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdarg>
 
+#include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/report.h"
 
 namespace tandem::apps::bench {
@@ -17,6 +18,14 @@ std::string format(const char* pattern, ...) {
   std::vsnprintf(text, sizeof text, pattern, args);
   va_end(args);
   return text;
+}
+
+// Columns the width of what a terminal shows: UTF-8 continuation bytes take no column (the
+// en dash of a spread is three bytes).
+size_t display_width(const std::string& text) {
+  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
 }
 
 // Rows of cells printed as a Markdown table with aligned columns.
@@ -35,9 +44,10 @@ class TextTable {
   void print(std::FILE* out) const {
     std::vector<size_t> widths(header_.size(), 3);
     for (size_t c = 0; c < header_.size(); ++c) {
-      widths[c] = std::max(widths[c], header_[c].size());
+      widths[c] = std::max(widths[c], display_width(header_[c]));
       for (const auto& row : rows_) {
-        if (row.size() == header_.size() || c == 0) widths[c] = std::max(widths[c], row[c].size());
+        if (row.size() == header_.size() || c == 0)
+          widths[c] = std::max(widths[c], display_width(row[c]));
       }
     }
     print_row(out, header_, widths);
@@ -55,7 +65,7 @@ class TextTable {
     for (size_t c = 0; c < cells.size(); ++c) {
       line += ' ';
       line += cells[c];
-      line.append(widths[c] - std::min(widths[c], cells[c].size()), ' ');
+      line.append(widths[c] - std::min(widths[c], display_width(cells[c])), ' ');
       line += " |";
     }
     std::fprintf(out, "%s\n", line.c_str());
@@ -86,13 +96,28 @@ std::string metric_cell(Cell cell, double value) {
   return "";
 }
 
+// The median images/s, and the min–max of its repeats when there were several:
+// "1234.5 (1180–1260)".
+std::string images_per_s_cell(const BenchRow& row) {
+  std::string cell = metric_cell(Cell::Decimal, row.measured->images_per_s);
+  if (row.images_per_s_samples.size() > 1) {
+    const Spread spread = images_per_s_spread(row);
+    cell += format(" (%.0f–%.0f)", spread.min, spread.max);
+  }
+  return cell;
+}
+
 std::vector<std::string> measured_cells(const BenchRow& row) {
   std::vector<std::string> cells{row.config.label(), device_cell(row)};
   for (const Metric& metric : kMetrics) {
     if (metric.cell == Cell::None) continue;
     const double value = row.measured.value().*metric.field;
     const bool shown = applies(metric, row.config.mode) && !std::isnan(value);
-    cells.push_back(shown ? metric_cell(metric.cell, value) : "-");
+    if (shown && metric.field == &Measurement::images_per_s) {
+      cells.push_back(images_per_s_cell(row));
+    } else {
+      cells.push_back(shown ? metric_cell(metric.cell, value) : "-");
+    }
   }
   return cells;
 }
@@ -121,13 +146,14 @@ void print_profiles(std::FILE* out, const ProjectionReport& report) {
 void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                  const std::vector<BenchRow>& rows) {
   std::fprintf(out,
-               "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %d threads in all, ddp "
-               "buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
+               "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %s, %d threads in all, "
+               "ddp buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
                "%s\n\n",
-               o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps, info.threads,
-               o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb), info.cpu.c_str(),
-               info.cpus, info.cuda ? ", GPUs present" : ", no GPU", info.load_average,
-               info.date.c_str(), info.version.c_str());
+               o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
+               o.repeats > 1 ? format("median of %d repeats", o.repeats).c_str() : "1 run",
+               info.threads, o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb),
+               info.cpu.c_str(), info.cpus, info.cuda ? ", GPUs present" : ", no GPU",
+               info.load_average, info.date.c_str(), info.version.c_str());
   std::vector<std::string> header{"config", "device"};
   for (const Metric& metric : kMetrics) {
     if (metric.cell != Cell::None) header.emplace_back(metric.heading);
@@ -141,11 +167,13 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
     }
   }
   table.print(out);
-  std::fprintf(out,
-               "\nspeed-up, eff.: images/s against one device at the same global batch (the single "
-               "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
-               "step, hidden: the share that ran while backward was going. scatter … reduce: "
-               "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
+  std::fprintf(
+      out,
+      "\nimages/s: the median of the configuration's --repeats runs (their min–max). "
+      "speed-up, eff.: median images/s against one device at the same global batch (the single "
+      "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
+      "step, hidden: the share that ran while backward was going. scatter … reduce: "
+      "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
 }
 
 void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {
@@ -183,14 +211,26 @@ void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionRep
 
 void print_warnings(std::FILE* out, const RunInfo& info, const std::vector<BenchRow>& rows) {
   for (const BenchRow& row : rows) {
+    if (!row.measured) continue;
     // 5 % above perfect is beyond any timer's noise: the row it was compared with was slowed.
-    if (!row.measured || !(row.measured->efficiency > 1.05)) continue;
-    std::fprintf(out,
-                 "bench_cifar: warning: %s shows %.0f %% scaling efficiency, which no scaling "
-                 "gives: the machine was busy (load average %.2f at the start on %d CPUs); rerun "
-                 "it idle before trusting the ratios\n",
-                 row.config.label().c_str(), 100 * row.measured->efficiency, info.load_average,
-                 info.cpus);
+    if (row.measured->efficiency > 1.05) {
+      std::fprintf(out,
+                   "bench_cifar: warning: %s shows %.0f %% scaling efficiency, which no scaling "
+                   "gives: the machine was busy (load average %.2f at the start on %d CPUs); "
+                   "rerun it idle before trusting the ratios\n",
+                   row.config.label().c_str(), 100 * row.measured->efficiency, info.load_average,
+                   info.cpus);
+    }
+    const Spread spread = images_per_s_spread(row);
+    if (spread.relative() > kSpreadWarning) {
+      std::fprintf(out,
+                   "bench_cifar: warning: %s varied by %.0f %% over its %zu repeats (%.0f–%.0f "
+                   "images/s; load average %.2f at the start on %d CPUs): a busy machine or too "
+                   "few --steps, so its median is a rough guess\n",
+                   row.config.label().c_str(), 100 * spread.relative(),
+                   row.images_per_s_samples.size(), spread.min, spread.max, info.load_average,
+                   info.cpus);
+    }
   }
 }
 

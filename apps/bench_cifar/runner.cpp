@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/worker.h"
 #include "engine/error.h"
 #include "parallel/comm/launcher.h"
@@ -139,12 +140,45 @@ std::vector<BenchRow> run_matrix(const BenchOptions& options, WorkArea& area,
                                  const RowCallback& on_row) {
   const std::vector<BenchConfig> configs = expand_matrix(options);
   std::vector<BenchRow> rows;
-  for (size_t i = 0; i < configs.size(); ++i) {
-    rows.push_back(run_config(options, configs[i], area));
-    if (on_row) on_row(rows.back(), i, configs.size());
+  rows.reserve(configs.size());
+  for (const BenchConfig& config : configs) rows.push_back({.config = config});
+  std::vector<std::vector<Measurement>> samples(configs.size());
+  Progress progress{.runs = configs.size() * options.repeats, .repeats = options.repeats};
+  for (int repeat = 0; repeat < options.repeats; ++repeat) {
+    progress.repeat = repeat;
+    for (size_t i = 0; i < configs.size(); ++i, ++progress.run) {
+      if (!rows[i].error.empty()) continue;  // failed before: it would fail again
+      const BenchRow sample = run_config(options, configs[i], area);
+      if (sample.measured) {
+        samples[i].push_back(*sample.measured);
+      } else {
+        // After a repeat that worked, say so: the cause is then the machine, not the flags.
+        rows[i].error = sample.error;
+        if (repeat > 0) {
+          rows[i].error += " (repeat " + std::to_string(repeat + 1) + " of " +
+                           std::to_string(options.repeats) + "; the earlier ones worked)";
+        }
+      }
+      if (on_row) on_row(sample, progress);
+    }
   }
+  combine_repeats(rows, samples);
   add_scaling(rows);
   return rows;
+}
+
+void combine_repeats(std::vector<BenchRow>& rows,
+                     const std::vector<std::vector<Measurement>>& samples) {
+  TANDEM_CHECK(rows.size() == samples.size(), "[bench_cifar] ", samples.size(),
+               " sample lists for ", rows.size(), " rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    BenchRow& row = rows[i];
+    row.measured.reset();
+    row.images_per_s_samples.clear();
+    if (!row.error.empty() || samples[i].empty()) continue;
+    row.measured = median_measurement(samples[i]);
+    for (const Measurement& m : samples[i]) row.images_per_s_samples.push_back(m.images_per_s);
+  }
 }
 
 void add_scaling(std::vector<BenchRow>& rows) {

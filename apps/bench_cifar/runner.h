@@ -36,12 +36,27 @@ class WorkArea {
 /// for ddp. A failure comes back as the row's error, never as an exception.
 BenchRow run_config(const BenchOptions& options, const BenchConfig& config, WorkArea& area);
 
-/// Called after each configuration, for progress output: (row, index, count).
-using RowCallback = std::function<void(const BenchRow&, size_t, size_t)>;
+/// Where one measurement falls in the whole run, for progress output.
+struct Progress {
+  size_t run = 0;   ///< 0-based, over every repeat of every configuration
+  size_t runs = 0;  ///< configurations × --repeats
+  int repeat = 0;   ///< 0-based
+  int repeats = 1;
+};
 
-/// Runs every configuration of expand_matrix(options) in order, then fills in the scaling.
+/// Called after each measurement with its one-sample row, for progress output.
+using RowCallback = std::function<void(const BenchRow&, const Progress&)>;
+
+/// Measures every configuration of expand_matrix(options) --repeats times, in rounds over the
+/// matrix (Note [Repeats] in apps/bench_cifar/repeats.h), then fills in the scaling from the
+/// medians. A configuration that fails is not measured again: its row holds the error.
 std::vector<BenchRow> run_matrix(const BenchOptions& options, WorkArea& area,
                                  const RowCallback& on_row = {});
+
+/// One row per configuration from its repeats' measurements (`samples[i]`, for `rows[i]`):
+/// the median of each metric, and the images/s of each repeat. Rows with an error stay failed.
+void combine_repeats(std::vector<BenchRow>& rows,
+                     const std::vector<std::vector<Measurement>>& samples);
 
 /// Speed-up and efficiency of each measured row against one device at the same batch: the
 /// single row when there is one, else the same mode's one-device row (same overlap).

@@ -90,4 +90,16 @@ CLI::Validator non_negative_number() {
   return number_check(">= 0", [](double value) { return value >= 0; });
 }
 
+CLI::Validator positive_count() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        int value = 0;
+        if (!CLI::detail::lexical_cast(text, value)) {
+          return "must be a whole number > 0, got '" + text + "'";
+        }
+        return value > 0 ? "" : "must be > 0, got " + text;
+      },
+      "> 0");
+}
+
 }  // namespace tandem::apps

@@ -29,4 +29,8 @@ CLI::Validator positive_number();
 /// round to 2^64 - 1; a grace period).
 CLI::Validator non_negative_number();
 
+/// A check for a whole number that must be > 0 (a count): "must be > 0, got 0"; "must be a whole
+/// number > 0, got 'abc'" (also for 1.5, and for one too large for an int).
+CLI::Validator positive_count();
+
 }  // namespace tandem::apps

@@ -99,7 +99,7 @@ void expect_json_matches_table(const std::string& json_text, const std::string& 
   for (size_t r = 0; r < rows.size(); ++r) {
     std::vector<std::string> keys;
     for (const auto& [key, value] : rows[r].items()) keys.push_back(key);
-    keys.pop_back();  // bucket_timings, which only JSON has
+    keys.resize(keys.size() - 2);  // images_per_s_samples and bucket_timings, which only JSON has
     EXPECT_EQ(keys, row_columns());
     char images_per_s[32];
     std::snprintf(images_per_s, sizeof images_per_s, "%.1f",
@@ -117,18 +117,12 @@ void expect_json_matches_table(const std::string& json_text, const std::string& 
 TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
   TempDir dir;
   const std::string json_path = dir.file("bench.json");
-  const ProgramRun run = bench_cifar({"--arch",        "resnet20",
-                                      "--batch-sizes", "8",
-                                      "--steps",       "1",
-                                      "--warmup",      "1",
-                                      "--modes",       "single,dp,ddp",
-                                      "--devices",     "1,2",
-                                      "--device-type", "cpu",
-                                      "--threads",     "2",
-                                      "--json",        json_path,
-                                      "--project",     "--link",
-                                      "both"},
-                                     dir);
+  const ProgramRun run =
+      bench_cifar({"--arch",    "resnet20", "--batch-sizes", "8",      "--steps",   "1",
+                   "--warmup",  "1",        "--repeats",     "1",      "--modes",   "single,dp,ddp",
+                   "--devices", "1,2",      "--device-type", "cpu",    "--threads", "2",
+                   "--json",    json_path,  "--project",     "--link", "both"},
+                  dir);
   ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
   expect_table_has_the_rows(run.output);
   const json report = json::parse(read_text(json_path));
@@ -157,8 +151,8 @@ TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {
   TempDir dir;  // exists, but holds no CIFAR-10 files
   const ProgramRun run =
       bench_cifar({"--modes", "ddp", "--devices", "2", "--device-type", "cpu", "--batch-sizes", "8",
-                   "--steps", "1", "--warmup", "0", "--real", "--data-dir", dir.path().string(),
-                   "--json", dir.file("bench.json")},
+                   "--steps", "1", "--warmup", "0", "--repeats", "1", "--real", "--data-dir",
+                   dir.path().string(), "--json", dir.file("bench.json")},
                   dir);
   EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;
   EXPECT_NE(run.output.find("| ddp x2 b8 overlap on | FAILED: [bench_cifar] [cifar10] cannot read"),
@@ -172,9 +166,11 @@ TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {
 TEST(BenchCifar, DataParallelCanRebuildItsReplicasEveryStep) {
   TempDir dir;
   const ProgramRun run =
-      bench_cifar({"--modes", "dp", "--devices", "2", "--device-type", "cpu", "--dp-replicas",
-                   "rebuilt", "--batch-sizes", "8", "--steps", "1", "--warmup", "0", "--threads",
-                   "2", "--json", dir.file("bench.json")},
+      bench_cifar({"--modes",       "dp",  "--devices",     "2",
+                   "--device-type", "cpu", "--dp-replicas", "rebuilt",
+                   "--batch-sizes", "8",   "--steps",       "1",
+                   "--warmup",      "0",   "--repeats",     "1",
+                   "--threads",     "2",   "--json",        dir.file("bench.json")},
                   dir);
   ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
   EXPECT_EQ(first_table(run.output).at(1).at(0), "dp x2 b8 rebuilt replicas") << run.output;
@@ -186,9 +182,10 @@ TEST(BenchCifar, DataParallelCanRebuildItsReplicasEveryStep) {
 
 TEST(BenchCifar, AConfigurationThatCannotRunIsReportedAndTheOthersRun) {
   TempDir dir;
-  const ProgramRun run = bench_cifar({"--modes", "single,ddp", "--devices", "3", "--device-type",
-                                      "cpu", "--batch-sizes", "8", "--steps", "1", "--warmup", "0"},
-                                     dir);
+  const ProgramRun run =
+      bench_cifar({"--modes", "single,ddp", "--devices", "3", "--device-type", "cpu",
+                   "--batch-sizes", "8", "--steps", "1", "--warmup", "0", "--repeats", "1"},
+                  dir);
   EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;
   const auto table = first_table(run.output);
   ASSERT_EQ(table.size(), 3u) << run.output;
@@ -204,13 +201,48 @@ TEST(BenchCifar, DeviceTypeCudaWithoutCudaFailsItsRow) {
   if (cuda_available()) GTEST_SKIP() << "this machine has a CUDA device";
   TempDir dir;
   const ProgramRun run = bench_cifar({"--modes", "single", "--device-type", "cuda", "--batch-sizes",
-                                      "8", "--steps", "1", "--warmup", "0"},
+                                      "8", "--steps", "1", "--warmup", "0", "--repeats", "1"},
                                      dir);
   EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;
   EXPECT_NE(run.output.find("| single x1 b8 | FAILED: [bench_cifar] --device-type cuda, but " +
                             cuda_unavailable_reason()),
             std::string::npos)
       << run.output;
+}
+
+// A ddp x2 row that fails in its first repeat is not run again, and
+// the single row's repeats come in rounds: single, ddp, single, ddp.
+TEST(BenchCifar, RepeatsReportTheMedianAndTheSpreadOfEachRow) {
+  TempDir dir;
+  const ProgramRun run = bench_cifar(
+      {"--modes", "single,ddp", "--devices", "3", "--device-type", "cpu", "--batch-sizes", "8",
+       "--steps", "1", "--warmup", "0", "--repeats", "2", "--json", dir.file("bench.json")},
+      dir);
+  EXPECT_EQ(run.exit_code, 1) << run.output << run.errors;  // the ddp row cannot run
+  EXPECT_NE(run.errors.find("[1/4] single x1 b8 (repeat 1 of 2): "), std::string::npos)
+      << run.errors;
+  EXPECT_NE(run.errors.find("[2/4] ddp x3 b8 overlap on (repeat 1 of 2): failed\n[3/4] single x1 "
+                            "b8 (repeat 2 of 2): "),
+            std::string::npos)
+      << run.errors;
+  EXPECT_EQ(run.errors.find("[4/4]"), std::string::npos) << run.errors;
+  EXPECT_NE(run.output.find("median of 2 repeats"), std::string::npos) << run.output;
+  const auto table = first_table(run.output);
+  ASSERT_EQ(table.size(), 3u) << run.output;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  const json& row = report["rows"][0];
+  EXPECT_EQ(report["options"]["repeats"], 2);
+  EXPECT_EQ(row["repeats"], 2);
+  ASSERT_EQ(row["images_per_s_samples"].size(), 2u);
+  const double a = row["images_per_s_samples"][0], b = row["images_per_s_samples"][1];
+  EXPECT_DOUBLE_EQ(row["images_per_s"].get<double>(), (a + b) / 2);
+  EXPECT_EQ(row["images_per_s_min"], std::min(a, b));
+  EXPECT_EQ(row["images_per_s_max"], std::max(a, b));
+  char cell[64];
+  std::snprintf(cell, sizeof cell, "%.1f (%.0f–%.0f)", (a + b) / 2, std::min(a, b), std::max(a, b));
+  EXPECT_EQ(table[1][2], cell) << run.output;
+  EXPECT_TRUE(report["rows"][1]["repeats"].is_null());  // the failed row
+  EXPECT_EQ(report["rows"][1]["images_per_s_samples"], json::array());
 }
 
 void expect_one_error_line(const ProgramRun& run, const std::string& expected) {
@@ -226,6 +258,10 @@ TEST(BenchCifar, BadInputGetsOneClearLine) {
   expect_one_error_line(bench_cifar({"--overlap", "maybe"}, dir, true), "--overlap");
   expect_one_error_line(bench_cifar({"--batch-sizes", "8,x"}, dir, true), "--batch-sizes");
   expect_one_error_line(bench_cifar({"--csv", "bench.csv"}, dir, true), "--csv");  // JSON only
+  expect_one_error_line(bench_cifar({"--repeats", "0"}, dir, true),
+                        "--repeats: must be > 0, got 0");
+  expect_one_error_line(bench_cifar({"--repeats", "three"}, dir, true),
+                        "--repeats: must be a whole number > 0, got 'three'");
   expect_one_error_line(bench_cifar({"--real", "--data-dir", "/nonexistent"}, dir, true),
                         "no CIFAR-10 at /nonexistent");
   // Checked before the measurements, which may take many minutes, not after them.
@@ -239,14 +275,19 @@ TEST(BenchCifar, HelpExplainsTheFlagsWithTheirDefaults) {
   TempDir dir;
   const ProgramRun run = bench_cifar({"--help"}, dir, true);
   EXPECT_EQ(run.exit_code, 0);
-  for (const char* text : {"--modes",       "single,dp,ddp", "--devices",
-                           "--batch-sizes", "=128",          "--bucket-cap-mb",
-                           "=25",           "--overlap",     "--threads",
-                           "--project",     "--nvlink-gbps", "=150",
-                           "--pcie-gbps",   "=12",           "--latency-us",
-                           "=20",           "--json",        "--real",
-                           "--dp-replicas", "=[persistent]", "--device-type",
-                           "=auto"}) {
+  for (const char* text : {"--modes",       "single,dp,ddp",
+                           "--devices",     "--batch-sizes",
+                           "=128",          "--bucket-cap-mb",
+                           "=25",           "--overlap",
+                           "--threads",     "--project",
+                           "--nvlink-gbps", "=150",
+                           "--pcie-gbps",   "=12",
+                           "--latency-us",  "=20",
+                           "--json",        "--real",
+                           "--dp-replicas", "=[persistent]",
+                           "--device-type", "=auto",
+                           "--repeats",     "=3",
+                           "median",        "shared or busy cores"}) {
     EXPECT_NE(run.output.find(text), std::string::npos) << text;
   }
   EXPECT_EQ(run.output.find("--worker-json"), std::string::npos) << "an internal flag";

@@ -94,6 +94,25 @@ TEST(BenchOptions, ModesAreParsedIntoTheEnum) {
             (std::vector<Mode>{Mode::Single, Mode::DataParallel, Mode::Distributed}));
 }
 
+TEST(BenchOptions, RepeatsDefaultToThreeAndAreOneLineErrorsWhenNotACount) {
+  EXPECT_EQ(parse({}).repeats, 3);
+  EXPECT_EQ(parse({"--repeats", "1"}).repeats, 1);
+  for (const auto& [value, message] :
+       {std::pair<std::string, std::string>{"0", "--repeats: must be > 0, got 0"},
+        {"-2", "--repeats: must be > 0, got -2"},
+        {"abc", "--repeats: must be a whole number > 0, got 'abc'"},
+        {"1.5", "--repeats: must be a whole number > 0, got '1.5'"},
+        {"99999999999", "--repeats: must be a whole number > 0, got '99999999999'"}}) {
+    const char* argv[] = {"bench_cifar", "--repeats", value.c_str()};
+    BenchOptions options;
+    // The error carries the file:line of its check after the message.
+    EXPECT_EQ(testing::error_message([&] {
+                parse_bench_options(3, argv, options);
+              }).rfind("[bench_cifar] " + message + " (see --help)", 0),
+              0u);
+  }
+}
+
 TEST(BenchOptions, RepeatedValuesDoNotRepeatRows) {
   EXPECT_EQ(expand_matrix(parse({"--modes", "dp,dp", "--devices", "2,2"})).size(), 1u);
 }
