@@ -6,9 +6,10 @@ python3 on PATH. That is pyenv's or conda's where one is installed, often withou
 while Debian's /usr/bin/python3 has it (python3-matplotlib, from scripts/install_deps.sh).
 Hard-coding /usr/bin/python3 would fix that case but break the others: an activated venv or
 conda environment that does have matplotlib, macOS, NixOS. So the shebang stays, and when
-matplotlib is missing the message says which interpreter ran, and either gives the command
-again with /usr/bin/python3 (when that one has matplotlib) or says how to install it, rather
-than advising to install a package that is already there.
+matplotlib is missing the script runs itself again with /usr/bin/python3 when that one has it
+(saying so in one line on stderr), so the README's commands work as written; otherwise one line
+says which interpreter ran and how to install matplotlib, rather than advising to install a
+package that is already there.
 """
 
 import os
@@ -25,6 +26,12 @@ def pyplot(program):
     try:
         import matplotlib
     except ImportError:
+        here = sys.executable or "this python"
+        if here != SYSTEM_PYTHON and system_python_has_matplotlib():
+            print(f"{program}: {here} cannot import matplotlib; running with {SYSTEM_PYTHON}",
+                  file=sys.stderr)
+            sys.stderr.flush()
+            os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
         sys.exit(missing_matplotlib(program))
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

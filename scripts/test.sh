@@ -7,8 +7,8 @@
 #   scripts/test.sh -L unit              # extra arguments go to ctest (-R Autograd, -L gpu, ...)
 #   scripts/test.sh --sanitize address   # AddressSanitizer + UndefinedBehaviorSanitizer (and
 #                                        # LeakSanitizer) over every test but gpu, bench, offline,
-#                                        # drill and install, in build-asan (CUDA off); CI runs it
-#                                        # second
+#                                        # drill, install and readme, in build-asan (CUDA off); CI
+#                                        # runs it second
 #   scripts/test.sh --sanitize thread    # ThreadSanitizer over the threaded parts (autograd,
 #                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
 #                                        # groups, store, the CUDA host code and the NCCL group on
@@ -67,9 +67,9 @@ if [ "$sanitize" = "address" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   # offline: a build of its own, not sanitized; drill: whole training jobs hit by faults;
-  # install: a program built against the installed libraries, without the sanitizer flags
-  # (tests/CMakeLists.txt says why)
-  set -- -LE "gpu|bench|offline|drill|install" --timeout 600 "$@"
+  # install: a program built against the installed libraries, without the sanitizer flags;
+  # readme: the README's commands, scripts/train.sh's build step included (tests/CMakeLists.txt)
+  set -- -LE "gpu|bench|offline|drill|install|readme" --timeout 600 "$@"
 elif [ "$sanitize" = "thread" ]; then
   flags="-fsanitize=thread -fno-omit-frame-pointer"
   configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"

@@ -15,7 +15,7 @@
 # --synthetic instead skips the download).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
 data_dir="${DATA_DIR:-$root/data}"
 

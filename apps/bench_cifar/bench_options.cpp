@@ -82,6 +82,7 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   add_data_dir_flag(app, o.data_dir);
   app.add_option("--seed", o.seed, "seed of the weights and the synthetic images")
+      ->check(non_negative_number())
       ->capture_default_str();
   app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
   app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions

@@ -8,15 +8,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-python=/usr/bin/python3
-"$python" -c 'import matplotlib' 2>/dev/null || { echo "skip: no matplotlib for $python"; exit 77; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-check() {  # $1: what, then a command that must succeed
-  local what="$1"; shift
-  if "$@"; then echo "ok: $what"; else echo "FAILED: $what" >&2; exit 1; fi
-}
+source "$root/tests/scripts/plot_test_common.sh"
 
 # Two measured rows (repeats 3) and a failed one, as bench_cifar --repeats 3 --json writes them
 # (keys trimmed to those the script reads); the ddp row's efficiency is the UX review's 1064 %.
@@ -100,10 +92,13 @@ echo 'raise ImportError("hidden by plot_bench_test.sh")' >"$work/hide/matplotlib
 expect_error "$python cannot import matplotlib: apt-get install python3-matplotlib" \
   env PYTHONPATH="$work/hide" "$python" "$root/scripts/plot_bench.py" "$work/repeats.json"
 # Another python without it (a venv, as pyenv's or conda's would be) while Debian's has it: not
-# "install" (it is installed) but the same command with Debian's python.
+# "install" (it is installed): the script runs itself again with Debian's python, and says so.
 if "$python" -m venv --without-pip "$work/venv" 2>/dev/null; then
-  expect_error "$work/venv/bin/python3 cannot import matplotlib, but $python can: run $python $root/scripts/plot_bench.py" \
-    "$work/venv/bin/python3" "$root/scripts/plot_bench.py" "$work/repeats.json"
+  rm -f "$work/venv.png"
+  check "a python without matplotlib hands over to $python" \
+    "$work/venv/bin/python3" "$root/scripts/plot_bench.py" "$work/repeats.json" --out "$work/venv.png" 2>"$work/err"
+  check "and says so" grep -qF "$work/venv/bin/python3 cannot import matplotlib; running with $python" "$work/err"
+  check "the plot is drawn" test -s "$work/venv.png"
 else
   echo "skipped: no venv module for the other-python case"
 fi

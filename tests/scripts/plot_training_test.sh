@@ -7,15 +7,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-python=/usr/bin/python3
-"$python" -c 'import matplotlib' 2>/dev/null || { echo "skip: no matplotlib for $python"; exit 77; }
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-
-check() {  # $1: what, then a command that must succeed
-  local what="$1"; shift
-  if "$@"; then echo "ok: $what"; else echo "FAILED: $what" >&2; exit 1; fi
-}
+source "$root/tests/scripts/plot_test_common.sh"
 
 epoch() {  # $1 epoch, $2 test accuracy, $3 train loss
   printf '{"type":"epoch","epoch":%s,"test_accuracy":%s,"train_loss":%s,"lr":0.1}\n' "$1" "$2" "$3"
