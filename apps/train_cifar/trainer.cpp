@@ -436,9 +436,7 @@ RunSummary Trainer::run() {
     if (!train) {
       summary.interrupted = true;
       if (is_leader()) {
-        std::printf("\ninterrupted during epoch %d%s\n", epoch + 1,
-                    options_.save.empty() ? "; nothing was saved (no --save)"
-                                          : "; the last checkpoint is intact");
+        std::printf("\ninterrupted during epoch %d; %s\n", epoch + 1, what_is_saved().c_str());
       }
       break;
     }

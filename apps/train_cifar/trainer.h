@@ -101,6 +101,7 @@ class Trainer {
   void print_warnings() const;
   void print_summary(const RunSummary& summary, int last_epoch);
   void print_next_steps(const RunSummary& summary, int last_epoch) const;
+  std::string what_is_saved() const;
   void report_epoch(int epoch, float lr, const PassMetrics& train, const PassMetrics& test);
   void log_position(const char* type, const RunPosition& position);
   bool is_leader() const { return rank_ == 0; }

@@ -122,14 +122,28 @@ void Trainer::report_epoch(int epoch, float lr, const PassMetrics& train, const 
               {"world_size", world_}});
 }
 
+// What an interrupt leaves behind, for the line that reports it.
+std::string Trainer::what_is_saved() const {
+  if (options_.save.empty()) return "nothing was saved (no --save)";
+  if (nn::has_checkpoint(options_.save)) return "the last checkpoint is intact";
+  return options_.save_every_steps > 0
+             ? "nothing was saved yet (--save writes every --save-every-steps steps and at the "
+               "end of each epoch)"
+             : "nothing was saved yet (--save writes at the end of each epoch)";
+}
+
 void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
   if (is_leader() && !summary.interrupted && last_epoch < options_.epochs) {
     std::printf("stopped after epoch %d of %d (--run-epochs)\n", last_epoch, options_.epochs);
   }
   {
-    std::printf("done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
-                counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
-                100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second);
+    if (summary.epochs_done == 0) {
+      std::printf("done: no epoch finished in this run\n");  // no accuracy to report as 0.00 %
+    } else {
+      std::printf("done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
+                  counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
+                  100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second);
+    }
     log_.write({{"type", "summary"},
                 {"epochs_done", summary.epochs_done},
                 {"best_test_accuracy", summary.best_accuracy},
@@ -148,7 +162,7 @@ void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
 // Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
 // says what it wrote and how to go on from it, as the review of a newcomer's first run asked.
 void Trainer::print_next_steps(const RunSummary& summary, int last_epoch) const {
-  if (!options_.save.empty() && (summary.epochs_done > 0 || start_.epoch > 0)) {
+  if (!options_.save.empty() && nn::has_checkpoint(options_.save)) {
     std::printf("written: %s and %s (the checkpoint)%s%s\n", options_.save.c_str(),
                 nn::sidecar_path(options_.save).c_str(),
                 options_.log_json.empty() ? "" : ", metrics in ", options_.log_json.c_str());

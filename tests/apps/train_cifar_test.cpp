@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <thread>
 
@@ -481,6 +482,37 @@ TEST(TrainCifar, InterruptStopsCleanlyAndKeepsTheLastCheckpoint) {
   const ProgramRun eval =
       train_cifar(quick_run(dir.file("eval.jsonl"), {"--resume", checkpoint, "--eval-only"}));
   EXPECT_EQ(eval.exit_code, 0) << eval.output;
+}
+
+// Interrupted in the first epoch with --save: no checkpoint exists yet, so the lines say so
+// rather than promising one, report no accuracy, and offer no "continue:" from nothing.
+TEST(TrainCifar, AnInterruptBeforeTheFirstSaveSaysNothingWasSavedYet) {
+  TempDir dir;
+  const std::string output = dir.file("out.txt");
+  const pid_t pid = start_train_cifar(
+      quick_run(dir.file("log.jsonl"), {"--subset", "5000", "--save", dir.file("run.ckpt")}),
+      output);
+  ASSERT_GT(pid, 0);
+  const auto read_output = [&] {
+    std::ifstream in(output);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (read_output().find("epoch 1/10 ") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGINT);  // after the first progress line: training, long before the epoch's end
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 128 + SIGINT);
+  const std::string text = read_output();
+  EXPECT_NE(text.find("interrupted during epoch 1; nothing was saved yet (--save writes at the "
+                      "end of each epoch)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("done: no epoch finished in this run"), std::string::npos) << text;
+  EXPECT_EQ(text.find("continue:"), std::string::npos) << text;
 }
 
 // SIGTERM (a scheduler's stop) exits 143 in every mode, as under tandem-run; without --save the
