@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tandem beside PyTorch (bench/compare_pytorch.py): builds bench_cifar if it is missing, finds a
+# Tandem beside PyTorch (scripts/compare_pytorch.py): builds bench_cifar if it is missing, finds a
 # Python with Debian's python3-torch, then runs the comparison with your flags.
 #
 #   scripts/compare_pytorch.sh                  # all rows, 3 repeats (~10 min on 2 cores)
@@ -44,4 +44,4 @@ if [ -z "$python" ]; then
   exit 1
 fi
 
-exec "$python" "$root/bench/compare_pytorch.py" "${extra[@]}" "$@"
+exec "$python" "$root/scripts/compare_pytorch.py" "${extra[@]}" "$@"

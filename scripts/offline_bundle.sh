@@ -34,7 +34,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev                       # flags, checkpoint headers
   libgtest-dev libgmock-dev googletest                  # tests
   ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers  # oneDNN's config
-  libbenchmark-dev libbenchmark1debian                  # bench/
+  libbenchmark-dev libbenchmark1debian                  # microbench/
 )
 
 command -v apt-get >/dev/null && command -v apt-cache >/dev/null ||

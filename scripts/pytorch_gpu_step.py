@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """PyTorch's ResNet-20 training step on a GPU, beside bench_cifar's GPU rows (scripts/gpu_node.sh
-runs it): the same step as bench/compare_pytorch.py's worker (forward, cross-entropy, backward,
+runs it): the same step as scripts/compare_pytorch.py's worker (forward, cross-entropy, backward,
 SGD with momentum 0.9 on synthetic CIFAR-shaped batches), float32 eager, in NCHW and in
 channels-last, measured between device synchronisations.
 
@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def compare_pytorch():
-    """bench/compare_pytorch.py as a module: its worker is the step measured here."""
+    """scripts/compare_pytorch.py as a module: its worker is the step measured here."""
     sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
-    spec = importlib.util.spec_from_file_location("compare_pytorch", ROOT / "bench" / "compare_pytorch.py")
+    spec = importlib.util.spec_from_file_location("compare_pytorch", ROOT / "scripts" / "compare_pytorch.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

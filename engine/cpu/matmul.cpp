@@ -1,5 +1,5 @@
 // GEMM through oneDNN: float32 through its row-major sgemm (JIT-compiled, AVX2/AVX-512 aware;
-// OpenBLAS is not used, and bench/ measures sgemm at the shapes Linear layers use here);
+// OpenBLAS is not used, and microbench/ measures sgemm at the shapes Linear layers use here);
 // bfloat16 through its matmul primitive, which has the bf16 x bf16 -> f32 kernels that the
 // C GEMM API of oneDNN 2.6 lacks (Note [bfloat16 activations]).
 

@@ -83,7 +83,7 @@ def shortened(command):
         return with_flags(command, BENCH_ALLREDUCE)
     if "bench_cifar" in command:
         return with_flags(command, BENCH_CIFAR)
-    if re.match(r"^\./build/bench/", command):
+    if re.match(r"^\./build/microbench/", command):
         return with_flags(command, GOOGLE_BENCHMARK)
     if "train_cifar" in command or command.startswith("scripts/train.sh "):
         return with_flags(command, TRAIN)

@@ -7,7 +7,7 @@
 // at batch 128 is 32 MiB) is mmap'ed every time. With several sizes and threads it trims and
 // faults less predictably (docs/benchmarks.md).
 //
-//   ./build/bench/bench_allocator [--benchmark_filter=...]
+//   ./build/microbench/bench_allocator [--benchmark_filter=...]
 
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>

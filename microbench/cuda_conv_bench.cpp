@@ -2,7 +2,7 @@
 // in full float32 and with TF32 tensor cores, plus the caching allocator's hit rate over
 // ResNet-20 training steps.
 //
-//   ./build/bench/bench_cuda_conv [--benchmark_filter=...]
+//   ./build/microbench/bench_cuda_conv [--benchmark_filter=...]
 //
 // Times are GPU times between CUDA events around each iteration (manual time), so host-side
 // launch overhead only shows where it starves the GPU. GFLOP/s counts 2·N·K·C·R·S·P·Q per

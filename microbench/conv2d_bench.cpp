@@ -3,7 +3,7 @@
 // 32, 16 and 8 pixels. Reports GFLOP/s (forward = 2·N·K·C·R·S·P·Q FLOPs,
 // forward+backward = 3×).
 //
-//   ./build/bench/bench_conv2d [--benchmark_filter=...]
+//   ./build/microbench/bench_conv2d [--benchmark_filter=...]
 
 #include <benchmark/benchmark.h>
 #include <malloc.h>

@@ -3,7 +3,7 @@
 // what the model consumes (bench_resnet). BM_LoaderToCpu1 / BM_LoaderToCuda0 add the upload to a
 // device (engine/upload.h).
 //
-//   ./build/bench/bench_loader
+//   ./build/microbench/bench_loader
 
 #include <benchmark/benchmark.h>
 

@@ -12,9 +12,9 @@ repeat, every workload runs Tandem's configurations and PyTorch's (NCHW and chan
 back, in alternating order, so that the machine's noise falls on both; the table gives medians.
 
     scripts/compare_pytorch.sh                       # builds bench_cifar if missing, then this
-    python3 bench/compare_pytorch.py --rows resnet20-single --repeats 1 --steps 3
-    python3 bench/compare_pytorch.py --pytorch-only  # without Tandem's binary
-    python3 bench/compare_pytorch.py --precisions fp32,bf16   # mixed precision rows too
+    python3 scripts/compare_pytorch.py --rows resnet20-single --repeats 1 --steps 3
+    python3 scripts/compare_pytorch.py --pytorch-only  # without Tandem's binary
+    python3 scripts/compare_pytorch.py --precisions fp32,bf16   # mixed precision rows too
 
 Needs Debian's python3-torch (scripts/install_deps.sh): run it with /usr/bin/python3 when
 `python3` is another interpreter. Standard library and torch only.

@@ -1,7 +1,7 @@
 // One training step's forward + backward of the CIFAR ResNets on CPU, batch 128
 // (32x32 images), in both memory formats, reported as ms per step and images/s.
 //
-//   ./build/bench/bench_resnet [--benchmark_filter=resnet20/channels_last]
+//   ./build/microbench/bench_resnet [--benchmark_filter=resnet20/channels_last]
 
 #include <benchmark/benchmark.h>
 

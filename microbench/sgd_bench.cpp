@@ -1,7 +1,7 @@
 // One SGD step (momentum 0.9, weight decay 5e-4) over every parameter of a CIFAR ResNet, either
 // one sgd_step per parameter or one sgd_step_multi for all of them, on the CPU and on cuda:0.
 //
-//   ./build/bench/bench_sgd [--benchmark_filter=cuda]
+//   ./build/microbench/bench_sgd [--benchmark_filter=cuda]
 //
 // Times are wall-clock per step, synchronised with the device after each step, so they include
 // the host's launch overhead: the cost that the fused update removes (ResNet-20 has 65 mostly
