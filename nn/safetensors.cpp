@@ -160,11 +160,18 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   }
 }
 
-SafetensorsFile load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  TANDEM_CHECK(in.good(), "[safetensors] cannot open ", path, ": ", std::strerror(errno));
-  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+namespace {
+
+// One tensor of a file being read: where its bytes lie in the data, and the tensor they fill.
+struct StoredTensor {
+  uint64_t begin = 0, end = 0;
+  std::string name;
+  Tensor tensor;
+};
+
+// The header of an open file: its JSON object and its length in bytes (the data follows it).
+std::pair<json, uint64_t> read_header(std::ifstream& in, const std::string& path,
+                                      uint64_t file_size) {
   uint64_t header_size = 0;
   TANDEM_CHECK(file_size >= 8 && in.read(reinterpret_cast<char*>(&header_size), 8),
                "[safetensors] ", path, " is truncated: no header length");
@@ -180,57 +187,78 @@ SafetensorsFile load_safetensors(const std::string& path) {
     TANDEM_FAIL("[safetensors] ", path, " has a malformed header: ", e.what());
   }
   TANDEM_CHECK(header.is_object(), "[safetensors] ", path, ": the header is not a JSON object");
+  return {std::move(header), header_size};
+}
+
+Metadata parse_metadata(const json& entry, const std::string& path) {
+  // Found by fuzzing: a non-string value escaped as nlohmann's type_error, not an Error.
+  TANDEM_CHECK(entry.is_object() && std::all_of(entry.begin(), entry.end(),
+                                                [](const json& v) { return v.is_string(); }),
+               "[safetensors] ", path, ": __metadata__ must map names to strings");
+  return entry.get<Metadata>();
+}
+
+// A header entry, checked against the data's size; its tensor is allocated, not yet read.
+StoredTensor parse_entry(const std::string& key, const json& entry, const std::string& path,
+                         uint64_t data_size) {
+  try {
+    const DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, key);
+    // Integers only: nlohmann converts a float such as 4.6e19 to an integer with undefined
+    // behaviour (found by fuzzing).
+    const auto all_integers = [](const json& list) {
+      return list.is_array() && std::all_of(list.begin(), list.end(),
+                                            [](const json& v) { return v.is_number_integer(); });
+    };
+    TANDEM_CHECK(all_integers(entry.at("shape")) && all_integers(entry.at("data_offsets")),
+                 "[safetensors] ", path, ": tensor '", key,
+                 "' has a shape or data_offsets that are not lists of integers");
+    const Shape shape = entry.at("shape").get<Shape>();
+    const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
+    TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
+                 "[safetensors] ", path, ": tensor '", key,
+                 "' lies outside the data (file truncated?)");
+    TANDEM_CHECK(offsets[1] - offsets[0] == byte_size(shape, dtype, data_size), "[safetensors] ",
+                 path, ": tensor '", key, "' has ", offsets[1] - offsets[0], " bytes for shape ",
+                 shape_str(shape));
+    return {offsets[0], offsets[1], key, empty(shape, {.dtype = dtype})};
+  } catch (const json::exception& e) {
+    TANDEM_FAIL("[safetensors] ", path, ": bad entry for tensor '", key, "': ", e.what());
+  }
+}
+
+}  // namespace
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  TANDEM_CHECK(in.good(), "[safetensors] cannot open ", path, ": ", std::strerror(errno));
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  const auto [header, header_size] = read_header(in, path, file_size);
   const uint64_t data_size = file_size - 8 - header_size;
 
   SafetensorsFile file;
-  std::vector<std::tuple<uint64_t, uint64_t, std::string, Tensor>> entries;
+  std::vector<StoredTensor> entries;
   for (const auto& [key, entry] : header.items()) {
     if (key == "__metadata__") {
-      // Found by fuzzing: a non-string value escaped as nlohmann's type_error, not an Error.
-      TANDEM_CHECK(entry.is_object() && std::all_of(entry.begin(), entry.end(),
-                                                    [](const json& v) { return v.is_string(); }),
-                   "[safetensors] ", path, ": __metadata__ must map names to strings");
-      file.metadata = entry.get<Metadata>();
-      continue;
-    }
-    try {
-      const DType dtype = parse_dtype(entry.at("dtype").get<std::string>(), path, key);
-      // Integers only: nlohmann converts a float such as 4.6e19 to an integer with undefined
-      // behaviour (found by fuzzing).
-      const auto all_integers = [](const json& list) {
-        return list.is_array() && std::all_of(list.begin(), list.end(),
-                                              [](const json& v) { return v.is_number_integer(); });
-      };
-      TANDEM_CHECK(all_integers(entry.at("shape")) && all_integers(entry.at("data_offsets")),
-                   "[safetensors] ", path, ": tensor '", key,
-                   "' has a shape or data_offsets that are not lists of integers");
-      const Shape shape = entry.at("shape").get<Shape>();
-      const auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      TANDEM_CHECK(offsets.size() == 2 && offsets[0] <= offsets[1] && offsets[1] <= data_size,
-                   "[safetensors] ", path, ": tensor '", key,
-                   "' lies outside the data (file truncated?)");
-      TANDEM_CHECK(offsets[1] - offsets[0] == byte_size(shape, dtype, data_size), "[safetensors] ",
-                   path, ": tensor '", key, "' has ", offsets[1] - offsets[0], " bytes for shape ",
-                   shape_str(shape));
-      entries.emplace_back(offsets[0], offsets[1], key, empty(shape, {.dtype = dtype}));
-    } catch (const json::exception& e) {
-      TANDEM_FAIL("[safetensors] ", path, ": bad entry for tensor '", key, "': ", e.what());
+      file.metadata = parse_metadata(entry, path);
+    } else {
+      entries.push_back(parse_entry(key, entry, path, data_size));
     }
   }
   std::sort(entries.begin(), entries.end(),
-            [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
+            [](const StoredTensor& a, const StoredTensor& b) { return a.begin < b.begin; });
   uint64_t expected_begin = 0;
   uint32_t crc = 0;
-  for (auto& [begin, end, key, tensor] : entries) {
-    TANDEM_CHECK(begin == expected_begin, "[safetensors] ", path, ": tensor '", key,
+  for (StoredTensor& stored : entries) {
+    TANDEM_CHECK(stored.begin == expected_begin, "[safetensors] ", path, ": tensor '", stored.name,
                  "' overlaps another or leaves a gap in the data");
-    in.seekg(static_cast<std::streamoff>(8 + header_size + begin));
-    TANDEM_CHECK(
-        in.read(static_cast<char*>(tensor.data_ptr()), static_cast<std::streamsize>(end - begin)),
-        "[safetensors] ", path, " is truncated inside tensor '", key, "'");
-    file.tensors.emplace_back(key, tensor);
-    crc = crc32_update(crc, tensor.data_ptr(), end - begin);
-    expected_begin = end;
+    in.seekg(static_cast<std::streamoff>(8 + header_size + stored.begin));
+    TANDEM_CHECK(in.read(static_cast<char*>(stored.tensor.data_ptr()),
+                         static_cast<std::streamsize>(stored.end - stored.begin)),
+                 "[safetensors] ", path, " is truncated inside tensor '", stored.name, "'");
+    file.tensors.emplace_back(stored.name, stored.tensor);
+    crc = crc32_update(crc, stored.tensor.data_ptr(), stored.end - stored.begin);
+    expected_begin = stored.end;
   }
   // Note [Payload checksum]
   const auto checksum = file.metadata.find(kChecksumKey);

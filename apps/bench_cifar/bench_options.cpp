@@ -20,7 +20,8 @@ std::string number(double value) {
   return text;
 }
 
-void add_matrix_flags(CLI::App& app, BenchOptions& o) {
+// The matrix's axes: modes, device counts and kinds, batch sizes.
+void add_shape_flags(CLI::App& app, BenchOptions& o) {
   add_modes_flag(app, o.modes);
   app.add_option("--devices", o.devices,
                  "device counts: dp runs on that many devices (cuda:0 … cuda:n-1 or cpu:0 … "
@@ -38,6 +39,10 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->default_str("128");
+}
+
+// How each configuration is measured: model, steps, repeats, threads.
+void add_timing_flags(CLI::App& app, BenchOptions& o) {
   add_arch_flag(app, o.arch);
   app.add_option("--warmup", o.warmup,
                  "untimed steps before the timed ones (the first steps allocate, and DDP rebuilds "
@@ -59,6 +64,11 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
                  "replicas, ddp gives each of n processes threads/n")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+}
+
+// What else varies per row: formats, precisions, DDP's buckets, overlap and compression, dp's
+// replicas.
+void add_variant_flags(CLI::App& app, BenchOptions& o) {
   add_memory_format_flag(app, o.memory_format);
   add_precision_flags(app, o.precisions, o.allow_slow_bf16);
   add_bucket_cap_flag(app, o.bucket_cap_mb);
@@ -79,6 +89,10 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::IsMember({"persistent", "rebuilt"}))
       ->capture_default_str();
+}
+
+// The data and the outputs.
+void add_input_output_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   add_data_dir_flag(app, o.data_dir);
   app.add_option("--seed", o.seed, "seed of the weights and the synthetic images")
@@ -86,6 +100,13 @@ void add_matrix_flags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
   app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions
+}
+
+void add_matrix_flags(CLI::App& app, BenchOptions& o) {
+  add_shape_flags(app, o);
+  add_timing_flags(app, o);
+  add_variant_flags(app, o);
+  add_input_output_flags(app, o);
 }
 
 void add_projection_flags(CLI::App& app, BenchOptions& o) {

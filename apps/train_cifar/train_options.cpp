@@ -11,7 +11,10 @@
 
 namespace tandem::apps {
 
-void add_train_flags(CLI::App& app, TrainOptions& o) {
+namespace {
+
+// What trains where: mode, model, devices, ranks.
+void add_launch_flags(CLI::App& app, TrainOptions& o) {
   add_mode_flag(app, o.mode);
   add_arch_flag(app, o.arch);
   app.add_option(
@@ -26,6 +29,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--backend", o.backend,
                  "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo")
       ->check(CLI::IsMember({"nccl", "gloo"}));
+}
+
+// The optimisation: length, batch, SGD and the learning-rate schedule.
+void add_schedule_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--epochs", o.epochs, "training epochs")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
@@ -55,6 +62,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--warmup-epochs", o.warmup_epochs, "linear warm-up from lr/10")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
+}
+
+// The data: loader threads, where from, how much, the seed.
+void add_data_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--workers", o.workers, "data loader threads (0: on the training thread)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
@@ -67,6 +78,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
       ->check(non_negative_number())
       ->capture_default_str();
+}
+
+// Checkpoints: saving, resuming, evaluating.
+void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--save", o.save, "checkpoint written after every epoch (PATH and PATH.state)");
   app.add_option("--save-every-steps", o.save_every_steps,
                  "also save every this many optimizer steps, in the middle of an epoch (a resume "
@@ -78,6 +93,10 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
                  "afresh (what a restarted worker needs: tandem-run/torchrun --max-restarts)");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
+}
+
+// DDP and the kernels: buckets, timeouts, accumulation, compression, threads, formats.
+void add_parallel_flags(CLI::App& app, TrainOptions& o) {
   add_bucket_cap_flag(app, o.bucket_cap_mb);
   app.add_option("--timeout", o.timeout_s,
                  "ddp: seconds before a collective or the rendezvous gives up (a dead or stopped "
@@ -104,11 +123,27 @@ void add_train_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   add_memory_format_flag(app, o.memory_format);
   add_precision_flags(app, o.precision, o.allow_slow_bf16);
+}
+
+// What it writes and shows.
+void add_output_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--log-json", o.log_json,
                  "JSON-lines metrics: one record per epoch and a summary");
   // A callback rather than CLI11's "!--no-progress", whose help reads "--no-progress{false}".
   app.add_flag_callback(
       "--no-progress", [&o] { o.progress = false; }, "plain lines instead of a progress bar");
+}
+
+}  // namespace
+
+// In --help's order.
+void add_train_flags(CLI::App& app, TrainOptions& o) {
+  add_launch_flags(app, o);
+  add_schedule_flags(app, o);
+  add_data_flags(app, o);
+  add_checkpoint_flags(app, o);
+  add_parallel_flags(app, o);
+  add_output_flags(app, o);
 }
 
 bool parse_train_options(int argc, const char* const* argv, TrainOptions& options) {

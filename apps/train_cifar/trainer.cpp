@@ -84,6 +84,28 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
 Trainer::~Trainer() = default;
 
 void Trainer::build_data() {
+  read_data_sets();
+  const std::shared_ptr<const data::Sampler> train_sampler = make_train_sampler();
+  const auto test_sampler =
+      std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
+  train_loader_ = std::make_unique<data::DataLoader>(
+      train_set_, train_sampler,
+      data::DataLoaderConfig{.batch_size = options_.batch_size / world_,
+                             .workers = options_.workers,
+                             .drop_last = options_.drop_last,
+                             .seed = options_.seed,
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
+  test_loader_ = std::make_unique<data::DataLoader>(
+      test_set_, test_sampler,
+      data::DataLoaderConfig{.batch_size = kEvalBatch,
+                             .workers = options_.workers,
+                             .transform = data::eval_transform(),
+                             .device = setup_.device(),
+                             .memory_format = setup_.memory_format});
+}
+
+void Trainer::read_data_sets() {
   const int64_t test_limit = options_.subset > 0 ? std::max<int64_t>(1, options_.subset / 5) : 0;
   if (options_.synthetic) {
     train_set_ = std::make_shared<data::CifarDataset>(
@@ -102,52 +124,38 @@ void Trainer::build_data() {
   }
   TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
                " training images cannot be shared by ", world_, " ranks");
+}
 
+// This rank's share of the training set, and the batch counts of the ranks with the most and
+// the fewest batches (which set the schedule and the last step every rank takes).
+std::shared_ptr<const data::Sampler> Trainer::make_train_sampler() {
   const int64_t local_batch = options_.batch_size / world_;
-
-  std::shared_ptr<const data::Sampler> train_sampler, test_sampler;
-  if (options_.mode == Mode::Distributed) {
-    // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
-    // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
-    // unreduced while the others still run under no_sync(): with either the shares are padded,
-    // as PyTorch's DistributedSampler does.
-    uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
-                     train_set_->size() % world_ != 0;
-    data::DistributedSamplerConfig sharing{.num_replicas = world_,
-                                           .rank = rank_,
-                                           .shuffle = true,
-                                           .seed = options_.seed,
-                                           .drop_last = options_.drop_last,
-                                           .pad = !uneven_shares_};
-    train_sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
-    const auto batches_of = [&](int64_t rank) {
-      sharing.rank = rank;
-      return data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
-                               local_batch, options_.drop_last);
-    };
-    batches_per_epoch_ = batches_of(0);                // rank 0's share is the largest
-    batches_all_ranks_have_ = batches_of(world_ - 1);  // and the last rank's the smallest
-  } else {
-    train_sampler = std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+  if (options_.mode != Mode::Distributed) {
     batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
     batches_all_ranks_have_ = batches_per_epoch_;
+    return std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
   }
-  test_sampler = std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
-  train_loader_ = std::make_unique<data::DataLoader>(
-      train_set_, train_sampler,
-      data::DataLoaderConfig{.batch_size = local_batch,
-                             .workers = options_.workers,
-                             .drop_last = options_.drop_last,
-                             .seed = options_.seed,
-                             .device = setup_.device(),
-                             .memory_format = setup_.memory_format});
-  test_loader_ = std::make_unique<data::DataLoader>(
-      test_set_, test_sampler,
-      data::DataLoaderConfig{.batch_size = kEvalBatch,
-                             .workers = options_.workers,
-                             .transform = data::eval_transform(),
-                             .device = setup_.device(),
-                             .memory_format = setup_.memory_format});
+  // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
+  // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
+  // unreduced while the others still run under no_sync(): with either the shares are padded,
+  // as PyTorch's DistributedSampler does.
+  uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
+                   train_set_->size() % world_ != 0;
+  data::DistributedSamplerConfig sharing{.num_replicas = world_,
+                                         .rank = rank_,
+                                         .shuffle = true,
+                                         .seed = options_.seed,
+                                         .drop_last = options_.drop_last,
+                                         .pad = !uneven_shares_};
+  auto sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
+  const auto batches_of = [&](int64_t rank) {
+    sharing.rank = rank;
+    return data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
+                             local_batch, options_.drop_last);
+  };
+  batches_per_epoch_ = batches_of(0);                // rank 0's share is the largest
+  batches_all_ranks_have_ = batches_of(world_ - 1);  // and the last rank's the smallest
+  return sampler;
 }
 
 // Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly

@@ -65,6 +65,8 @@ class Trainer {
 
  private:
   void build_data();
+  void read_data_sets();
+  std::shared_ptr<const data::Sampler> make_train_sampler();
   void build_schedule();
   int64_t steps_per_epoch() const;
   void resume(const std::string& path, nn::Module& network, nn::Sgd& optimizer);
