@@ -31,7 +31,7 @@ Join::~Join() {
 // Note [Join protocol]: [training flag per rank, stop, the first joinable's flags], summed.
 JoinRound Join::exchange(bool training, const std::vector<bool>& flags) {
   const int world = group_.size();
-  const auto at = [world](int i) { return static_cast<size_t>(world + i); };
+  const auto at = [world](int i) { return static_cast<size_t>(world) + static_cast<size_t>(i); };
   std::vector<float> mine(at(1 + flag_count_), 0.0f);
   mine[static_cast<size_t>(group_.rank())] = training ? 1.0f : 0.0f;
   mine[at(0)] = options_.stop_requested && options_.stop_requested() ? 1.0f : 0.0f;

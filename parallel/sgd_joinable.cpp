@@ -25,7 +25,8 @@ class SgdJoinHook final : public JoinHook {
 
 // `values` from `root` to every rank, through a tensor on the group's device; every rank
 // passes as many.
-std::vector<int64_t> broadcast_numbers(ProcessGroup& group, std::vector<int64_t> values, int root) {
+std::vector<int64_t> broadcast_numbers(ProcessGroup& group, const std::vector<int64_t>& values,
+                                       int root) {
   const TensorOptions options{.dtype = DType::Int64, .device = group.tensor_device()};
   Tensor tensor = from_vector(values, {static_cast<int64_t>(values.size())}, options);
   group.broadcast({tensor}, root)->synchronize();  // the host reads it next
