@@ -5,6 +5,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/factory.h"
 #include "parallel/join.h"
+#include "parallel/sync_batch_norm.h"
 
 namespace tandem::parallel {
 namespace {
@@ -122,24 +123,88 @@ void DistributedDataParallel::sync_buffers() {
   broadcast_coalesced(*group_, buffers_, 0);
 }
 
-// What every training forward (and a joined rank's shadow of one) starts with.
-void DistributedDataParallel::broadcast_buffers_from(int root) {
-  if (options_.broadcast_buffers && group_->size() > 1)
-    broadcast_coalesced(*group_, buffers_, root);
+namespace {
+
+// Every rank sees the same round, so every rank throws alike.
+bool round_syncs(const JoinRound& round, size_t sync_flag) {
+  const int syncing = round.flags[sync_flag];
+  TANDEM_CHECK(syncing == 0 || syncing == round.training_count, "[Join] in one step ", syncing,
+               " of the ", round.training_count,
+               " training ranks synchronise gradients and the others run under no_sync(): every "
+               "rank must accumulate alike");
+  return syncing > 0;
 }
+
+}  // namespace
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   const bool reduces = autograd::grad_mode_enabled() && sync_;
-  // Note [Join protocol]: under a Join, buffers come from the lowest rank still training.
-  broadcast_buffers_from(join_ != nullptr ? join_->notify_training_step(reduces) : 0);
+  // Note [Buffer broadcast]
+  bool broadcast = require_forward_param_sync_ && options_.broadcast_buffers &&
+                   group_->size() > 1 && !buffers_.empty();
+  int buffer_source = 0;
+  if (join_ != nullptr) {
+    // Note [Join protocol]: the round decides for every rank, joined ones included.
+    const JoinRound round = join_->notify(*this, {reduces, broadcast});
+    const bool syncs = round_syncs(round, kSyncFlag);
+    if (!join_->options().divide_by_initial_world_size && syncs) {
+      reducer_->set_divisor(round.training_count);
+    }
+    // A stop round: the joined ranks leave finish() at once, so nothing may wait for them.
+    broadcast = round.flags[kBroadcastFlag] > 0 && !round.stop;
+    buffer_source = round.first_training;  // the lowest rank still training
+  }
+  if (broadcast) broadcast_coalesced(*group_, buffers_, buffer_source);
+  require_forward_param_sync_ = reduces;
   Tensor output = module_->forward(input);
   if (reduces) reducer_->prepare_for_backward({output});
   return output;
 }
 
-void DistributedDataParallel::shadow_step(int buffer_source, bool sync) {
-  broadcast_buffers_from(buffer_source);
-  if (sync) reducer_->shadow_backward();
+void DistributedDataParallel::shadow_step(const JoinRound& round) {
+  const bool syncs = round_syncs(round, kSyncFlag);
+  if (round.flags[kBroadcastFlag] > 0) broadcast_coalesced(*group_, buffers_, round.first_training);
+  if (syncs) reducer_->shadow_backward();
+  require_forward_param_sync_ = syncs;  // as on the ranks that ran the step
+}
+
+// DDP's part in a Join (parallel/joinable.h).
+class DistributedDataParallel::DdpJoinHook final : public JoinHook {
+ public:
+  DdpJoinHook(DistributedDataParallel& ddp, Join& join) : ddp_(ddp) {
+    TANDEM_CHECK(ddp_.join_ == nullptr, "[Join] this DDP model is already under a Join");
+    TANDEM_CHECK(!has_sync_batchnorm(ddp_.module()),
+                 "[Join] a model with SyncBatchNorm cannot join (as in PyTorch): its forward runs "
+                 "collectives that a rank without data cannot answer; give every rank the same "
+                 "number of batches (pad or drop the remainder)");
+    ddp_.join_ = &join;
+  }
+  ~DdpJoinHook() override {
+    if (!ddp_.join_->options().divide_by_initial_world_size) {
+      ddp_.reducer().set_divisor(ddp_.process_group().size());
+    }
+    ddp_.join_ = nullptr;
+  }
+  DdpJoinHook(const DdpJoinHook&) = delete;
+  DdpJoinHook& operator=(const DdpJoinHook&) = delete;
+
+  void main_hook(const JoinRound& round) override { ddp_.shadow_step(round); }
+
+  // Note [Join final model]: the parameters and buffers of the source rank.
+  void post_hook(int source) override {
+    if (source < 0) return;
+    NoGradGuard no_grad;
+    std::vector<Tensor> state;
+    for (const auto& [name, tensor] : ddp_.module().state_dict()) state.push_back(tensor);
+    broadcast_coalesced(ddp_.process_group(), state, source);
+  }
+
+ private:
+  DistributedDataParallel& ddp_;
+};
+
+std::unique_ptr<JoinHook> DistributedDataParallel::join_hook(Join& join) {
+  return std::make_unique<DdpJoinHook>(*this, join);
 }
 
 std::string DistributedDataParallel::describe() const {

@@ -10,22 +10,38 @@
 /// At construction every rank's model is checked against rank 0's (parameter count, shapes,
 /// dtypes; a mismatch names the first differing parameter on every rank), then rank 0's
 /// parameters and buffers are broadcast to all. The module is child "module", as in PyTorch.
+///
+/// Note [Buffer broadcast]: with broadcast_buffers, rank 0's buffers (batch-norm statistics)
+/// travel at the start of a forward only when the previous forward was a synchronised training
+/// one (grad mode, not under no_sync()) or there was none, as PyTorch's
+/// require_forward_param_sync: so the first no_grad forward after training and the first
+/// no_sync micro-step broadcast, the later ones and the synchronised step after no_sync ones do
+/// not. Evaluating uneven shards through the wrapper under no_grad thus runs one broadcast on
+/// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
+/// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
+///
+/// DDP is a Joinable (parallel/joinable.h): under a Join, its forward drives the rounds, and its
+/// hook shadows a step's buffer broadcast and gradient reductions on a joined rank, and ends by
+/// broadcasting the model from the source rank (Note [Join final model]).
 
 #include <memory>
 
 #include "nn/module.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
+#include "parallel/joinable.h"
 #include "parallel/reducer.h"
 
 namespace tandem::parallel {
 
 struct DdpOptions {
-  ReducerOptions reducer{};       ///< buckets, unused parameters, bucket views, overlap
-  bool broadcast_buffers = true;  ///< every forward starts with rank 0's buffers (BN statistics)
+  ReducerOptions reducer{};  ///< buckets, unused parameters, bucket views, overlap
+  /// Rank 0's buffers (BN statistics) to every rank at the start of a forward (Note [Buffer
+  /// broadcast]).
+  bool broadcast_buffers = true;
 };
 
-class DistributedDataParallel final : public nn::Module {
+class DistributedDataParallel final : public nn::Module, public Joinable {
  public:
   DistributedDataParallel(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> group,
                           DdpOptions options = {});
@@ -36,8 +52,8 @@ class DistributedDataParallel final : public nn::Module {
   nn::Module& module() { return *module_; }
   ProcessGroup& process_group() { return *group_; }
   Reducer& reducer() { return *reducer_; }
-  /// Copies rank 0's buffers to every rank (a collective): what each training forward does with
-  /// broadcast_buffers; call it before evaluating module() directly.
+  /// Copies rank 0's buffers to every rank (a collective): what a training forward does with
+  /// broadcast_buffers (Note [Buffer broadcast]); call it before evaluating module() directly.
   void sync_buffers();
 
   /// Gradient buckets are reduced by `hook` (Note [Communication hooks]), e.g.
@@ -46,9 +62,13 @@ class DistributedDataParallel final : public nn::Module {
     reducer_->register_comm_hook(std::move(hook));
   }
 
-  /// For Join (Note [Join protocol]): a joined rank's part in one training step of the others:
-  /// the buffer broadcast from `buffer_source` and, when `sync`, the gradient reductions.
-  void shadow_step(int buffer_source, bool sync);
+  /// Joinable (Note [Join protocol]): the hook's main hook runs shadow_step(), its post hook
+  /// broadcasts the parameters and buffers. Throws for a model with SyncBatchNorm, or one
+  /// already under a Join.
+  std::unique_ptr<JoinHook> join_hook(Join& join) override;
+  ProcessGroup& join_process_group() override { return *group_; }
+  /// [this step synchronises gradients, it broadcasts buffers] (kSyncFlag, kBroadcastFlag).
+  int join_round_flags() const override { return 2; }
 
   /// While alive, backward passes only accumulate local gradients (gradient accumulation); the
   /// first backward after it ends averages everything accumulated. Like PyTorch's no_sync(),
@@ -72,8 +92,13 @@ class DistributedDataParallel final : public nn::Module {
   std::shared_ptr<nn::Module> make_twin() const override;
 
  private:
-  /// With broadcast_buffers, `root`'s buffers to every rank.
-  void broadcast_buffers_from(int root);
+  class DdpJoinHook;
+  static constexpr size_t kSyncFlag = 0;       ///< in a JoinRound's flags
+  static constexpr size_t kBroadcastFlag = 1;  ///< in a JoinRound's flags
+
+  /// A joined rank's part in one training step of the others (Note [Join protocol]): the buffer
+  /// broadcast if the step has one, and the gradient reductions if it synchronises.
+  void shadow_step(const JoinRound& round);
 
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> group_;
@@ -81,8 +106,9 @@ class DistributedDataParallel final : public nn::Module {
   std::unique_ptr<Reducer> reducer_;
   std::vector<Tensor> buffers_;  ///< the module's buffers, listed once: sync_buffers() sends them
   bool sync_ = true;
-  friend class Join;
-  class Join* join_ = nullptr;  ///< the Join this model is under, if any (Note [Join protocol])
+  /// The next forward broadcasts buffers (Note [Buffer broadcast]).
+  bool require_forward_param_sync_ = true;
+  Join* join_ = nullptr;  ///< the Join this model is under, if any (Note [Join protocol])
 };
 
 /// Throws, on every rank, when some rank's parameters differ from rank 0's in count, shape or

@@ -16,6 +16,7 @@
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/join.h"
+#include "parallel/sgd_joinable.h"
 #include "parallel/sync_batch_norm.h"
 
 namespace tandem::apps {
@@ -230,15 +231,6 @@ bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t
   return true;
 }
 
-// Note [Join final model]: momentum too, or the replicas would part from the next step on.
-bool Trainer::finish_join(parallel::Join& join) {
-  std::vector<Tensor> momentum;
-  for (const Tensor& buffer : setup_.optimizer->momentum_buffers()) {
-    if (buffer.defined()) momentum.push_back(buffer);
-  }
-  return join.finish(momentum);
-}
-
 // One epoch in training on this rank: where it is, what it has summed, what it shows.
 struct Trainer::Epoch {
   int number = 0;                    ///< counting from 0
@@ -254,7 +246,9 @@ struct Trainer::Epoch {
   int64_t host_reads_before = host_read_count();
   PendingSteps pending{};
   std::optional<EpochProgress> progress{};  ///< rank 0's
-  std::optional<parallel::Join> join{};     ///< with uneven shares (Note [Join protocol])
+  /// With uneven shares (Note [Join protocol]): the Join, over DDP and the momentum.
+  std::optional<parallel::SgdJoinable> momentum{};
+  std::optional<parallel::Join> join{};
 };
 
 void Trainer::begin_epoch(Epoch& epoch, int number) {
@@ -276,9 +270,12 @@ void Trainer::begin_epoch(Epoch& epoch, int number) {
                                                 .run = &run_clock_});
   }
   // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
+  // Note [Join final model]: momentum too, or the replicas would part from the next step on.
   if (uneven_shares_) {
-    epoch.join.emplace(*setup_.ddp, parallel::JoinOptions{
-                                        .stop_requested = [] { return stop_requested().load(); }});
+    epoch.momentum.emplace(*setup_.optimizer, setup_.ddp->process_group());
+    epoch.join.emplace(
+        std::vector<std::reference_wrapper<parallel::Joinable>>{*setup_.ddp, *epoch.momentum},
+        parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
   }
 }
 
@@ -366,7 +363,7 @@ std::optional<PassMetrics> Trainer::train_epoch(int number) {
     }
   }
   if (epoch.join) {
-    if (!finish_join(*epoch.join)) return std::nullopt;
+    if (!epoch.join->finish()) return std::nullopt;
     epoch.join.reset();
   }
   step_ = epoch.first_optimizer_step + steps_per_epoch();  // a rank that joined early took fewer

@@ -89,7 +89,6 @@ class Trainer {
   /// False when the ranks agreed to stop (under a Join).
   bool train_batch(const data::Batch& batch, int64_t batch_index, int64_t batches,
                    parallel::Join* join, PendingSteps& pending);
-  bool finish_join(parallel::Join& join);
   /// Whether to save after this step, in the middle of the epoch (Note [Mid-epoch checkpoints]).
   bool mid_epoch_save_due(int64_t batches_done) const;
   /// Sums values over ranks (ddp), so that every rank sees the job's totals.

@@ -504,6 +504,71 @@ TEST(DdpMultiprocess, DifferentModelsAreRejectedOnEveryRank) {
       << message;
 }
 
+// Review 2026-11-26 N1: buffers travel only in the first forward after a synchronised training
+// forward (PyTorch's require_forward_param_sync), so evaluating uneven shards through the wrapper
+// under no_grad finishes. Before, every forward broadcast: rank 1's third forward waited for a
+// broadcast rank 0 never ran, and both failed at the timeout.
+TEST(DdpMultiprocess, UnevenEvalForwardsUnderNoGradFinish) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(8s);  // a regression fails in seconds, not at the 300 s default
+  DistributedDataParallel model(conv_bn_net(5), group);
+  const auto batch = testing::random_image_batch(4, 400 + static_cast<uint64_t>(group->rank()));
+  sum(model.forward(batch.images)).backward();  // each rank's statistics move its own way
+  model.eval();
+  NoGradGuard no_grad;
+  for (int e = 0; e < (group->rank() == 0 ? 2 : 3); ++e) model.forward(batch.images);
+  Tensor one = ones({1});
+  ASSERT_NO_THROW(group->allreduce({one}, ReduceOp::Sum)->synchronize());
+  EXPECT_EQ(one.item(), 2.0f);
+
+  // The first eval forward still brought rank 0's statistics.
+  std::vector<Tensor> mine, from_rank0;
+  for (const auto& [name, buffer] : model.module().named_buffers()) {
+    mine.push_back(buffer);
+    from_rank0.push_back(buffer.clone());
+  }
+  broadcast_coalesced(*group, from_rank0, 0);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    EXPECT_EQ(mine[i].to(DType::Float32).to_vector<float>(),
+              from_rank0[i].to(DType::Float32).to_vector<float>())
+        << "buffer " << i << " on rank " << group->rank();
+  }
+}
+
+// Which forwards broadcast buffers, as PyTorch 1.13: the first forward after a synchronised
+// training forward (and the very first), no other. Batch norm in eval mode leaves its statistics
+// alone, so a mark that rank 1 writes into them survives exactly the forwards that broadcast
+// nothing.
+TEST(DdpMultiprocess, OnlyTheFirstForwardAfterASynchronisedOneBroadcastsBuffers) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group(8s);
+  DistributedDataParallel model(conv_bn_net(5), group);
+  model.eval();
+  Tensor running_mean = model.module().named_buffers().front().second;
+  const auto batch = testing::random_image_batch(4, 600);
+  // Marks rank 1's statistics, runs one forward (and its backward in grad mode), and says
+  // whether the mark survived.
+  auto mark_survives = [&](bool sync, bool grad) {
+    if (group->rank() == 1) running_mean.fill_(7.0);
+    std::optional<DistributedDataParallel::NoSyncGuard> no_sync;
+    if (!sync) no_sync.emplace(model);
+    if (grad) {
+      sum(model.forward(batch.images)).backward();
+    } else {
+      NoGradGuard no_grad;
+      model.forward(batch.images);
+    }
+    return running_mean.to_vector<float>().front() == 7.0f;
+  };
+  const bool rank1 = group->rank() == 1;
+  EXPECT_FALSE(mark_survives(/*sync=*/true, /*grad=*/true)) << "the first forward broadcasts";
+  EXPECT_FALSE(mark_survives(false, true)) << "the first no_sync forward after a synced one";
+  EXPECT_EQ(mark_survives(false, true), rank1) << "a second no_sync forward";
+  EXPECT_EQ(mark_survives(true, true), rank1) << "the synced forward after no_sync ones";
+  EXPECT_FALSE(mark_survives(true, false)) << "the first no_grad forward after a synced one";
+  EXPECT_EQ(mark_survives(true, false), rank1) << "a second no_grad forward";
+}
+
 TEST(DdpMultiprocess, ADeadRankMakesTheOthersFailInsteadOfHanging) {
   if (!testing::launched_as_rank()) {
     testing::SpawnOptions options = ddp_ranks_options();
