@@ -30,6 +30,17 @@ std::vector<Tensor> sum_over_ranks(const std::vector<Tensor>& parts, StatisticsR
   return out;
 }
 
+// The running statistics move towards this step's global mean and unbiased variance.
+void update_running_statistics(const Tensor& running_mean, const Tensor& running_var,
+                               const Tensor& mean, const Tensor& var, const Tensor& count,
+                               float momentum) {
+  Tensor running = running_mean;
+  running.copy_(add(mul(running_mean, 1.0f - momentum), mul(mean, momentum)));
+  Tensor running_v = running_var;
+  const Tensor unbiased = mul(var, div(count, add(count, -1.0f)));  // count / (count - 1)
+  running_v.copy_(add(mul(running_var, 1.0f - momentum), mul(unbiased, momentum)));
+}
+
 }  // namespace
 
 Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -67,12 +78,7 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
     const Tensor b = beta.defined() ? beta.detach() : zeros({channels}, on_device);
     out = add(mul(x_hat, per_channel(g)), per_channel(b)).contiguous(x.memory_format());
     if (running_mean.defined()) {
-      const float m = options.momentum;
-      Tensor running = running_mean;
-      running.copy_(add(mul(running_mean, 1.0f - m), mul(mean, m)));
-      Tensor running_v = running_var;
-      const Tensor unbiased = mul(var, div(count, add(count, -1.0f)));  // count / (count - 1)
-      running_v.copy_(add(mul(running_var, 1.0f - m), mul(unbiased, m)));
+      update_running_statistics(running_mean, running_var, mean, var, count, options.momentum);
     }
   }
   const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);

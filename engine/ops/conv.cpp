@@ -7,8 +7,11 @@
 
 namespace tandem {
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
-              const Conv2dOptions& options) {
+namespace {
+
+// Checks conv2d's arguments and returns the output's shape.
+Shape conv2d_output_shape(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                          const Conv2dOptions& options) {
   // float32, or bfloat16 input and weight with a float32 bias (Note [bfloat16 activations]).
   ops::check_float_activation("conv2d", "input", x);
   ops::check_dtype("conv2d", "weight", weight, x.dtype());
@@ -30,9 +33,15 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
   TANDEM_CHECK(weight.size(2) <= padded_h && weight.size(3) <= padded_w, "[conv2d] kernel ",
                weight.size(2), "x", weight.size(3), " is larger than the padded input ", padded_h,
                "x", padded_w, " (input shape ", shape_str(x.shape()), ")");
-  const Shape out_shape = {x.size(0), weight.size(0),
-                           (padded_h - weight.size(2)) / options.stride + 1,
-                           (padded_w - weight.size(3)) / options.stride + 1};
+  return {x.size(0), weight.size(0), (padded_h - weight.size(2)) / options.stride + 1,
+          (padded_w - weight.size(3)) / options.stride + 1};
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv2dOptions& options) {
+  const Shape out_shape = conv2d_output_shape(x, weight, bias, options);
 
   // Channels-last in, channels-last out (PyTorch's rule: the input's or the weight's format).
   const MemoryFormat format = ops::format_of_inputs({&x, &weight});
