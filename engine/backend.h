@@ -1,7 +1,9 @@
 #pragma once
-/// Backend: the kernels of one device type. Op front-ends (engine/ops/) check
-/// their arguments, allocate outputs, call these kernels through
-/// backend_for(device), and record autograd; the kernels only compute.
+/// Backend: the kernels of one device type, on top of its runtime (engine/device_runtime.h). Op
+/// front-ends (engine/ops/) check their arguments, allocate outputs, call these kernels through
+/// backend_for(device), and record autograd; the kernels only compute. Only the engine's op and
+/// backend folders include this header (the layering test, Note [Runtime apart from kernels] in
+/// device_runtime.h); the rest of Tandem calls ops.
 ///
 /// Kernel contract, unless a method says otherwise:
 /// - all tensors live on one device of this backend and are contiguous; where
@@ -32,6 +34,8 @@
 
 #include "engine/allocator.h"
 #include "engine/device.h"
+#include "engine/device_runtime.h"
+#include "engine/ops/options.h"
 #include "engine/tensor.h"
 
 namespace tandem {
@@ -47,62 +51,11 @@ enum class BinaryOp {
   AddRelu,       ///< max(a + b, 0): a residual block's sum and ReLU in one pass
 };
 
-struct Conv2dOptions {
-  int64_t stride = 1;
-  int64_t padding = 0;
-};
-
-struct Pool2dOptions {
-  int64_t kernel_size = 2;
-  int64_t stride = 2;
-  int64_t padding = 0;
-};
-
-/// One SGD step with PyTorch's semantics (torch.optim.SGD).
-struct SgdStepOptions {
-  float lr = 0.1f;
-  float momentum = 0.0f;
-  float dampening = 0.0f;
-  float weight_decay = 0.0f;
-  bool nesterov = false;
-  bool first_step = false;  ///< momentum buffer is initialised to the gradient, as PyTorch does
-};
-
-/// One parameter of a multi-tensor SGD step. Tensors are handles (they alias the caller's
-/// storage), so the step updates param and momentum_buffer in place.
-struct SgdTensors {
-  Tensor param;
-  Tensor grad;
-  Tensor momentum_buffer;  ///< may be undefined when momentum is 0
-};
-
-/// One device's stream as some thread saw it, captured as a value another thread can wait for:
-/// for CUDA the cudaStream_t (nullptr is the legacy default stream), for the CPU nothing.
-struct StreamRef {
-  Device device = Device::cpu();
-  void* stream = nullptr;
-};
-
-class Backend {
+class Backend : public DeviceRuntime {
  public:
-  virtual ~Backend() = default;
-
-  virtual Allocator& allocator(Device device) = 0;
   /// Whether convolution, batch norm and pooling take channels-last tensors as they are; where
   /// not, the op front-ends hand them contiguous copies and convert the results back.
   virtual bool channels_last_kernels() const { return false; }
-  /// Number of devices of this type; CPU devices are virtual, so unbounded (returns INT32_MAX).
-  virtual int device_count() = 0;
-  /// Blocks until all queued work on the device is done (no-op on CPU).
-  virtual void synchronize(Device device) = 0;
-
-  // --- stream order between threads (Note [Current stream] in engine/cuda/stream.h). On the CPU
-  // both are no-ops: CPU work is done when the call that queued it returns.
-  /// The calling thread's current stream of `device`.
-  virtual StreamRef current_stream(Device device) = 0;
-  /// Later work on the calling thread's current stream of producer.device waits for everything
-  /// queued on `producer` so far, without blocking the host; a no-op when both are one stream.
-  virtual void wait_for(const StreamRef& producer) = 0;
 
   // --- memory. copy() may be called with src or dst on another device (one of them is this
   // backend's); src may be strided, dst is contiguous; same dtype and numel.
@@ -200,11 +153,5 @@ Backend& backend_for(Device device);
 
 /// Defined by engine/cuda when Tandem is built with CUDA, else by engine/no_cuda (throws).
 Backend& cuda_backend();
-/// True when CUDA tensors can be used: a build with the CUDA backend and at least one device.
-/// Never throws (a machine without a GPU or driver simply has none).
-bool cuda_available();
-/// Why cuda_available() is false, in one line: "built without CUDA" or
-/// "no CUDA device: <the driver's message>". Empty when it is true.
-std::string cuda_unavailable_reason();
 
 }  // namespace tandem

@@ -2,8 +2,8 @@
 /// Everything a user of the engine needs: tensors, autograd and every op family.
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/backend.h"
 #include "engine/device.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/host_reads.h"
 #include "engine/ops/cast.h"

@@ -8,7 +8,7 @@
 #include <benchmark/benchmark.h>
 
 #include "data/data_loader.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ void deliver(benchmark::State& state, tandem::Device device) {
       batch = loader.next();
     }
     // On a GPU, wait for the upload itself, so the rate is that of batches really on the device.
-    tandem::backend_for(device).synchronize(device);
+    tandem::runtime_for(device).synchronize(device);
     images += batch->labels.size(0);
   }
   state.counters["images/s"] =

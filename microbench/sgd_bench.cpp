@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 

@@ -1,7 +1,8 @@
 #include "parallel/comm_hook.h"
 
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
+#include "engine/ops/cast.h"
 
 namespace tandem::parallel {
 namespace {
@@ -29,9 +30,7 @@ class CompressionHook final : public CommHook {
     Tensor compressed = bucket.buffer.to(wire_);
     std::shared_ptr<Work> work = group.allreduce({compressed}, ReduceOp::Sum);
     Tensor buffer = bucket.buffer;
-    return then(std::move(work), [compressed, buffer]() mutable {
-      backend_for(buffer.device()).cast(compressed, buffer);
-    });
+    return then(std::move(work), [compressed, buffer]() mutable { cast_out(compressed, buffer); });
   }
   size_t payload_bytes(int64_t elements) const override {
     return static_cast<size_t>(elements) * dtype_size(wire_);

@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/threads.h"
 #include "parallel/scatter_gather.h"
 
@@ -30,7 +30,7 @@ void check_devices(const std::vector<Device>& devices) {
     if (device.is_cuda()) {
       TANDEM_CHECK(cuda_available(), "[DataParallel] device ", device,
                    " requested, but this build has no CUDA backend or no GPU is visible");
-      const int count = backend_for(device).device_count();
+      const int count = runtime_for(device).device_count();
       TANDEM_CHECK(device.index < count, "[DataParallel] device ", device, " does not exist (",
                    count, " CUDA device", count == 1 ? "" : "s", " visible)");
     }

@@ -9,7 +9,8 @@
 #include "engine/autograd/engine.h"
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
+#include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 
@@ -91,7 +92,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   check_parameters_device(*group_, device_);
   hook_ = make_comm_hook(GradCompression::None);
   divisor_ = group_->size();
-  forward_stream_ = grad_stream_ = backend_for(device_).current_stream(device_);
+  forward_stream_ = grad_stream_ = runtime_for(device_).current_stream(device_);
   for (size_t i = 0; i < parameters_.size(); ++i) {
     const Tensor& p = parameters_[i];
     TANDEM_CHECK(
@@ -201,7 +202,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   used_work_.reset();
   next_to_launch_ = 0;
   forward_stream_ =
-      backend_for(device_).current_stream(device_);  // unused parameters' buckets are zeroed on it
+      runtime_for(device_).current_stream(device_);  // unused parameters' buckets are zeroed on it
   expect_hooks_ = true;
   finalize_queued_ = false;
   unused_.clear();
@@ -233,7 +234,7 @@ void Reducer::mark_ready(size_t index) {
     finalize_queued_ = true;
   }
   grad_stream_ =
-      backend_for(device_).current_stream(device_);  // the autograd worker's, where the copies go
+      runtime_for(device_).current_stream(device_);  // the autograd worker's, where the copies go
   // Note [Unused parameters]: now that a backward runs, the parameters it cannot reach.
   for (size_t unused : std::exchange(unused_, {})) mark_ready_locked(unused, false);
   mark_ready_locked(index, true);
@@ -254,10 +255,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   // (Note [Unused parameters]): it goes into the average like any gradient.
   if (grad.defined()) {
     const float scale = 1.0f / static_cast<float>(divisor_);  // Note [Averaging]
-    Tensor view_memory = ops::kernel_view(view);
-    backend_for(view.device())
-        .unary(UnaryOp::MulScalar, ops::kernel_view(grad.contiguous(view.memory_format())), scale,
-               view_memory);
+    mul_out(grad, scale, view);
     if (options_.gradient_as_bucket_view && has_gradient && !is_view_of(grad, view)) {
       parameters_[index].set_grad(view);
     }
@@ -296,7 +294,7 @@ void Reducer::launch_used_counts() {
 //   and the copies back into .grad are queued on it behind the wait.
 // Work queued by one thread and used by another (the worker's gradients in finalize(), the
 // forward thread's zeroed unused buckets on the worker) is ordered with
-// Backend::wait_for() (engine/backend.h), a no-op when both threads use the same
+// DeviceRuntime::wait_for() (engine/device_runtime.h), a no-op when both threads use the same
 // stream, as they do by default (the legacy default stream, Note [Current stream]).
 // Where the host must read a result (the used-parameter counts, the rebuilt bucket order),
 // the Reducer calls Work::synchronize() first, so a failed collective throws instead of
@@ -306,8 +304,8 @@ void Reducer::launch_used_counts() {
 // gradient worker's; the group orders its all-reduce after the launching thread's current
 // stream, which therefore waits for both first (no-ops when they are one).
 void Reducer::launch(size_t index) {
-  backend_for(device_).wait_for(forward_stream_);
-  backend_for(device_).wait_for(grad_stream_);
+  runtime_for(device_).wait_for(forward_stream_);
+  runtime_for(device_).wait_for(grad_stream_);
   Bucket& bucket = buckets_[index];
   bucket.work = hook_->reduce(
       *group_,
@@ -346,7 +344,7 @@ void Reducer::finalize() {
                "DDP with find_unused_parameters = true");
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   wait_for_buckets();
-  backend_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
+  runtime_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
   write_back();
   record_step(backward_end);
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
@@ -384,7 +382,7 @@ void Reducer::shadow_backward() {
                "[DDP] a rank joined in the middle of a step: call Join::finish() only after "
                "its last backward pass has ended");
   if (rebuild_due()) rebuild_buckets();
-  forward_stream_ = grad_stream_ = backend_for(device_).current_stream(device_);
+  forward_stream_ = grad_stream_ = runtime_for(device_).current_stream(device_);
   for (size_t k = 0; k < buckets_.size(); ++k) {
     buckets_[k].flat.zero_();
     buckets_[k].ready_at = Clock::now();

@@ -60,7 +60,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/tensor.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"

@@ -8,7 +8,7 @@
 #include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/report.h"
 #include "apps/common/version.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 
 namespace tandem::apps::bench {

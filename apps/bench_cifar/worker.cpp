@@ -110,7 +110,7 @@ void add_wrapper_timings(const TrainingSetup& s, Measurement& step, BucketTotals
 }
 
 void synchronize(const std::vector<Device>& devices) {
-  for (const Device& device : devices) backend_for(device).synchronize(device);
+  for (const Device& device : devices) runtime_for(device).synchronize(device);
 }
 
 // Runs the warm-up and timed steps; fills the timing fields of `m`.

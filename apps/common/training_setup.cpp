@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "engine/backend.h"
 #include "engine/cpu_features.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/ops/layout.h"
 #include "nn/resnet.h"
@@ -28,7 +28,7 @@ std::string ddp_backend(const std::string& requested) {
 std::vector<Device> first_devices(int count, bool gpus) {
   TANDEM_CHECK(count >= 1, "[devices] dp needs at least one device, got ", count);
   if (gpus) {
-    const int available = cuda_backend().device_count();
+    const int available = cuda_runtime().device_count();
     TANDEM_CHECK(count <= available, "[devices] dp over ", count,
                  " devices needs as many GPUs; this machine has ", available);
   }
@@ -63,7 +63,7 @@ std::vector<Device> choose_devices(Mode mode, const std::string& requested,
       return {gpus_by_default() ? Device::cuda(0) : Device::cpu()};
     case Mode::DataParallel:
       if (!requested.empty()) return usable(parallel::parse_device_list(requested), requested);
-      if (gpus_by_default()) return first_devices(cuda_backend().device_count(), true);
+      if (gpus_by_default()) return first_devices(cuda_runtime().device_count(), true);
       return first_devices(2, false);
     case Mode::Distributed:
       TANDEM_CHECK(requested.empty(), "[devices] --mode ddp trains each rank on its process ",

@@ -19,7 +19,7 @@
 #include "apps/common/training_setup.h"
 #include "apps/train_cifar/train_options.h"
 #include "apps/train_cifar/trainer.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/threads.h"
 #include "parallel/comm/launch_env.h"
@@ -50,7 +50,7 @@ void on_signal(int sig) {
 int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
   apps::validate(options, options.nproc);  // here once, rather than once by every rank
   if (apps::ddp_backend(options.backend) == "nccl") {
-    const int visible = cuda_available() ? cuda_backend().device_count() : 0;
+    const int visible = cuda_available() ? cuda_runtime().device_count() : 0;
     const std::string problem = apps::local_ranks_gpu_problem(options.nproc, visible);
     TANDEM_CHECK(problem.empty(), problem);
   }

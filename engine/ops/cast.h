@@ -13,4 +13,9 @@ namespace tandem {
 /// The backward casts the gradient back to x's dtype.
 Tensor cast(const Tensor& x, DType dtype);
 
+/// out = src converted to out's dtype, into out's memory (dense, src's shape), never recorded:
+/// Tensor::to(DType) without the allocation, for a buffer that already exists (DDP's gradient
+/// bucket after a compressed all-reduce).
+Tensor& cast_out(const Tensor& src, Tensor& out);
+
 }  // namespace tandem

@@ -238,6 +238,20 @@ Tensor& add_(Tensor& self, double scalar) {
   return self;
 }
 
+Tensor& mul_out(const Tensor& a, float scalar, Tensor& out) {
+  TANDEM_CHECK(a.defined() && out.defined(), "[mul_out] an undefined tensor");
+  TANDEM_CHECK(a.shape() == out.shape() && a.dtype() == out.dtype() && a.device() == out.device(),
+               "[mul_out] input ", shape_str(a.shape()), " ", dtype_name(a.dtype()), " on ",
+               a.device(), " and output ", shape_str(out.shape()), " ", dtype_name(out.dtype()),
+               " on ", out.device(), " must match");
+  TANDEM_CHECK(out.is_dense(), "[mul_out] needs a contiguous or channels-last destination");
+  Tensor memory = ops::kernel_view(out);
+  backend_for(out.device())
+      .unary(UnaryOp::MulScalar, ops::kernel_view(a.detach().contiguous(out.memory_format())),
+             scalar, memory);
+  return out;
+}
+
 Tensor expand(const Tensor& a, const Shape& shape) {
   const Shape target = broadcast_shapes(a.shape(), shape, "expand");
   TANDEM_CHECK(target == shape, "[expand] cannot expand ", shape_str(a.shape()), " to ",

@@ -36,6 +36,10 @@ Tensor& add_(Tensor& self, const Tensor& other);
 /// `add_(1)`).
 Tensor& add_(Tensor& self, double scalar);
 
+/// out = a * scalar, into out's memory (dense, a's shape and dtype), never recorded: DDP's
+/// gradient averaging writes each gradient, scaled, into its bucket this way.
+Tensor& mul_out(const Tensor& a, float scalar, Tensor& out);
+
 /// A view of `a` with broadcast dims expanded to `shape`, materialised (differentiable).
 Tensor expand(const Tensor& a, const Shape& shape);
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/backend.h"
 #include "engine/ops/checks.h"
 
 namespace tandem {

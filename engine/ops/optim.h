@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/ops/options.h"
 #include "engine/tensor.h"
 
 namespace tandem {

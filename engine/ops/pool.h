@@ -2,7 +2,7 @@
 /// Pooling over the spatial dims of (N, C, H, W), float32 or bfloat16 (the result in the input's
 /// dtype, Note [bfloat16 activations] in engine/backend.h).
 
-#include "engine/backend.h"
+#include "engine/ops/options.h"
 #include "engine/tensor.h"
 
 namespace tandem {

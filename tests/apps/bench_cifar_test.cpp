@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/bench_cifar/report.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_paths.h"

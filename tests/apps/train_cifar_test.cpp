@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "tests/apps/train_cifar_runs.h"
 #include "tests/support/cuda_skip.h"
 #include "tests/support/run_program.h"
@@ -58,7 +58,7 @@ TEST(TrainCifar, DataParallelDefaultsToEveryGpuElseTwoCpuDevices) {
                    "--workers", "0", "--no-progress", "--mode", "dp"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string expected =
-      cuda_available() ? "mode dp on " + std::to_string(cuda_backend().device_count()) + " devices"
+      cuda_available() ? "mode dp on " + std::to_string(cuda_runtime().device_count()) + " devices"
                        : "mode dp on 2 devices (cpu:0,cpu:1)";
   EXPECT_NE(run.output.find(expected), std::string::npos) << run.output;
 }
@@ -108,7 +108,7 @@ TEST(TrainCifarMultiprocess, TheProgressShowsEveryRanksLossAndAccuracy) {
 // As a PyTorch script picks its backend: gloo without a GPU, nccl where CUDA runs, which needs
 // a GPU per rank: a one-GPU machine says so in one line before any rank starts.
 TEST(TrainCifarMultiprocess, DistributedDefaultsToGlooWithoutAGpuAndNeedsAGpuPerRankWithOne) {
-  const int gpus = cuda_available() ? cuda_backend().device_count() : 0;
+  const int gpus = cuda_available() ? cuda_runtime().device_count() : 0;
   if (gpus >= 2) GTEST_SKIP() << "two ranks fit this machine's GPUs (TrainCifarGpu.* run them)";
   const ProgramRun run = train_cifar({"--synthetic", "--subset", "64", "--batch-size", "32",
                                       "--epochs", "1", "--workers", "0", "--no-progress", "--mode",
@@ -137,7 +137,7 @@ TEST(TrainCifarGpu, DataParallelOverEveryGpuLossFalls) {
 
 TEST(TrainCifarGpu, DistributedOverNcclLossFalls) {
   TANDEM_SKIP_WITHOUT_CUDA();
-  const int gpus = backend_for(Device::cuda(0)).device_count();
+  const int gpus = cuda_runtime().device_count();
   expect_loss_falls({"--mode", "ddp", "--backend", "nccl", "--nproc", std::to_string(gpus)});
 }
 
@@ -378,7 +378,7 @@ TEST(TrainCifar, BadInputGetsOneClearLine) {
                                      "gloo", "--batch-size", "128"}),
                         "--batch-size 128 does not split evenly over 3 ranks; use 126 or 129");
   // More NCCL ranks than visible GPUs, on any machine: one line before any rank starts.
-  const int visible = cuda_available() ? cuda_backend().device_count() : 0;
+  const int visible = cuda_available() ? cuda_runtime().device_count() : 0;
   const std::string ranks = std::to_string(visible + 2);
   expect_one_error_line(
       train_cifar({"--synthetic", "--mode", "ddp", "--backend", "nccl", "--nproc", ranks}),

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "apps/common/mode.h"
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "parallel/sync_batch_norm.h"
 #include "tests/support/ddp_fixtures.h"
 #include "tests/support/spawn_ranks.h"
@@ -38,7 +38,7 @@ TEST(TrainingSetup, DefaultDevicesFollowPyTorch) {
   const std::vector<Device> dp = choose_devices(Mode::DataParallel, "", nullptr);
   if (cuda_available()) {
     EXPECT_EQ(single, std::vector<Device>{Device::cuda(0)});
-    EXPECT_EQ(dp.size(), static_cast<size_t>(cuda_backend().device_count()));
+    EXPECT_EQ(dp.size(), static_cast<size_t>(cuda_runtime().device_count()));
   } else {
     // dp without GPUs: two virtual CPU devices, whatever the program (train_cifar, bench_cifar)
     EXPECT_EQ(single, std::vector<Device>{Device::cpu()});

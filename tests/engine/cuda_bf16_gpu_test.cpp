@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tandem.h"
 #include "tests/support/cuda_skip.h"
 

@@ -308,7 +308,7 @@ TEST(DataParallel, BadDeviceListsAreRejected) {
 // copies go GPU to GPU (peer access where the GPUs allow it), gradients are reduced on cuda:0.
 TEST(DataParallelGpu, ResNet20OnTwoGpusMatchesOneGpuOverThreeSteps) {
   TANDEM_SKIP_WITHOUT_CUDA();
-  if (backend_for(Device::cuda(0)).device_count() < 2) GTEST_SKIP() << "needs two GPUs";
+  if (cuda_runtime().device_count() < 2) GTEST_SKIP() << "needs two GPUs";
   const Device gpu0 = Device::cuda(0), gpu1 = Device::cuda(1);
   auto single = resnet20();
   single->to(gpu0);

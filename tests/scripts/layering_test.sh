@@ -53,5 +53,18 @@ for layer in engine nn data parallel/comm parallel examples; do
     done < <(grep -h '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file")
   done
 done
+# Note [Runtime apart from kernels] (engine/device_runtime.h): the kernel table, engine/backend.h,
+# is the engine's op and backend folders' own; everything else (nn, data, parallel, apps,
+# examples, the tests of other layers) sees the device runtime and the ops. The engine's tests and
+# the microbenchmarks check or time the kernels themselves.
+kernel_table_users='^engine/(ops|cpu|cuda|no_cuda)/|^engine/(backend|tensor)\.cpp$|^tests/engine/|^microbench/'
+while IFS=: read -r file _; do
+  if ! [[ "$file" =~ $kernel_table_users ]]; then
+    echo "layering: $file includes \"engine/backend.h\"; outside the engine's op and backend folders use engine/device_runtime.h and the ops"
+    violations=$((violations + 1))
+  fi
+done < <(grep -rlE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"engine/backend\.h"' \
+           --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' . \
+           | sed 's|^\./||' | grep -vE '^(build|\.git)' | sed 's/$/:/')
 [ $violations -eq 0 ] || { echo "FAILED: $violations includes go up a layer"; exit 1; }
-echo "passed: every include in engine, nn, data, parallel/comm, parallel and examples goes down a layer or stays"
+echo "passed: every include in engine, nn, data, parallel/comm, parallel and examples goes down a layer or stays, and engine/backend.h stays in the engine's op and backend folders"

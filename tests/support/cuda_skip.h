@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 
 namespace tandem::testing {
 

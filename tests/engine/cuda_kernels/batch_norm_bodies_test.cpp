@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/cuda/kernels/batch_norm.h"
 #include "engine/tandem.h"
 #include "tests/engine/cuda_kernels/body_checks.h"

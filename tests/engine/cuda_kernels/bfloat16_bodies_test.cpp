@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/cuda/kernels/elementwise.h"
 #include "engine/cuda/kernels/pool.h"
 #include "engine/cuda/kernels/reduce.h"

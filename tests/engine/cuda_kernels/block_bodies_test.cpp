@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/cuda/kernels/reduce.h"
 #include "engine/cuda/kernels/reduce_layout.h"
 #include "engine/cuda/kernels/rows.h"

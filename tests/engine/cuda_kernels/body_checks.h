@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tandem.h"
 
 namespace tandem::testing {

@@ -91,7 +91,7 @@ TEST_F(GlooSingleRank, BadArgumentsThrowAtTheCall) {
                        "output 0 differs from the input"));
   // A tensor on a CUDA device (its storage is host memory here; only the device tag matters).
   auto storage = std::make_shared<Storage>(16, Device::cuda(0),
-                                           backend_for(Device::cpu()).allocator(Device::cpu()));
+                                           runtime_for(Device::cpu()).allocator(Device::cpu()));
   Tensor on_gpu(std::make_shared<TensorImpl>(storage, Shape{4}, Shape{1}, 0, DType::Float32));
   EXPECT_TRUE(contains(error_message([&] { group_.allreduce({on_gpu}, ReduceOp::Sum); }),
                        "staging CUDA tensors through pinned memory is not written yet"));

@@ -420,7 +420,7 @@ TEST(DdpNcclGpu, EachRankHoldsAContextOnItsOwnGpuOnly) {
   const auto [images, labels] = eight_images(gpu);
   DistributedDataParallel model(resnet20_on(gpu, 7), group, small_buckets());
   cross_entropy(model.forward(images), labels).backward();
-  backend_for(gpu).synchronize(gpu);
+  runtime_for(gpu).synchronize(gpu);
   group->barrier()->wait();
 
   const int pid = static_cast<int>(getpid());
