@@ -401,7 +401,7 @@ TEST(TrainCifar, HelpExplainsTheFlagsWithTheirDefaults) {
 }
 
 TEST(TrainCifar, VersionSaysTheVersionAndTheCommit) {
-  for (const std::string& program :
+  for (const char* program :
        {testing::kTrainCifarProgram, testing::kBenchCifarProgram, testing::kTandemRunProgram}) {
     const ProgramRun run = testing::run_program(program, {"--version"});
     EXPECT_EQ(run.exit_code, 0) << program << ": " << run.output;
