@@ -553,7 +553,7 @@ TEST(CudaBackendGpu, CopiesBetweenHostAndDeviceKeepEveryByte) {
 
 TEST(CudaBackendGpu, CopyBetweenTwoDevices) {
   TANDEM_SKIP_WITHOUT_CUDA();
-  if (cuda_backend().device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  if (cuda_runtime().device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
   Generator generator(6);
   const Tensor host = randn({64, 33}, generator);
   const Tensor on_1 = host.to(Device::cuda(0)).to(Device::cuda(1));
