@@ -30,7 +30,7 @@ find_package(NCCL QUIET)
 
 # NVIDIA's wheels of cuDNN and NCCL are built per CUDA major (nvidia-cudnn-cu13 for CUDA 13):
 # the hints name the toolkit's. At run time the CUDA backend checks that the libraries loaded
-# suit it (engine/cuda/version_check.h, check_nccl_version()).
+# suit it (engine/cuda/runtime/version_check.h, check_nccl_version()).
 set(_tandem_cu "cu13")
 if(CUDAToolkit_VERSION_MAJOR)
   set(_tandem_cu "cu${CUDAToolkit_VERSION_MAJOR}")

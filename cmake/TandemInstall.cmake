@@ -38,8 +38,8 @@ endfunction()
 
 set(_tandem_cuda_runtime_headers "")
 if(TANDEM_WITH_CUDA)
-  set(_tandem_cuda_runtime_headers engine/cuda/caching_allocator.h engine/cuda/cuda_check.h
-      engine/cuda/device.h engine/cuda/pinned_allocator.h engine/cuda/stream.h)
+  set(_tandem_cuda_runtime_headers engine/cuda/runtime/caching_allocator.h engine/cuda/runtime/cuda_check.h
+      engine/cuda/runtime/device.h engine/cuda/runtime/pinned_allocator.h engine/cuda/runtime/stream.h)
 endif()
 tandem_public_headers(tandem_engine GLOBS engine/*.h engine/autograd/*.h engine/ops/*.h
                       EXTRA ${_tandem_cuda_runtime_headers})

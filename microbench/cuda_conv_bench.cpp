@@ -18,10 +18,10 @@
 #include <cstdio>
 #include <string>
 
-#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"

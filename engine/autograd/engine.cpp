@@ -150,7 +150,7 @@ class DeviceWorker {
 
  private:
   void loop() {
-    bind_thread_to(device_);  // Note [Device contexts] (engine/cuda/device.h)
+    bind_thread_to(device_);  // Note [Device contexts] (engine/cuda/runtime/device.h)
     inside_engine_worker = true;
     set_grad_mode_enabled(false);  // backward itself is never recorded
     while (true) {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "engine/cuda/block.cuh"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/batch_norm.h"
 #include "engine/cuda/launch.cuh"
 

@@ -2,7 +2,7 @@
 
 #include <climits>
 
-#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
 
 namespace tandem::cuda {

@@ -6,7 +6,7 @@
 #include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/element_type.h"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
 
 namespace tandem::cuda {

@@ -7,10 +7,10 @@
 #include <optional>
 #include <vector>
 
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 
 namespace tandem::cuda {
 namespace {

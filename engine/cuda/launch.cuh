@@ -4,7 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/kernels/grid.h"
 #include "engine/cuda/kernels/types.h"
 

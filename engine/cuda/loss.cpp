@@ -2,9 +2,9 @@
 
 #include <climits>
 
-#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/label_check.h"
 #include "engine/cuda/on_device.h"
 

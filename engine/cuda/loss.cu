@@ -2,7 +2,7 @@
 // bodies are in kernels/rows.h (block-cooperative) and kernels/loss.h (per element).
 
 #include "engine/cuda/block.cuh"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/loss.h"
 #include "engine/cuda/kernels/rows.h"
 #include "engine/cuda/launch.cuh"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/memory.h"
 #include "engine/cuda/launch.cuh"
 #include "engine/half.h"

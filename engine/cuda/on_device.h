@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tensor.h"
 
 namespace tandem::cuda {

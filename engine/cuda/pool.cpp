@@ -3,7 +3,7 @@
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/element_type.h"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
 #include "engine/ops/factory.h"
 

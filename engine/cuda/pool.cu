@@ -1,7 +1,7 @@
 // Pooling launches; the bodies (max pooling with argmax, adaptive average pooling, both
 // backwards as per-input-element gathers) are in kernels/pool.h, on float32 or bfloat16.
 
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/pool.h"
 #include "engine/cuda/launch.cuh"
 

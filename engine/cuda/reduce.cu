@@ -2,7 +2,7 @@
 // row argmax. kernels/sum_plan.h says how a sum is split; kernels/reduce.h has the bodies.
 
 #include "engine/cuda/block.cuh"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/reduce.h"
 #include "engine/cuda/kernels/sum_plan.h"
 #include "engine/cuda/launch.cuh"

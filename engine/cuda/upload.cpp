@@ -3,11 +3,11 @@
 
 #include "engine/upload.h"
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/ops/factory.h"
 
 namespace tandem {

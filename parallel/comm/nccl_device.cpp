@@ -2,7 +2,7 @@
 // CUDA runtime calls only, no NCCL, so the unit tests run it on the fake CUDA runtime.
 #include <cstdio>
 
-#include "engine/cuda/device.h"
+#include "engine/cuda/runtime/device.h"
 #include "engine/error.h"
 #include "parallel/comm/nccl_process_group.h"
 

@@ -8,10 +8,10 @@
 #include <optional>
 #include <thread>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/error.h"
 #include "engine/ops/factory.h"
 #include "parallel/comm/nccl_api.h"

@@ -8,8 +8,8 @@
 #include "tests/support/cuda_skip.h"
 
 #if TANDEM_WITH_CUDA
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #endif
 
 namespace tandem::data {

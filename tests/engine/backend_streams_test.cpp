@@ -9,7 +9,7 @@
 #include "tests/support/cuda_skip.h"
 
 #if TANDEM_WITH_CUDA
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/stream.h"
 #endif
 
 namespace tandem {

@@ -92,7 +92,7 @@ Shape unmergeable_strides(size_t rank) {
 }
 
 TEST(CollapseDims, KernelRankLimitCountsDimsAfterCollapsing) {
-  constexpr int kMaxDims = 8;  // the CUDA kernels' fixed-size layouts (cuda/kernels.h)
+  constexpr int kMaxDims = 8;  // the CUDA kernels' fixed-size layouts (cuda/kernels/launch.h)
   const Shape eight(8, 2);
   const CollapsedDims dims = collapse_dims(eight, {unmergeable_strides(8)}, "t");
   EXPECT_EQ(dims.rank(), 8u);

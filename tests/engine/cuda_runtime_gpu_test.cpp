@@ -17,13 +17,13 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cublas_library.h"
-#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
 

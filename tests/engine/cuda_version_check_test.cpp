@@ -1,5 +1,5 @@
 // check_cuda_major(): the one-line error for an NVIDIA library built for another CUDA major.
-#include "engine/cuda/version_check.h"
+#include "engine/cuda/runtime/version_check.h"
 
 #include <gtest/gtest.h>
 

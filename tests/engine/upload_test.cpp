@@ -8,9 +8,9 @@
 #include "tests/support/error_message.h"
 
 #if TANDEM_WITH_CUDA
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #endif
 
 namespace tandem {

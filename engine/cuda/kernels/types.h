@@ -1,5 +1,5 @@
 #pragma once
-/// The plain argument structs of Tandem's own CUDA kernels (engine/cuda/kernels.h launches
+/// The plain argument structs of Tandem's own CUDA kernels (engine/cuda/kernels/launch.h launches
 /// them). No CUDA include: the kernel bodies in this folder and their CPU tests use them too.
 
 #include <cstdint>

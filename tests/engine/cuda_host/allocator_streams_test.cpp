@@ -5,10 +5,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 
 namespace tandem::cuda {

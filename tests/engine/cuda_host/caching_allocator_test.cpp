@@ -1,4 +1,4 @@
-// The caching allocator (engine/cuda/caching_allocator.h) on the fake CUDA runtime: the
+// The caching allocator (engine/cuda/runtime/caching_allocator.h) on the fake CUDA runtime: the
 // expectations of the CudaAllocatorGpu tests, run on the CPU, and the paths a GPU test cannot
 // reach on purpose (an out-of-memory retry that succeeds).
 
@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 #include "tests/support/error_message.h"
 

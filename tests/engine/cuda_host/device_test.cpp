@@ -1,4 +1,4 @@
-// Devices on the fake CUDA runtime (engine/cuda/device.h): which contexts guards create (Note
+// Devices on the fake CUDA runtime (engine/cuda/runtime/device.h): which contexts guards create (Note
 // [Device contexts]), errors they ignore and clear, peer access, and what a machine without a
 // usable GPU is told.
 
@@ -7,10 +7,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 #include "tests/support/cuda_skip.h"
 

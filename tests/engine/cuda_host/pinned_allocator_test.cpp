@@ -1,13 +1,13 @@
-// The pinned host allocator on the fake CUDA runtime (engine/cuda/pinned_allocator.h): blocks
+// The pinned host allocator on the fake CUDA runtime (engine/cuda/runtime/pinned_allocator.h): blocks
 // are reused only after the copies that read them, whatever device those ran on, with pooled
 // events; staging memory made for a device makes no context elsewhere.
 
 #include <set>
 #include <thread>
 
-#include "engine/cuda/device.h"
-#include "engine/cuda/pinned_allocator.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 

@@ -1,4 +1,4 @@
-// Streams and events on the fake CUDA runtime (engine/cuda/stream.h): ids that survive handle
+// Streams and events on the fake CUDA runtime (engine/cuda/runtime/stream.h): ids that survive handle
 // reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
 // destructors ignore and clear.
 
@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
 #include "tests/support/error_message.h"

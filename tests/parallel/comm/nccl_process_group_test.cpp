@@ -28,8 +28,8 @@
 #include "tests/support/tensor_compare.h"
 
 #if TANDEM_WITH_CUDA
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #endif
 
 namespace tandem::parallel {

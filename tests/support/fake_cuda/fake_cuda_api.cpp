@@ -78,7 +78,7 @@ bool device_busy(const State& s, int device) {
   return busy(*s.default_streams[static_cast<size_t>(device)]);
 }
 
-// The two driver functions that engine/cuda/device.cpp fetches through
+// The two driver functions that engine/cuda/runtime/device.cpp fetches through
 // cudaGetDriverEntryPointByVersion.
 CUresult CUDAAPI fake_cu_device_get(CUdevice* device, int ordinal) {
   State& s = state();

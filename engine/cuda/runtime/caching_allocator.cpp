@@ -1,4 +1,4 @@
-#include "engine/cuda/caching_allocator.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tensor.h"
 
 namespace tandem::cuda {

@@ -1,4 +1,4 @@
-#include "engine/cuda/pinned_allocator.h"
+#include "engine/cuda/runtime/pinned_allocator.h"
 
 #include <algorithm>
 #include <bit>
@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem::cuda {

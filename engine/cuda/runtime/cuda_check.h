@@ -4,7 +4,7 @@
 /// file:line, e.g.
 ///
 ///   [cuda] CUDA error cudaErrorMemoryAllocation: out of memory
-///   (check `cudaMalloc(&ptr, size)` failed) at engine/cuda/caching_allocator.cpp:120
+///   (check `cudaMalloc(&ptr, size)` failed) at engine/cuda/runtime/caching_allocator.cpp:120
 ///
 /// CUDNN_CHECK lives in engine/cuda/cudnn_check.h, so that only the engine's own cuDNN code
 /// compiles against cuDNN (it is a private dependency); NCCL's errors are the communication

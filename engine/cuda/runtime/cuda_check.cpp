@@ -1,4 +1,4 @@
-#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda::detail {
 

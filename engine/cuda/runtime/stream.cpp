@@ -1,4 +1,4 @@
-#include "engine/cuda/stream.h"
+#include "engine/cuda/runtime/stream.h"
 
 #include <mutex>
 #include <shared_mutex>
@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/caching_allocator.h"
-#include "engine/cuda/cuda_check.h"
-#include "engine/cuda/device.h"
-#include "engine/cuda/kernels.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
+#include "engine/cuda/kernels/launch.h"
 
 namespace tandem::cuda {
 namespace {

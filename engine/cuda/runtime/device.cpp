@@ -1,4 +1,4 @@
-#include "engine/cuda/device.h"
+#include "engine/cuda/runtime/device.h"
 
 #include <cuda.h>
 
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/cuda_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda {
 namespace {

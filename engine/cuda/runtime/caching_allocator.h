@@ -9,7 +9,7 @@
 /// - a free block big enough for a request is split, the rest stays free; freed neighbours in a
 ///   segment merge again;
 /// - a block belongs to the stream it was allocated on (the calling thread's current stream,
-///   known by its id: Note [Stream ids] in engine/cuda/stream.h) and is reused only for
+///   known by its id: Note [Stream ids] in engine/cuda/runtime/stream.h) and is reused only for
 ///   allocations on that stream, where stream order makes reuse safe without synchronising. A
 ///   block also used on other streams, of this device or another, is announced with
 ///   record_stream(); when it is freed, an event is recorded on each of those streams and the

@@ -8,7 +8,7 @@
 /// worker) stays in order without any event. Side streams (a copy stream, NCCL's stream) are
 /// created non-blocking and ordered against the default stream with events; a tensor used on
 /// a stream other than the one it was allocated on must be announced with record_stream()
-/// (engine/cuda/caching_allocator.h) before it is freed, exactly as in PyTorch.
+/// (engine/cuda/runtime/caching_allocator.h) before it is freed, exactly as in PyTorch.
 ///
 /// The current stream is per thread and is not carried into backward: a forward run under a
 /// StreamGuard has its backward run on the default stream of the autograd worker.
