@@ -230,8 +230,8 @@ CpuAllocatorStats CpuAllocator::detailed_stats() const {
 }
 
 CpuAllocator& cpu_allocator() {
-  // Note [Leaked singletons] (engine/cuda/runtime/caching_allocator.cpp): never destroyed, so that a
-  // tensor freed during static destruction still finds its allocator.
+  // Note [Leaked singletons] (engine/cuda/runtime/caching_allocator.cpp): never destroyed, so that
+  // a tensor freed during static destruction still finds its allocator.
   static auto* allocator = new CpuAllocator(cache_limit_from_environment());
   return *allocator;
 }

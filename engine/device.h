@@ -33,9 +33,9 @@ std::ostream& operator<<(std::ostream& out, const Device& device);
 
 /// Makes `device` the calling thread's CUDA device for good, for a thread that works for one
 /// device (the autograd worker of cuda:k): its device guards then switch nothing, and it makes
-/// no context on another GPU (Note [Device contexts] in engine/cuda/runtime/device.h). Nothing for a CPU
-/// device. Never throws: a device that cannot be made current reports its error at the thread's
-/// first CUDA call. Defined by engine/cuda, or by engine/no_cuda (where it does nothing).
+/// no context on another GPU (Note [Device contexts] in engine/cuda/runtime/device.h). Nothing for
+/// a CPU device. Never throws: a device that cannot be made current reports its error at the
+/// thread's first CUDA call. Defined by engine/cuda, or by engine/no_cuda (where it does nothing).
 void bind_thread_to(Device device) noexcept;
 
 }  // namespace tandem

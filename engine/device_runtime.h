@@ -35,8 +35,8 @@ class DeviceRuntime {
   /// Blocks until all queued work on the device is done (no-op on CPU).
   virtual void synchronize(Device device) = 0;
 
-  // --- stream order between threads (Note [Current stream] in engine/cuda/runtime/stream.h). On the CPU
-  // both are no-ops: CPU work is done when the call that queued it returns.
+  // --- stream order between threads (Note [Current stream] in engine/cuda/runtime/stream.h). On
+  // the CPU both are no-ops: CPU work is done when the call that queued it returns.
   /// The calling thread's current stream of `device`.
   virtual StreamRef current_stream(Device device) = 0;
   /// Later work on the calling thread's current stream of producer.device waits for everything

@@ -18,8 +18,8 @@
 #include <cstdio>
 #include <string>
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"
 #include "engine/tandem.h"

@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "engine/cuda/block.cuh"
-#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/batch_norm.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/launch.cuh"
 
 namespace tandem::cuda::kernels {

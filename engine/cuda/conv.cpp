@@ -31,17 +31,17 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
-#include "engine/cuda/runtime/device.h"
 #include "engine/cuda/element_type.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/cuda_check.h"
+#include "engine/cuda/runtime/device.h"
 
 namespace tandem::cuda {
 namespace {

@@ -10,10 +10,10 @@
 
 #include "engine/collapse_dims.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/pinned_allocator.h"
 #include "engine/host_reads.h"
 #include "engine/ops/factory.h"

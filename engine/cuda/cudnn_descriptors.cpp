@@ -2,8 +2,8 @@
 
 #include <climits>
 
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda {
 namespace {

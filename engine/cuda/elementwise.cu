@@ -2,8 +2,8 @@
 // update (one tensor or many per launch) and the batch-norm statistic conversions. Their bodies
 // are in kernels/elementwise.h and kernels/sgd.h (Note [Kernel bodies] in kernels/grid.h).
 
-#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/elementwise.h"
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/sgd.h"
 #include "engine/cuda/launch.cuh"
 

@@ -4,9 +4,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/kernels/grid.h"
 #include "engine/cuda/kernels/types.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda::kernels {
 

@@ -1,8 +1,9 @@
-// CUBLAS_CHECK's and CUDNN_CHECK's errors (engine/cuda/runtime/cuda_check.h, engine/cuda/cudnn_check.h).
+// CUBLAS_CHECK's and CUDNN_CHECK's errors (engine/cuda/runtime/cuda_check.h,
+// engine/cuda/cudnn_check.h).
 
 #include "engine/cuda/cublas_library.h"
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda::detail {
 

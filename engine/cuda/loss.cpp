@@ -2,11 +2,11 @@
 
 #include <climits>
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/label_check.h"
 #include "engine/cuda/on_device.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 
 namespace tandem::cuda {
 

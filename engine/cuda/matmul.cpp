@@ -4,10 +4,10 @@
 
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/gemm_args.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/on_device.h"
+#include "engine/cuda/runtime/cuda_check.h"
 
 namespace tandem::cuda {
 

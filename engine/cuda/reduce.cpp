@@ -1,12 +1,12 @@
 // Reductions: sums over any set of dims (float32 or bfloat16) and the row argmax (kernels in
 // reduce.cu).
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/reduce_layout.h"
 #include "engine/cuda/on_device.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 
 namespace tandem::cuda {
 

@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/cublas_library.h"
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/cudnn_check.h"
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/pinned_allocator.h"
 #include "engine/cuda/runtime/stream.h"

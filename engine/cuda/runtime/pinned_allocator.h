@@ -43,7 +43,8 @@ PinnedHostAllocator& pinned_host_allocator();
 
 /// A CPU tensor in pinned memory, for staging copies (a DataLoader's batches, say). Pinned
 /// memory belongs to the calling thread's current device: a thread not bound to the device it
-/// stages for allocates under a DeviceGuard (Note [Device contexts] in engine/cuda/runtime/device.h).
+/// stages for allocates under a DeviceGuard (Note [Device contexts] in
+/// engine/cuda/runtime/device.h).
 Tensor empty_pinned(const Shape& shape, DType dtype = DType::Float32);
 
 }  // namespace tandem::cuda

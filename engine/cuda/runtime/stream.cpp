@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
-#include "engine/cuda/kernels/launch.h"
 
 namespace tandem::cuda {
 namespace {

@@ -1,5 +1,5 @@
-// Devices on the fake CUDA runtime (engine/cuda/runtime/device.h): which contexts guards create (Note
-// [Device contexts]), errors they ignore and clear, peer access, and what a machine without a
+// Devices on the fake CUDA runtime (engine/cuda/runtime/device.h): which contexts guards create
+// (Note [Device contexts]), errors they ignore and clear, peer access, and what a machine without a
 // usable GPU is told.
 
 #include <set>

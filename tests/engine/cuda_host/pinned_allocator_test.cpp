@@ -1,5 +1,5 @@
-// The pinned host allocator on the fake CUDA runtime (engine/cuda/runtime/pinned_allocator.h): blocks
-// are reused only after the copies that read them, whatever device those ran on, with pooled
+// The pinned host allocator on the fake CUDA runtime (engine/cuda/runtime/pinned_allocator.h):
+// blocks are reused only after the copies that read them, whatever device those ran on, with pooled
 // events; staging memory made for a device makes no context elsewhere.
 
 #include <set>

@@ -1,6 +1,6 @@
-// Streams and events on the fake CUDA runtime (engine/cuda/runtime/stream.h): ids that survive handle
-// reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors that
-// destructors ignore and clear.
+// Streams and events on the fake CUDA runtime (engine/cuda/runtime/stream.h): ids that survive
+// handle reuse (Note [Stream ids]), pooled events for stream waits (Note [Event pool]), and errors
+// that destructors ignore and clear.
 
 #include <mutex>
 #include <string>

@@ -1,9 +1,9 @@
-// The one kernel launcher that engine/cuda/runtime/stream.cpp calls (busy_wait), for the fake runtime:
-// it queues a work item that completes when the test runs the stream, then checks the launch
-// as engine/cuda/memory.cu does.
+// The one kernel launcher that engine/cuda/runtime/stream.cpp calls (busy_wait), for the fake
+// runtime: it queues a work item that completes when the test runs the stream, then checks the
+// launch as engine/cuda/memory.cu does.
 
-#include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/kernels/launch.h"
+#include "engine/cuda/runtime/cuda_check.h"
 #include "tests/support/fake_cuda/fake_cuda_runtime.h"
 
 namespace tandem::cuda::kernels {
