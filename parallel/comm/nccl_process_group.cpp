@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/ops/factory.h"
 #include "parallel/comm/nccl_api.h"
+#include "parallel/comm/nccl_work.h"
 #include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
@@ -26,19 +27,6 @@ using std::chrono::milliseconds;
 // Note [NCCL watchdog]: how often pending collectives are polled. Also the resolution of
 // Work::started_at()/ended_at() on NCCL.
 constexpr auto kWatchdogPoll = std::chrono::milliseconds(1);
-// How often a host blocked in Work::synchronize() polls the end event once the first couple of
-// milliseconds of yielding are over (Note [NCCL stream order]).
-constexpr auto kSynchronizePoll = std::chrono::microseconds(100);
-
-// Between two polls of what usually ends within microseconds (an NCCL launch, a collective the
-// host waits for): yield for the first 2 ms since `start`, then sleep `pause` per poll.
-void pause_between_polls(Clock::time_point start, Clock::duration pause) {
-  if (Clock::now() - start < std::chrono::milliseconds(2)) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(pause);
-  }
-}
 
 ncclDataType_t nccl_type(DType dtype) {
   switch (dtype) {
@@ -51,75 +39,6 @@ ncclDataType_t nccl_type(DType dtype) {
   }
   TANDEM_FAIL("[nccl] unknown dtype");
 }
-
-// One NCCL collective (Note [NCCL stream order]). The events are recorded by the group before the
-// Work is handed out and never again, so reading them needs no lock.
-class NcclWork final : public Work {
- public:
-  NcclWork(std::string description, milliseconds timeout, int device, bool host_blocking_wait)
-      : Work(std::move(description), timeout),
-        device_(device),
-        host_blocking_wait_(host_blocking_wait),
-        created_at_(Clock::now()),
-        start_(cuda::Event::pooled(device)),
-        end_(cuda::Event::pooled(device)) {}
-
-  // Note [Work wait and synchronize]: the caller's current stream waits for the end event; the
-  // host goes on. A barrier's wait() blocks the host, as PyTorch's does.
-  void wait(milliseconds timeout) override {
-    if (host_blocking_wait_) return synchronize(timeout);
-    if (failed()) Work::synchronize(timeout);  // rethrows the error at once
-    order_current_stream();
-  }
-
-  void synchronize(milliseconds timeout) override {
-    wait_for_end_event(timeout);
-    finish_synchronize(timeout);  // rethrows the error, or says the timeout passed
-    order_current_stream();
-  }
-
-  // The end event itself, not the watchdog's view of it (which lags by up to kWatchdogPoll). Safe
-  // after a failure too: the watchdog fails the pending Works before it aborts the communicator,
-  // and only the abort lets an unfinished collective's end event complete.
-  bool completed() const override { return Work::completed() || (recorded_ && end_.query()); }
-
-  // --- for the group and its watchdog
-  cuda::Event& start_event() { return start_; }
-  cuda::Event& end_event() { return end_; }
-  void set_recorded() { recorded_ = true; }
-  bool recorded() const { return recorded_; }
-  Clock::time_point created_at() const { return created_at_; }
-  bool start_seen = false;  // the watchdog saw the start event complete (watchdog thread only)
-
- private:
-  // The host polls the end event itself (Note [NCCL stream order]), so it does not wait for the
-  // watchdog's next pass (up to kWatchdogPoll more per host-blocking collective). Polled, not
-  // cudaEventSynchronize: a collective that never ends still ends this wait, when the watchdog
-  // fails the Work or at `timeout`. Completing the Work here is safe for the reason given at
-  // completed().
-  void wait_for_end_event(milliseconds timeout) {
-    const Clock::time_point start = Clock::now();
-    const Clock::time_point deadline = net::deadline_after(timeout);
-    const cuda::DeviceGuard guard(device_);  // no context on another GPU for an unbound thread
-    while (!Work::completed() && Clock::now() < deadline) {
-      if (recorded_ && end_.query()) return mark_completed();  // ignored when it failed first
-      pause_between_polls(start, kSynchronizePoll);
-    }
-  }
-
-  void order_current_stream() const {
-    if (!recorded_) return;
-    const cuda::DeviceGuard guard(device_);
-    CUDA_CHECK(cudaStreamWaitEvent(cuda::current_stream(device_), end_.handle(), 0));
-  }
-
-  const int device_;
-  const bool host_blocking_wait_;
-  const Clock::time_point created_at_;
-  cuda::Event start_;
-  cuda::Event end_;
-  bool recorded_ = false;
-};
 
 // Queues NCCL calls inside one ncclGroupStart/End on (comm, stream); returns the first failure.
 using Collective = std::function<ncclResult_t(NcclApi& nccl, ncclComm_t comm, cudaStream_t stream)>;
