@@ -91,7 +91,7 @@ std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::mil
   std::shared_ptr<Store> store;
   if (env.store_host == StoreHost::TorchrunAgent) {
     store = std::make_shared<TorchStore>(
-        TorchStoreOptions{.host = env.master_addr, .port = env.master_port, .timeout = timeout});
+        TcpStoreOptions{.host = env.master_addr, .port = env.master_port, .timeout = timeout});
   } else {
     store = std::make_shared<TcpStore>(
         TcpStoreOptions{.host = env.master_addr,

@@ -62,6 +62,8 @@ class Store {
   virtual std::string local_address() const { return ""; }
 };
 
+/// Where a store client connects and how long it waits: TcpStore's, and TorchStore's (a client of
+/// PyTorch's TCPStore, torch_store.h), which hosts no server.
 struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   int port = 29500;

@@ -60,11 +60,11 @@ std::string quoted(const std::vector<std::string>& keys) {
   return out;
 }
 
-std::string address_of(const TorchStoreOptions& options) {
+std::string address_of(const TcpStoreOptions& options) {
   return options.host + ":" + std::to_string(options.port);
 }
 
-net::Socket connect(const TorchStoreOptions& options) {
+net::Socket connect(const TcpStoreOptions& options) {
   std::string last_error;
   net::Socket socket =
       net::connect_with_retry(options.host, options.port, options.timeout, last_error);
@@ -77,7 +77,7 @@ net::Socket connect(const TorchStoreOptions& options) {
 
 // Note [TCPStore protocol]: both dialects' GETNUMKEYS at once, on two connections; the one the
 // server answers with its 8-byte count is kept.
-net::Socket detect_protocol(const TorchStoreOptions& options, TorchStoreProtocol& protocol) {
+net::Socket detect_protocol(const TcpStoreOptions& options, TorchStoreProtocol& protocol) {
   net::Socket candidates[2] = {connect(options), connect(options)};
   const TorchStoreProtocol dialects[2] = {TorchStoreProtocol::Legacy,
                                           TorchStoreProtocol::Validated};
@@ -123,7 +123,9 @@ net::Socket detect_protocol(const TorchStoreOptions& options, TorchStoreProtocol
 
 }  // namespace
 
-TorchStore::TorchStore(TorchStoreOptions options) : options_(std::move(options)) {
+TorchStore::TorchStore(TcpStoreOptions options) : options_(std::move(options)) {
+  TANDEM_CHECK(!options_.is_server, kTag,
+               " is a client of PyTorch's TCPStore and cannot host one: use TcpStore for that");
   TANDEM_CHECK(options_.port > 0 && options_.port <= 65535, kTag, " port ", options_.port,
                " is out of range 1..65535");
   socket_ = detect_protocol(options_, protocol_);

@@ -38,20 +38,15 @@ enum class TorchStoreProtocol {
   Validated,  ///< VALIDATE handshake first; SET = 1
 };
 
-struct TorchStoreOptions {
-  std::string host = "127.0.0.1";
-  int port = 29500;
-  /// Bounds connecting and telling the protocol apart, and get()/wait() calls without a timeout.
-  std::chrono::milliseconds timeout{300000};
-};
-
 /// Thread-safe: calls are serialised over one connection. A failed or timed-out request poisons
 /// the connection (a late reply would be read as the answer to the next request): later calls
 /// fail fast with the reason.
 class TorchStore final : public Store {
  public:
-  /// Connects and detects the protocol; the error names the address and what went wrong.
-  explicit TorchStore(TorchStoreOptions options);
+  /// Connects and detects the protocol; the error names the address and what went wrong. The
+  /// timeout bounds connecting and telling the protocol apart too. A client only: `is_server`
+  /// must be false (PyTorch's own TCPStore, or torchrun's agent, hosts the server).
+  explicit TorchStore(TcpStoreOptions options);
 
   using Store::get;
   using Store::wait;
@@ -77,7 +72,7 @@ class TorchStore final : public Store {
       const std::string& what, const std::string& request, std::chrono::milliseconds timeout,
       const std::function<std::string(net::Clock::time_point deadline)>& read_reply);
 
-  TorchStoreOptions options_;
+  TcpStoreOptions options_;
   TorchStoreProtocol protocol_ = TorchStoreProtocol::Legacy;
   mutable std::mutex mutex_;  // one request in flight at a time; guards socket_
   net::Socket socket_;

@@ -209,5 +209,11 @@ TEST(TorchStore, TandemsOwnStoreIsNotMistakenForPyTorchs) {
   EXPECT_TRUE(contains(message, "did not answer as PyTorch's TCPStore")) << message;
 }
 
+TEST(TorchStore, RefusesToHostAServer) {
+  const std::string message =
+      error_message([&] { TorchStore store({.port = 1, .is_server = true, .timeout = 500ms}); });
+  EXPECT_TRUE(contains(message, "cannot host one: use TcpStore")) << message;
+}
+
 }  // namespace
 }  // namespace tandem::parallel
