@@ -14,6 +14,7 @@
 #include <string>
 
 #include "apps/common/run_main.h"
+#include "engine/elapsed.h"
 #include "engine/tandem.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/process_group.h"
@@ -47,8 +48,7 @@ Row measure(ProcessGroup& group, double mib, int warmup, int iterations) {
   group.barrier()->synchronize();
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) group.allreduce({buffer}, ReduceOp::Sum)->synchronize();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = seconds_since(start);
   return Row{mib, iterations, seconds * 1000.0 / iterations};
 }
 

@@ -7,6 +7,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_runtime.h"
+#include "engine/elapsed.h"
 #include "engine/threads.h"
 #include "parallel/scatter_gather.h"
 
@@ -14,10 +15,6 @@ namespace tandem::parallel {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 void check_devices(const std::vector<Device>& devices) {
   TANDEM_CHECK(!devices.empty(), "[DataParallel] needs at least one device");
@@ -116,20 +113,20 @@ Tensor DataParallel::forward(const Tensor& input) {
 
   auto start = Clock::now();
   const std::vector<Tensor> inputs = scatter(input, devices_);
-  timings_.scatter_ms = ms_since(start);
+  timings_.scatter_ms = milliseconds_since(start);
   timings_.replicas = static_cast<int>(inputs.size());
 
   start = Clock::now();
   const auto replicas = replicas_.prepare(inputs.size());
-  timings_.replicate_ms = ms_since(start);
+  timings_.replicate_ms = milliseconds_since(start);
 
   start = Clock::now();
   const std::vector<Tensor> outputs = parallel_apply(replicas, inputs, devices_);
-  timings_.apply_ms = ms_since(start);
+  timings_.apply_ms = milliseconds_since(start);
 
   start = Clock::now();
   Tensor output = gather(outputs, output_device_);
-  timings_.gather_ms = ms_since(start);
+  timings_.gather_ms = milliseconds_since(start);
   return output;
 }
 

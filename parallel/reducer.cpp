@@ -10,6 +10,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/device_runtime.h"
+#include "engine/elapsed.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
@@ -18,11 +19,6 @@ namespace tandem::parallel {
 namespace {
 
 constexpr double kMegabyte = 1024.0 * 1024.0;
-
-double ms_between(std::chrono::steady_clock::time_point from,
-                  std::chrono::steady_clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 bool is_view_of(const Tensor& grad, const Tensor& view) {
   return grad.defined() && grad.storage() == view.storage() && grad.offset() == view.offset();
@@ -434,7 +430,7 @@ void Reducer::record_step(Clock::time_point backward_end) {
     timing.parameters = bucket.parameters.size();
     timing.bytes = bucket.flat.nbytes();
     timing.payload_bytes = hook_->payload_bytes(bucket.flat.numel());
-    timing.ready_ms = ms_between(backward_end, bucket.ready_at);
+    timing.ready_ms = milliseconds_between(backward_end, bucket.ready_at);
     record.buckets.push_back(timing);
     record.works.push_back(bucket.work);
   }
@@ -451,15 +447,15 @@ ReducerStepStats Reducer::stats_of(const StepRecord& record) {
   for (size_t k = 0; k < record.buckets.size(); ++k) {
     BucketTiming timing = record.buckets[k];
     const std::shared_ptr<Work>& work = record.works[k];
-    timing.started_ms = ms_between(record.backward_end, work->started_at());
-    timing.ended_ms = ms_between(record.backward_end, work->ended_at());
+    timing.started_ms = milliseconds_between(record.backward_end, work->started_at());
+    timing.ended_ms = milliseconds_between(record.backward_end, work->ended_at());
     stats.comm_ms += timing.ended_ms - timing.started_ms;
     stats.payload_bytes += timing.payload_bytes;
     hidden_ms += std::max(0.0, std::min(timing.ended_ms, 0.0) - timing.started_ms);
     stats.buckets.push_back(timing);
   }
   stats.hidden_fraction = stats.comm_ms > 0 ? hidden_ms / stats.comm_ms : 0;
-  stats.wait_ms = ms_between(record.backward_end, record.finalized);
+  stats.wait_ms = milliseconds_between(record.backward_end, record.finalized);
   return stats;
 }
 

@@ -11,6 +11,7 @@
 #include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
+#include "engine/elapsed.h"
 #include "engine/error.h"
 #include "engine/tandem.h"
 #include "parallel/data_parallel.h"
@@ -25,10 +26,6 @@ using Clock = std::chrono::steady_clock;
 // enough that the pool adds little to the peak RSS.
 constexpr int64_t kPoolBatches = 4;
 constexpr int64_t kCifarTrainImages = 50000;
-
-double ms_between(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
 
 // The batches the steps cycle through, on `device`. A ddp rank takes its own slice of every
 // global batch, as a DistributedSampler would.
@@ -143,13 +140,13 @@ void run_steps(const BenchOptions& o, const BenchConfig& config, TrainingSetup& 
     if (i + 1 == o.warmup + o.steps) m.final_loss = loss.item();
     if (i < o.warmup) continue;
     Measurement step;
-    step.forward_ms = ms_between(t0, t1);
-    step.backward_ms = ms_between(t1, t2);
-    step.optimizer_ms = ms_between(t2, t3);
+    step.forward_ms = milliseconds_between(t0, t1);
+    step.backward_ms = milliseconds_between(t1, t2);
+    step.optimizer_ms = milliseconds_between(t2, t3);
     add_wrapper_timings(s, step, buckets);
     add_step(sums, step);
   }
-  const double elapsed_ms = ms_between(start, Clock::now());
+  const double elapsed_ms = milliseconds_between(start, Clock::now());
   m.ms_per_step = elapsed_ms / o.steps;
   m.images_per_s = static_cast<double>(config.batch) * o.steps / (elapsed_ms / 1e3);
   set_step_means(m, sums, o.steps);

@@ -1,4 +1,5 @@
 #include "apps/train_cifar/progress.h"
+#include "engine/elapsed.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -11,10 +12,6 @@ namespace tandem::apps {
 namespace {
 
 constexpr int kBarWidth = 24;
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 }  // namespace
 

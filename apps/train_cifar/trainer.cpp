@@ -10,6 +10,7 @@
 #include "apps/train_cifar/pending_steps.h"
 #include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
+#include "engine/elapsed.h"
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 #include "parallel/comm_hook.h"
@@ -24,10 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr int64_t kEvalBatch = 500;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 }  // namespace
 
