@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/adaptive_bins.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
 #include "engine/cpu/float_types.h"
@@ -59,14 +60,6 @@ std::shared_ptr<const MaxPoolPrimitives> primitives_for(const Tensor& x, const S
                           std::to_string(o.kernel_size) + "s" + std::to_string(o.stride) + "p" +
                           std::to_string(o.padding);
   return cache.get(key, [&] { return create(x.shape(), y, o, format); });
-}
-
-// PyTorch's adaptive bins: [floor(i * in / out), ceil((i + 1) * in / out)).
-int64_t bin_start(int64_t i, int64_t in, int64_t out) {
-  return (i * in) / out;
-}
-int64_t bin_end(int64_t i, int64_t in, int64_t out) {
-  return ((i + 1) * in + out - 1) / out;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/adaptive_bins.h"
 #include "engine/cuda/kernels/grid.h"
 #include "engine/cuda/kernels/types.h"
 #include "engine/host_device.h"
@@ -76,14 +77,6 @@ struct MaxPool2dBackwardBody {
     grad_x[i] = narrow<T>(total_grad);
   }
 };
-
-/// PyTorch's adaptive bins: [floor(i * in / out), ceil((i + 1) * in / out)).
-TANDEM_HD inline int64_t bin_start(int64_t i, int64_t in, int64_t out) {
-  return (i * in) / out;
-}
-TANDEM_HD inline int64_t bin_end(int64_t i, int64_t in, int64_t out) {
-  return ((i + 1) * in + out - 1) / out;
-}
 
 /// x: (N, C, H, W) → y: (N, C, P, Q); n = N * C * P * Q
 template <typename T = float>
