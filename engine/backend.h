@@ -35,21 +35,11 @@
 #include "engine/allocator.h"
 #include "engine/device.h"
 #include "engine/device_runtime.h"
+#include "engine/elementwise_op.h"
 #include "engine/ops/options.h"
 #include "engine/tensor.h"
 
 namespace tandem {
-
-enum class UnaryOp { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
-enum class BinaryOp {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Equal,         ///< 1.0 where a == b, else 0.0
-  ReluBackward,  ///< a * (b > 0): a = grad of output, b = relu output
-  AddRelu,       ///< max(a + b, 0): a residual block's sum and ReLU in one pass
-};
 
 class Backend : public DeviceRuntime {
  public:

@@ -13,10 +13,10 @@
 // front-end use). The forward converts with var = 1/inv_std² - eps, the backward converts back;
 // both are one tiny kernel over C values, and the round trip costs a few float32 ulps.
 
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"

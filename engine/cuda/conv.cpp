@@ -31,11 +31,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/conv_algorithm.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/cudnn_descriptors.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/handles.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
@@ -341,8 +341,8 @@ void CudaBackend::conv2d_forward(const Tensor& x, const Tensor& w, const Tensor&
       call.conv_desc.get(), static_cast<cudnnConvolutionFwdAlgo_t>(choice.algo), workspace->data(),
       workspace->size(), &zero, call.y_desc.get(), call.y_data));
   if (bias.defined()) {  // float32 whatever y's dtype (Note [bfloat16 convolutions])
-    kernels::add_channel_bias(y.data_ptr(), element_type(y.dtype()), bias.data<float>(), y.size(0),
-                              y.size(1), y.size(2) * y.size(3), on.stream);
+    kernels::add_channel_bias(y.data_ptr(), y.dtype(), bias.data<float>(), y.size(0), y.size(1),
+                              y.size(2) * y.size(3), on.stream);
   }
 }
 

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "engine/collapse_dims.h"
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
 #include "engine/cuda/runtime/cuda_check.h"
@@ -141,8 +141,7 @@ void CudaBackend::cast(const Tensor& src, Tensor& dst) {
                "[cast] needs two tensors of the same size on one device, got ", src.device(),
                " and ", dst.device());
   OnDevice on(dst, "cast");
-  kernels::cast(src.data_ptr(), element_type(src.dtype()), dst.data_ptr(),
-                element_type(dst.dtype()), src.numel(), on.stream);
+  kernels::cast(src.data_ptr(), src.dtype(), dst.data_ptr(), dst.dtype(), src.numel(), on.stream);
 }
 
 }  // namespace tandem::cuda

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "engine/collapse_dims.h"
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
 
@@ -14,33 +14,6 @@ namespace {
 
 kernels::SgdParams to_kernel(const SgdStepOptions& o) {
   return {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.first_step};
-}
-
-kernels::Unary to_kernel(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return kernels::Unary::Neg;
-    case UnaryOp::Relu: return kernels::Unary::Relu;
-    case UnaryOp::Exp: return kernels::Unary::Exp;
-    case UnaryOp::Log: return kernels::Unary::Log;
-    case UnaryOp::Sqrt: return kernels::Unary::Sqrt;
-    case UnaryOp::AddScalar: return kernels::Unary::AddScalar;
-    case UnaryOp::MulScalar: return kernels::Unary::MulScalar;
-    case UnaryOp::PowScalar: return kernels::Unary::PowScalar;
-  }
-  TANDEM_FAIL("[unary] unknown op");
-}
-
-kernels::Binary to_kernel(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return kernels::Binary::Add;
-    case BinaryOp::Sub: return kernels::Binary::Sub;
-    case BinaryOp::Mul: return kernels::Binary::Mul;
-    case BinaryOp::Div: return kernels::Binary::Div;
-    case BinaryOp::Equal: return kernels::Binary::Equal;
-    case BinaryOp::ReluBackward: return kernels::Binary::ReluBackward;
-    case BinaryOp::AddRelu: return kernels::Binary::AddRelu;
-  }
-  TANDEM_FAIL("[binary] unknown op");
 }
 
 // The kernel's fixed-size copy of the output's collapsed dims (Note [Collapsing dims]): a
@@ -69,8 +42,8 @@ void CudaBackend::unary(UnaryOp op, const Tensor& in, float scalar, Tensor& out)
                               out.numel(), on.stream);
     return;
   }
-  kernels::unary(to_kernel(op), activation_type("unary", {&in, &out}), in.data_ptr(), scalar,
-                 out.data_ptr(), out.numel(), on.stream);
+  kernels::unary(op, activation_type("unary", {&in, &out}), in.data_ptr(), scalar, out.data_ptr(),
+                 out.numel(), on.stream);
 }
 
 void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {
@@ -87,8 +60,8 @@ void CudaBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& 
   const kernels::BroadcastLayout layout =
       broadcast_layout(out.shape(), broadcast_strides(a.shape(), out.shape()),
                        broadcast_strides(b.shape(), out.shape()));
-  kernels::binary(to_kernel(op), element_type(a.dtype()), a.data_ptr(), b.data_ptr(), layout,
-                  out.data_ptr(), out.numel(), on.stream);
+  kernels::binary(op, a.dtype(), a.data_ptr(), b.data_ptr(), layout, out.data_ptr(), out.numel(),
+                  on.stream);
 }
 
 void CudaBackend::sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,

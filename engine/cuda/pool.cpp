@@ -1,8 +1,8 @@
 // Pooling, float32 or bfloat16 (kernels in pool.cu). Max pooling's workspace holds each window's
 // argmax as int32.
 
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/on_device.h"
 #include "engine/ops/factory.h"

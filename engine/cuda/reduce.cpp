@@ -1,8 +1,8 @@
 // Reductions: sums over any set of dims (float32 or bfloat16) and the row argmax (kernels in
 // reduce.cu).
 
+#include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/cuda/element_type.h"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/reduce_layout.h"
 #include "engine/cuda/on_device.h"
@@ -27,8 +27,8 @@ void sum_into(const Tensor& in, const std::vector<int64_t>& dims, Tensor& out) {
   const size_t workspace_bytes = kernels::sum_workspace_bytes(layout, sm_count);
   // Freed at the end of the call, but only reused by work queued after the kernels: stream order.
   const DeviceBuffer workspace(on.index, workspace_bytes);
-  kernels::sum(in.data_ptr(), element_type(in.dtype()), layout, sm_count, workspace.data(),
-               out.data_ptr(), element_type(out.dtype()), on.stream);
+  kernels::sum(in.data_ptr(), in.dtype(), layout, sm_count, workspace.data(), out.data_ptr(),
+               out.dtype(), on.stream);
 }
 
 void CudaBackend::argmax_rows(const Tensor& in, Tensor& out) {

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "engine/dtype.h"
+#include "engine/elementwise_op.h"
 #include "engine/half.h"
 #include "engine/host_device.h"
 
@@ -28,9 +30,13 @@ TANDEM_HD inline int64_t offset_of(int64_t index, const StridedLayout& layout) {
   return offset;
 }
 
-/// BFloat16 and Float16 are engine/half.h's types: casts widen them to float or round to them
-/// (Note [Half conversions]), bit for bit as the CPU backend does.
-enum class ElementType { Float32, Int64, UInt8, BFloat16, Float16 };
+/// The kernels take the engine's own enums (engine/dtype.h, engine/elementwise_op.h), so the
+/// backend passes a tensor's dtype and its op as they are. BFloat16 and Float16 are
+/// engine/half.h's types: casts widen them to float or round to them (Note [Half conversions]),
+/// bit for bit as the CPU backend does.
+using ElementType = DType;
+using Unary = UnaryOp;
+using Binary = BinaryOp;
 
 /// Note [Element types]: the kernels of Note [bfloat16 activations] (engine/backend.h) are
 /// templates on their element type T, float or BFloat16, with one body for both: each element
@@ -50,9 +56,6 @@ template <typename T>
 TANDEM_HD inline T narrow(float value) {
   return T(value);
 }
-
-enum class Unary { Neg, Relu, Exp, Log, Sqrt, AddScalar, MulScalar, PowScalar };
-enum class Binary { Add, Sub, Mul, Div, Equal, ReluBackward, AddRelu };
 
 /// A broadcast binary op: out is contiguous with `size`; a and b are read at their strides,
 /// 0 along the dims where they are broadcast.

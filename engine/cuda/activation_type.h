@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the backend's .cpp files: the kernels' ElementType of a tensor, and the check that a
-// call of Note [bfloat16 activations] (engine/backend.h) has its activations in one dtype.
+// Shared by the backend's .cpp files: the check that a call of Note [bfloat16 activations]
+// (engine/backend.h) has its activations in one dtype, float32 or bfloat16.
 
 #include <initializer_list>
 
@@ -8,9 +8,6 @@
 #include "engine/tensor.h"
 
 namespace tandem::cuda {
-
-/// The kernels' name for `dtype`.
-kernels::ElementType element_type(DType dtype);
 
 /// The one dtype of `tensors` (the undefined ones skipped), float32 or bfloat16; throws naming
 /// [op] when they differ or are of another dtype.

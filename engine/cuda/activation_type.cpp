@@ -1,19 +1,8 @@
-#include "engine/cuda/element_type.h"
+#include "engine/cuda/activation_type.h"
 
 #include "engine/error.h"
 
 namespace tandem::cuda {
-
-kernels::ElementType element_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return kernels::ElementType::Float32;
-    case DType::Int64: return kernels::ElementType::Int64;
-    case DType::UInt8: return kernels::ElementType::UInt8;
-    case DType::BFloat16: return kernels::ElementType::BFloat16;
-    case DType::Float16: return kernels::ElementType::Float16;
-  }
-  TANDEM_FAIL("[cuda] unknown dtype");
-}
 
 kernels::ElementType activation_type(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
@@ -28,7 +17,7 @@ kernels::ElementType activation_type(const char* op, std::initializer_list<const
                  dtype_name(first->dtype()), " and ", dtype_name(t->dtype()));
   }
   TANDEM_CHECK(first != nullptr, "[", op, "] no tensor");
-  return element_type(first->dtype());
+  return first->dtype();
 }
 
 }  // namespace tandem::cuda
