@@ -10,21 +10,13 @@
 #include "tests/support/error_message.h"
 #include "tests/support/host_reads.h"
 #include "tests/support/image_batch.h"
-#include "tests/support/tensor_compare.h"
+#include "tests/support/split_compare.h"
 
 namespace tandem::parallel {
 namespace {
 
 using testing::error_message;
-
-// Shards (or ranks) change only the float32 summation order: see tensor_compare.h. In bfloat16
-// each shard's weight gradient is also rounded to 8 significant bits before the shards are
-// summed, where one device rounds the sum once: a few 2^-8 of the largest gradient.
-void expect_close(const Tensor& actual, const Tensor& expected, const std::string& what,
-                  nn::Precision precision = nn::Precision::Float32) {
-  testing::expect_close_to_reference(actual, expected, what,
-                                     precision == nn::Precision::BFloat16 ? 1e-2 : 2e-4);
-}
+using testing::expect_close_to_unsplit;
 
 using Batch = testing::ImageBatch;
 using testing::random_image_batch;
@@ -98,8 +90,8 @@ void expect_matches_single_device(const std::vector<Device>& devices, int64_t ba
   const auto actual = model.module().named_parameters();
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close(actual[i].second.grad(), expected[i].second.grad(), expected[i].first + ".grad",
-                 precision);
+    expect_close_to_unsplit(actual[i].second.grad(), expected[i].second.grad(),
+                            expected[i].first + ".grad", precision);
     EXPECT_EQ(actual[i].second.grad().memory_format(), actual[i].second.memory_format())
         << expected[i].first;
     EXPECT_EQ(actual[i].second.grad().dtype(), DType::Float32) << expected[i].first;
@@ -109,8 +101,8 @@ void expect_matches_single_device(const std::vector<Device>& devices, int64_t ba
   nn::Sgd(single->parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
   nn::Sgd(model.parameters(), {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f}).step();
   for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close(actual[i].second, expected[i].second, expected[i].first + " after a step",
-                 precision);
+    expect_close_to_unsplit(actual[i].second, expected[i].second,
+                            expected[i].first + " after a step", precision);
   }
 }
 
@@ -219,7 +211,7 @@ TEST(DataParallel, PersistentReplicasFollowTheMasterAcrossSteps) {
     const Tensor parallel_out = model.forward(probe.images);
     const Tensor master_out = master->forward(probe.images);
     EXPECT_FALSE(parallel_out.requires_grad());
-    expect_close(parallel_out, master_out, "output after step " + std::to_string(step));
+    expect_close_to_unsplit(parallel_out, master_out, "output after step " + std::to_string(step));
   }
 }
 
@@ -242,7 +234,7 @@ TEST(DataParallel, BatchNormRunningStatsComeFromTheFirstShard) {
       EXPECT_EQ(actual[i].second.item(), expected[i].second.item()) << expected[i].first;
       continue;
     }
-    expect_close(actual[i].second, expected[i].second, expected[i].first);
+    expect_close_to_unsplit(actual[i].second, expected[i].second, expected[i].first);
   }
 }
 
@@ -332,15 +324,16 @@ TEST(DataParallelGpu, ResNet20OnTwoGpusMatchesOneGpuOverThreeSteps) {
     const Tensor loss = loss_and_backward(model, on_gpu);
     EXPECT_NEAR(loss.item(), single_loss.item(), 1e-4) << "step " << step;
     for (size_t i = 0; i < expected.size(); ++i) {
-      expect_close(actual[i].second.grad(), expected[i].second.grad(),
-                   expected[i].first + ".grad at step " + std::to_string(step));
+      expect_close_to_unsplit(actual[i].second.grad(), expected[i].second.grad(),
+                              expected[i].first + ".grad at step " + std::to_string(step));
     }
     single_sgd.step();
     model_sgd.step();
   }
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(actual[i].second.device(), gpu0) << expected[i].first;
-    expect_close(actual[i].second, expected[i].second, expected[i].first + " after 3 steps");
+    expect_close_to_unsplit(actual[i].second, expected[i].second,
+                            expected[i].first + " after 3 steps");
   }
 }
 

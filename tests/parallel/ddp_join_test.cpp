@@ -20,9 +20,9 @@ namespace {
 using testing::ddp_ranks_options;
 using testing::gloo_group;
 
+// Other batches than the DDP tests' (ddp_multiprocess_test.cpp).
 Tensor micro_batch(int rank, int step) {
-  Generator generator(200 + 10 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(step));
-  return randn({4, 6}, generator);
+  return testing::small_net_batch(rank, step, /*seed=*/200);
 }
 
 const nn::SgdConfig kSgd{.lr = 0.1f, .momentum = 0.9f};

@@ -1,5 +1,6 @@
 #include "tests/support/ddp_fixtures.h"
 
+#include "engine/ops/factory.h"
 #include "nn/batch_norm2d.h"
 #include "nn/conv2d.h"
 #include "nn/linear.h"
@@ -22,6 +23,11 @@ std::shared_ptr<nn::Sequential> small_net(uint64_t seed) {
   Generator generator(seed);
   net->reset_parameters(generator);
   return net;
+}
+
+Tensor small_net_batch(int rank, int index, uint64_t seed) {
+  Generator generator(seed + 10 * static_cast<uint64_t>(rank) + static_cast<uint64_t>(index));
+  return randn({4, 6}, generator);
 }
 
 std::shared_ptr<nn::Module> conv_bn_net(uint64_t seed) {

@@ -22,6 +22,9 @@ SpawnOptions ddp_ranks_options();
 
 /// Linear(6, 5) → ReLU → Linear(5, 3), initialised from `seed`.
 std::shared_ptr<nn::Sequential> small_net(uint64_t seed);
+/// A (4, 6) input of small_net, its own for each rank and index (a rank's index-th micro-batch);
+/// `seed` picks another family of them.
+Tensor small_net_batch(int rank, int index, uint64_t seed = 100);
 
 /// conv → bn → relu, twice, then pooling and a classifier: two batch norms whose statistics
 /// matter, small enough that float32 rounding stays far below the tests' tolerance. (A
