@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/tandem.h"
+#include "tests/engine/gpu_comparisons.h"
 #include "tests/support/cuda_skip.h"
 
 #if TANDEM_WITH_CUDA
@@ -26,6 +27,9 @@
 
 namespace tandem {
 namespace {
+
+using testing::expect_close;
+using testing::resnet20_parameter_shapes;
 
 enum class Draw { Normal, Positive, Labels };
 
@@ -71,30 +75,6 @@ void PrintTo(const OpCase& c, std::ostream* out) {
 
 // Float32 sums of a few hundred products (conv, GEMM) in another order than the CPU's.
 constexpr double kSummed = 1e-4;
-
-// The parameter shapes of CIFAR ResNet-20 (nn/resnet.h, Note [Shortcut]): 65 tensors, more than
-// one multi-tensor SGD launch takes on CUDA.
-std::vector<Shape> resnet20_parameter_shapes() {
-  std::vector<Shape> shapes = {{16, 3, 3, 3}, {16}, {16}};
-  int64_t in = 16;
-  for (int64_t width : {16, 32, 64}) {
-    for (int block = 0; block < 3; ++block) {
-      for (const Shape& shape : std::vector<Shape>{
-               {width, in, 3, 3}, {width}, {width}, {width, width, 3, 3}, {width}, {width}}) {
-        shapes.push_back(shape);
-      }
-      if (in != width) {
-        for (const Shape& shape : std::vector<Shape>{{width, in, 1, 1}, {width}, {width}}) {
-          shapes.push_back(shape);
-        }
-      }
-      in = width;
-    }
-  }
-  shapes.push_back({10, 64});
-  shapes.push_back({10});
-  return shapes;
-}
 
 // Inputs of sgd_multi_steps(): a parameter per shape, then a gradient per shape.
 std::vector<Input> sgd_inputs(const std::vector<Shape>& shapes) {
@@ -349,30 +329,6 @@ Tensor draw(const Input& input, Generator& generator) {
   return Tensor();
 }
 
-// max |actual - expected| <= tolerance * max |expected|, on the host, as double.
-void expect_close(const Tensor& actual, const Tensor& expected, double tolerance,
-                  const std::string& what) {
-  ASSERT_TRUE(actual.defined()) << what << " is undefined on CUDA";
-  ASSERT_TRUE(expected.defined()) << what << " is undefined on the CPU";
-  ASSERT_EQ(actual.shape(), expected.shape()) << what;
-  ASSERT_EQ(actual.dtype(), expected.dtype()) << what;
-  const auto a = actual.detach().to(DType::Float32).to_vector<float>();
-  const auto e = expected.detach().to(DType::Float32).to_vector<float>();
-  double scale = 0.0, worst = 0.0;
-  size_t worst_at = 0;
-  for (size_t i = 0; i < e.size(); ++i) {
-    scale = std::max(scale, std::abs(static_cast<double>(e[i])));
-    const double diff = std::abs(static_cast<double>(a[i]) - e[i]);
-    if (!(diff <= worst)) {  // NaN on either side counts as the worst
-      worst = std::isnan(diff) ? INFINITY : diff;
-      worst_at = i;
-    }
-  }
-  EXPECT_LE(worst, tolerance * std::max(scale, 1e-30))
-      << what << ": max |cuda - cpu| = " << worst << " at " << worst_at << " (cuda " << a[worst_at]
-      << ", cpu " << e[worst_at] << ") for max |cpu| = " << scale;
-}
-
 // Runs `c` on both devices from the same inputs and compares outputs and input gradients.
 void compare(const OpCase& c, Device reference, Device device) {
   Generator generator(std::hash<std::string>()(c.name));
@@ -425,142 +381,6 @@ INSTANTIATE_TEST_SUITE_P(AllOps, BackendOpsGpu, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) {
                            return info.param.name;
                          });
-
-// --- what the table cannot express: in-place ops, state updates, dtypes, errors (a suite of
-// their own: gtest keeps one fixture class per suite)
-
-TEST(CudaBackendGpu, FillAndCastEveryDtype) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Device gpu = Device::cuda(0);
-  EXPECT_EQ(full({5}, -2.75, {.device = gpu}).to_vector<float>(), std::vector<float>(5, -2.75f));
-  EXPECT_EQ(full({3}, -7, {.dtype = DType::Int64, .device = gpu}).to_vector<int64_t>(),
-            std::vector<int64_t>(3, -7));
-  EXPECT_EQ(full({4}, 200, {.dtype = DType::UInt8, .device = gpu}).to_vector<uint8_t>(),
-            std::vector<uint8_t>(4, 200));
-  const Tensor bytes = from_vector<uint8_t>({0, 7, 255}, {3}, {.dtype = DType::UInt8});
-  EXPECT_EQ(bytes.to(gpu).to(DType::Float32).to_vector<float>(),
-            (std::vector<float>{0.0f, 7.0f, 255.0f}));
-  const Tensor floats = from_vector<float>({-2.7f, 2.7f, 0.2f}, {3}, {.device = gpu});
-  EXPECT_EQ(floats.to(DType::Int64).to_vector<int64_t>(), (std::vector<int64_t>{-2, 2, 0}));
-}
-
-TEST(CudaBackendGpu, InPlaceAddAccumulates) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  Generator generator(3);
-  const Tensor a = randn({6, 5}, generator), b = randn({6, 5}, generator);
-  Tensor on_cpu = a.clone();
-  Tensor on_gpu = a.to(Device::cuda(0));
-  add_(on_cpu, b);
-  add_(on_gpu, b.to(Device::cuda(0)));
-  expect_close(on_gpu, on_cpu, 0.0, "add_");
-}
-
-TEST(CudaBackendGpu, InPlaceScalarAddCountsInInt64) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  Tensor on_cpu = full({3}, 1e12, {.dtype = DType::Int64});
-  Tensor on_gpu = on_cpu.to(Device::cuda(0));
-  add_(on_cpu, 1.0);
-  add_(on_gpu, 1.0);
-  EXPECT_EQ(on_gpu.to_vector<int64_t>(), on_cpu.to_vector<int64_t>());
-  EXPECT_EQ(on_gpu.to_vector<int64_t>()[0], 1000000000001);
-}
-
-TEST(CudaBackendGpu, BatchNormUpdatesRunningStatisticsLikeCpu) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Device gpu = Device::cuda(0);
-  Generator generator(4);
-  const Tensor x = randn({8, 4, 3, 3}, generator, {}, 1.0f, 2.0f);
-  Tensor mean_cpu = zeros({4}), var_cpu = ones({4});
-  Tensor mean_gpu = mean_cpu.to(gpu), var_gpu = var_cpu.to(gpu);
-  for (int step = 0; step < 3; ++step) {
-    batch_norm2d(x, Tensor(), Tensor(), mean_cpu, var_cpu);
-    batch_norm2d(x.to(gpu), Tensor(), Tensor(), mean_gpu, var_gpu);
-  }
-  expect_close(mean_gpu, mean_cpu, 1e-5, "running_mean");
-  expect_close(var_gpu, var_cpu, 1e-5, "running_var");
-}
-
-TEST(CudaBackendGpu, SgdStepsMatchCpu) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Device gpu = Device::cuda(0);
-  const SgdStepOptions variants[] = {
-      {.lr = 0.1f},
-      {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
-      {.lr = 0.05f, .momentum = 0.9f, .dampening = 0.1f, .weight_decay = 1e-4f, .nesterov = true},
-  };
-  for (const SgdStepOptions& variant : variants) {
-    Generator generator(5);
-    Tensor param_cpu = randn({33, 7}, generator);
-    Tensor param_gpu = param_cpu.to(gpu);
-    Tensor buffer_cpu = zeros({33, 7}), buffer_gpu = zeros({33, 7}, {.device = gpu});
-    for (int step = 0; step < 3; ++step) {
-      const Tensor grad = randn({33, 7}, generator);
-      SgdStepOptions options = variant;
-      options.first_step = step == 0;
-      sgd_step(param_cpu, grad, buffer_cpu, options);
-      sgd_step(param_gpu, grad.to(gpu), buffer_gpu, options);
-    }
-    expect_close(param_gpu, param_cpu, 1e-6, "param");
-    if (variant.momentum != 0.0f) expect_close(buffer_gpu, buffer_cpu, 1e-6, "momentum buffer");
-  }
-}
-
-// The fused kernel against the per-tensor one on the same GPU: the same __device__ update, so
-// the same bits, over more tensors than one launch takes and a tensor of many element ranges.
-TEST(CudaBackendGpu, SgdMultiEqualsPerTensorSteps) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Device gpu = Device::cuda(0);
-  std::vector<Shape> shapes = resnet20_parameter_shapes();
-  shapes.push_back({1 << 20});
-  Generator generator(8);
-  std::vector<Tensor> params, buffers;
-  std::vector<SgdTensors> multi;
-  for (const Shape& shape : shapes) {
-    const Tensor p = randn(shape, generator).to(gpu);
-    params.push_back(p.clone());
-    buffers.push_back(zeros(shape, {.device = gpu}));
-    multi.push_back({p.clone(), Tensor(), zeros(shape, {.device = gpu})});
-  }
-  const SgdStepOptions variant{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
-  for (int step = 0; step < 3; ++step) {
-    SgdStepOptions options = variant;
-    options.first_step = step == 0;
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      multi[i].grad = randn(shapes[i], generator).to(gpu);
-      sgd_step(params[i], multi[i].grad, buffers[i], options);
-    }
-    sgd_step_multi(multi, options);
-  }
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    SCOPED_TRACE("tensor " + std::to_string(i));
-    expect_close(multi[i].param, params[i], 0.0, "param");
-    expect_close(multi[i].momentum_buffer, buffers[i], 0.0, "momentum buffer");
-  }
-}
-
-TEST(CudaBackendGpu, CopiesBetweenHostAndDeviceKeepEveryByte) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Device gpu = Device::cuda(0);
-  std::vector<int64_t> values(1000);
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(i * i) - 12345;
-  const Tensor host = from_vector(values, {10, 100}, {.dtype = DType::Int64});
-  const Tensor device = host.to(gpu);
-  EXPECT_EQ(device.to_vector<int64_t>(), values);
-  // A strided host view goes up through a contiguous staging copy.
-  EXPECT_EQ(expand(from_vector<float>({1, 2}, {2, 1}), {2, 3}).to(gpu).to_vector<float>(),
-            (std::vector<float>{1, 1, 1, 2, 2, 2}));
-}
-
-TEST(CudaBackendGpu, CopyBetweenTwoDevices) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  if (cuda_runtime().device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
-  Generator generator(6);
-  const Tensor host = randn({64, 33}, generator);
-  const Tensor on_1 = host.to(Device::cuda(0)).to(Device::cuda(1));
-  ASSERT_EQ(on_1.device(), Device::cuda(1));
-  expect_close(on_1, host, 0.0, "cuda:0 -> cuda:1");
-  expect_close(relu(on_1).to(Device::cuda(0)), relu(host), 0.0, "cuda:1 -> cuda:0");
-}
 
 // --- the paths the default settings never take (review §2): TF32 tensor cores, cuDNN's
 // heuristics instead of its measured search, and kernel loops past their first pass.
