@@ -44,4 +44,28 @@ struct DTypeOf<Float16> {
   static constexpr DType value = DType::Float16;
 };
 
+/// Maps a DType to its C++ element type at compile time: the inverse of DTypeOf.
+template <DType kDType>
+struct CppType;
+template <>
+struct CppType<DType::Float32> {
+  using type = float;
+};
+template <>
+struct CppType<DType::Int64> {
+  using type = int64_t;
+};
+template <>
+struct CppType<DType::UInt8> {
+  using type = uint8_t;
+};
+template <>
+struct CppType<DType::BFloat16> {
+  using type = BFloat16;
+};
+template <>
+struct CppType<DType::Float16> {
+  using type = Float16;
+};
+
 }  // namespace tandem

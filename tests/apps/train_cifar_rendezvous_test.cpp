@@ -15,20 +15,15 @@
 #include <thread>
 #include <vector>
 
-#include "parallel/comm/socket.h"
 #include "tests/apps/train_cifar_runs.h"
+#include "tests/support/free_port.h"
 #include "tests/support/temp_dir.h"
 
 namespace tandem::apps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int free_port() {
-  // Another program could take it before rank 0 binds it; unlikely within the test.
-  const parallel::net::Socket probe = parallel::net::listen_on("[test]", "", 0);
-  return parallel::net::local_port(probe);
-}
+using testing::free_port;
 
 // Rank 0 of a job of two whose rank 1 never starts, rank 0 hosting the store.
 std::vector<std::string> rank_zero_alone(const std::string& timeout) {

@@ -11,6 +11,7 @@
 #include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
+#include "tests/support/tensor_compare.h"
 
 namespace tandem {
 namespace {
@@ -18,20 +19,12 @@ namespace {
 using testing::error_message;
 
 using testing::check_gradients;
+using testing::expect_close_elementwise;
 using Inputs = std::vector<Tensor>;
 
 Tensor random(const Shape& shape, uint64_t seed, bool requires_grad = false, float mean = 0.0f) {
   Generator generator(seed);
   return randn(shape, generator, {.requires_grad = requires_grad}, mean);
-}
-
-void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
-                  float tolerance, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0f + std::abs(expected[i])))
-        << what << " at " << i;
-  }
 }
 
 struct BatchNormShape {
@@ -53,7 +46,7 @@ TEST_P(BatchNormAgainstReference, TrainingForwardAndBackward) {
   const auto xv = x.to_vector<float>(), gv = gamma.to_vector<float>();
   std::vector<float> mean, var;
   // Tolerance: float32 statistics over up to N·H·W = 192 values against a double reference.
-  expect_close(
+  expect_close_elementwise(
       y.to_vector<float>(),
       testing::reference_batch_norm(n, c, h * w, xv, gv, beta.to_vector<float>(), 1e-5f, mean, var),
       1e-4f, "forward");
@@ -63,9 +56,9 @@ TEST_P(BatchNormAgainstReference, TrainingForwardAndBackward) {
   std::vector<float> grad_x, grad_gamma, grad_beta;
   testing::reference_batch_norm_backward(n, c, h * w, xv, gv, grad_y.to_vector<float>(), 1e-5f,
                                          grad_x, grad_gamma, grad_beta);
-  expect_close(x.grad().to_vector<float>(), grad_x, 1e-4f, "grad input");
-  expect_close(gamma.grad().to_vector<float>(), grad_gamma, 1e-4f, "grad gamma");
-  expect_close(beta.grad().to_vector<float>(), grad_beta, 1e-4f, "grad beta");
+  expect_close_elementwise(x.grad().to_vector<float>(), grad_x, 1e-4f, "grad input");
+  expect_close_elementwise(gamma.grad().to_vector<float>(), grad_gamma, 1e-4f, "grad gamma");
+  expect_close_elementwise(beta.grad().to_vector<float>(), grad_beta, 1e-4f, "grad beta");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormAgainstReference,
@@ -132,17 +125,17 @@ TEST(BatchNorm, EvalEqualsTrainWhenRunningStatisticsAreTheBatchStatistics) {
       batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true}).to_vector<float>();
   const auto eval = batch_norm2d(x, gamma, beta, running_mean, running_var, {.training = false})
                         .to_vector<float>();
-  expect_close(eval, train, 1e-5f, "eval vs train");
+  expect_close_elementwise(eval, train, 1e-5f, "eval vs train");
 }
 
 TEST(BatchNorm, WithoutAffineParametersNormalisesOnly) {
   const Tensor x = random({2, 3, 4, 4}, 15, true, 0.5f);
   const Tensor y = batch_norm2d(x, Tensor(), Tensor(), Tensor(), Tensor(), {.training = true});
   std::vector<float> mean, var;
-  expect_close(y.to_vector<float>(),
-               testing::reference_batch_norm(2, 3, 16, x.to_vector<float>(), {1, 1, 1}, {0, 0, 0},
-                                             1e-5f, mean, var),
-               1e-4f, "forward");
+  expect_close_elementwise(y.to_vector<float>(),
+                           testing::reference_batch_norm(2, 3, 16, x.to_vector<float>(), {1, 1, 1},
+                                                         {0, 0, 0}, 1e-5f, mean, var),
+                           1e-4f, "forward");
   EXPECT_TRUE(check_gradients(
       [](const Inputs& in) {
         return batch_norm2d(in[0], Tensor(), Tensor(), Tensor(), Tensor(), {.training = true});

@@ -11,6 +11,7 @@
 #include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
 #include "tests/support/reference_ops.h"
+#include "tests/support/tensor_compare.h"
 
 namespace tandem {
 namespace {
@@ -19,20 +20,12 @@ using testing::error_message;
 
 using testing::check_gradients;
 using testing::ConvShape;
+using testing::expect_close_elementwise;
 using Inputs = std::vector<Tensor>;
 
 Tensor random(const Shape& shape, uint64_t seed, bool requires_grad = false) {
   Generator generator(seed);
   return randn(shape, generator, {.requires_grad = requires_grad});
-}
-
-void expect_close(const std::vector<float>& actual, const std::vector<float>& expected,
-                  float tolerance, const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  for (size_t i = 0; i < actual.size(); ++i) {
-    ASSERT_NEAR(actual[i], expected[i], tolerance * (1.0f + std::abs(expected[i])))
-        << what << " at " << i;
-  }
 }
 
 class Conv2dAgainstReference : public ::testing::TestWithParam<std::tuple<ConvShape, bool>> {};
@@ -47,15 +40,16 @@ TEST_P(Conv2dAgainstReference, ForwardAndBothBackwards) {
   const auto xv = x.to_vector<float>(), wv = w.to_vector<float>();
   const auto bv = with_bias ? b.to_vector<float>() : std::vector<float>();
   // Tolerance: float32 sums of up to C·R·S = 288 products against a double reference.
-  expect_close(y.to_vector<float>(), testing::reference_conv2d(s, xv, wv, bv), 1e-4f, "forward");
+  expect_close_elementwise(y.to_vector<float>(), testing::reference_conv2d(s, xv, wv, bv), 1e-4f,
+                           "forward");
 
   const Tensor grad_y = random(y.shape(), 4);
   sum(mul(y, grad_y)).backward();
   std::vector<float> gx, gw, gb;
   testing::reference_conv2d_backward(s, xv, wv, grad_y.to_vector<float>(), gx, gw, gb);
-  expect_close(x.grad().to_vector<float>(), gx, 1e-4f, "grad input");
-  expect_close(w.grad().to_vector<float>(), gw, 1e-4f, "grad weight");
-  if (with_bias) expect_close(b.grad().to_vector<float>(), gb, 1e-4f, "grad bias");
+  expect_close_elementwise(x.grad().to_vector<float>(), gx, 1e-4f, "grad input");
+  expect_close_elementwise(w.grad().to_vector<float>(), gw, 1e-4f, "grad weight");
+  if (with_bias) expect_close_elementwise(b.grad().to_vector<float>(), gb, 1e-4f, "grad bias");
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -39,29 +39,6 @@ TEST(FillBodies, WriteThePatternToExactlyNElementsOfEverySize) {
   check_fill<uint64_t>(0x0123456789abcdefull);
 }
 
-template <DType kDType>
-struct TypeOf;
-template <>
-struct TypeOf<DType::Float32> {
-  using type = float;
-};
-template <>
-struct TypeOf<DType::Int64> {
-  using type = int64_t;
-};
-template <>
-struct TypeOf<DType::UInt8> {
-  using type = uint8_t;
-};
-template <>
-struct TypeOf<DType::BFloat16> {
-  using type = BFloat16;
-};
-template <>
-struct TypeOf<DType::Float16> {
-  using type = Float16;
-};
-
 // Values every dtype holds (uint8 included): integers, halves and quarters, and fractions that
 // bfloat16 and float16 round.
 Tensor cast_source(DType dtype, int64_t n) {
@@ -76,8 +53,8 @@ Tensor cast_source(DType dtype, int64_t n) {
 
 template <DType kFrom, DType kTo>
 void check_cast() {
-  using From = typename TypeOf<kFrom>::type;
-  using To = typename TypeOf<kTo>::type;
+  using From = typename CppType<kFrom>::type;
+  using To = typename CppType<kTo>::type;
   const int64_t n = 777;
   const Tensor in = cast_source(kFrom, n);
   Tensor expected = empty({n}, {.dtype = kTo});

@@ -11,10 +11,10 @@
 #include <thread>
 
 #include "parallel/comm/launcher.h"
-#include "parallel/comm/socket.h"
 #include "parallel/comm/worker_process.h"
 #include "tests/parallel/comm/launcher_fixture.h"
 #include "tests/support/error_message.h"
+#include "tests/support/free_port.h"
 #include "tests/support/run_program.h"
 #include "tests/support/test_paths.h"
 
@@ -26,6 +26,7 @@ namespace {
 using namespace std::chrono_literals;
 using tandem::testing::contains;
 using tandem::testing::error_message;
+using tandem::testing::free_port;
 
 size_t count_of(const std::string& text, const std::string& part) {
   size_t count = 0;
@@ -137,12 +138,6 @@ TEST_F(LauncherTest, MaxRestartsNeedsTheLauncherHostedStore) {
 }
 
 // --- two nodes: two tandem-run programs on this machine, meeting on loopback
-
-int free_port() {
-  // Another program could take it before node 0 binds it; unlikely within the test.
-  const net::Socket probe = net::listen_on("[test]", "", 0);
-  return net::local_port(probe);
-}
 
 class TwoNodeRestartMultiprocess : public ::testing::Test {
  protected:

@@ -16,6 +16,7 @@
 #include "parallel/comm/store.h"
 #include "parallel/comm/store_server.h"
 #include "tests/support/error_message.h"
+#include "tests/support/free_port.h"
 #include "tests/support/spawn_ranks.h"
 
 namespace tandem::parallel {
@@ -23,15 +24,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using tandem::testing::error_message;
+using tandem::testing::free_port;
 
 std::shared_ptr<TcpStore> client(int port, std::chrono::milliseconds timeout = 10s) {
   return std::make_shared<TcpStore>(TcpStoreOptions{.port = port, .timeout = timeout});
-}
-
-// A port that nothing listens on (bound once to find it, then released).
-int unused_port() {
-  const net::Socket probe = net::listen_on("[test]", "127.0.0.1", 0);
-  return net::local_port(probe);
 }
 
 TEST(Store, SetThenGetReturnsTheBytes) {
@@ -143,7 +139,7 @@ TEST(Store, WaitTimeoutListsTheMissingKeys) {
 }
 
 TEST(Store, ConnectFailureNamesTheAddressAndTheTime) {
-  const int port = unused_port();
+  const int port = free_port();
   const std::string message = error_message([&] { client(port, 300ms); });
   EXPECT_NE(message.find("[store] could not reach the rendezvous store at 127.0.0.1:" +
                          std::to_string(port) + " after 300 ms"),
@@ -153,7 +149,7 @@ TEST(Store, ConnectFailureNamesTheAddressAndTheTime) {
 }
 
 TEST(Store, ClientRetriesUntilTheServerStarts) {
-  const int port = unused_port();
+  const int port = free_port();
   std::shared_ptr<TcpStore> store;
   std::thread connecting([&] { store = client(port, 20s); });
   std::this_thread::sleep_for(300ms);

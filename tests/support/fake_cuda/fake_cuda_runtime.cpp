@@ -68,6 +68,15 @@ void run_until(StreamState& stream, int64_t count) {
   }
 }
 
+void run_every_stream(State& s) {
+  for (const auto& stream : s.all_streams) {
+    run_until(*stream, static_cast<int64_t>(stream->items.size()));
+  }
+  for (const auto& stream : s.default_streams) {
+    run_until(*stream, static_cast<int64_t>(stream->items.size()));
+  }
+}
+
 bool reached(const Mark& mark) {
   return !mark.stream || mark.stream->completed >= mark.count;
 }
@@ -80,12 +89,7 @@ using detail::State;
 void reset(const Config& config) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  for (const auto& stream : s.all_streams) {
-    detail::run_until(*stream, static_cast<int64_t>(stream->items.size()));
-  }
-  for (const auto& stream : s.default_streams) {
-    detail::run_until(*stream, static_cast<int64_t>(stream->items.size()));
-  }
+  detail::run_every_stream(s);
   if (config.device_count > static_cast<int>(s.default_streams.size())) {
     for (int d = static_cast<int>(s.default_streams.size()); d < config.device_count; ++d) {
       s.default_streams.push_back(std::make_shared<detail::StreamState>(
@@ -162,12 +166,7 @@ void run(cudaStream_t stream, int device) {
 void run_all() {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  for (const auto& stream : s.all_streams) {
-    detail::run_until(*stream, static_cast<int64_t>(stream->items.size()));
-  }
-  for (const auto& stream : s.default_streams) {
-    detail::run_until(*stream, static_cast<int64_t>(stream->items.size()));
-  }
+  detail::run_every_stream(s);
 }
 
 int64_t queued(cudaStream_t stream, int device) {

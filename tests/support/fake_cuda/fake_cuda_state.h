@@ -96,6 +96,8 @@ std::shared_ptr<StreamState> find_stream(State& s, cudaStream_t handle);
 std::string describe(const StreamState& stream);
 /// Runs `stream` until it has completed `count` items (everything it waits for runs first).
 void run_until(StreamState& stream, int64_t count);
+/// Runs every stream, created and default, to the end of its queue (the caller holds s.mutex).
+void run_every_stream(State& s);
 bool reached(const Mark& mark);
 
 }  // namespace tandem::fake_cuda::detail
