@@ -18,7 +18,10 @@
 namespace tandem::apps {
 
 /// Accepts the table's words in any case and hands the callback the word as the table spells
-/// it; --help shows the words as "{a,b,c}".
+/// it; --help shows the words as "{a,b,c}". Used with ->transform(): CLI11 2.x runs a ->check()
+/// on a copy, which would hand on the word as typed. Not CLI::CheckedTransformer over the enum:
+/// that would show the enum's integers in --help and in its error ("value in {single->0,...} OR
+/// {0,1,2}") and would take "2" for ddp.
 template <typename T>
 CLI::IsMember spelling_check(const std::vector<Spelling<T>>& table) {
   std::vector<std::string> words;
