@@ -4,6 +4,7 @@
 #include <array>
 
 #include "engine/error.h"
+#include "engine/memory_format_spellings.h"
 
 namespace tandem {
 namespace {
@@ -14,20 +15,19 @@ constexpr std::array<size_t, 4> kChannelsLastOrder = {1, 3, 2, 0};
 }  // namespace
 
 const char* memory_format_name(MemoryFormat format) {
-  switch (format) {
-    case MemoryFormat::Contiguous: return "contiguous";
-    case MemoryFormat::ChannelsLast: return "channels_last";
+  for (const auto& [name, named] : kMemoryFormatSpellings) {
+    if (named == format) return name;
   }
   return "unknown";
 }
 
 MemoryFormat parse_memory_format(const std::string& text) {
-  if (text == "channels_last" || text == "channels-last" || text == "nhwc") {
-    return MemoryFormat::ChannelsLast;
+  std::string expected;
+  for (const auto& [name, format] : kMemoryFormatSpellings) {
+    if (text == name) return format;
+    expected += (expected.empty() ? "" : ", ") + std::string(name);
   }
-  if (text == "contiguous" || text == "nchw") return MemoryFormat::Contiguous;
-  TANDEM_FAIL("[memory_format] unknown memory format '", text,
-              "': expected channels_last (channels-last, nhwc) or contiguous (nchw)");
+  TANDEM_FAIL("[memory_format] unknown memory format '", text, "': expected one of ", expected);
 }
 
 Shape strides_for(const Shape& shape, MemoryFormat format) {

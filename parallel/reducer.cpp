@@ -84,6 +84,8 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   TANDEM_CHECK(options_.first_bucket_mb > 0 && options_.bucket_cap_mb > 0,
                "[DDP] bucket caps must be positive, got first_bucket_mb ", options_.first_bucket_mb,
                " and bucket_cap_mb ", options_.bucket_cap_mb);
+  // The first bucket is the small one, so it never gets more than the others, as in PyTorch.
+  options_.first_bucket_mb = std::min(options_.first_bucket_mb, options_.bucket_cap_mb);
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
   hook_ = make_comm_hook(GradCompression::None);

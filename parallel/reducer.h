@@ -68,8 +68,10 @@
 namespace tandem::parallel {
 
 struct ReducerOptions {
-  double first_bucket_mb = 1.0;  ///< cap of bucket 0 (Note [Bucket ordering])
-  double bucket_cap_mb = 25.0;   ///< cap of every later bucket
+  /// Cap of bucket 0 (Note [Bucket ordering]); the Reducer lowers it to bucket_cap_mb when that
+  /// is smaller, as PyTorch does.
+  double first_bucket_mb = 1.0;
+  double bucket_cap_mb = 25.0;  ///< cap of every later bucket
   /// Parameters that get no gradient in a step (unreachable from the outputs) are marked ready at
   /// the start of backward with a zero contribution, instead of stalling every bucket after them.
   bool find_unused_parameters = false;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/common/choice_flag.h"
 #include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
@@ -29,11 +30,9 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(1, 1024))
       ->default_str("1,2");
-  app.add_option("--device-type", o.device_type,
-                 "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
-                 "gloo) or auto (cuda where CUDA can run, else cpu)")
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
+  add_choice_flag(app, "--device-type", o.device_type, kDeviceTypeSpellings,
+                  "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
+                  "gloo) or auto (cuda where CUDA can run, else cpu)");
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
@@ -59,11 +58,9 @@ void add_timing_flags(CLI::App& app, BenchOptions& o) {
                  "one disturbed run cannot move (1: one run, no spread)")
       ->check(positive_count())
       ->capture_default_str();
-  app.add_option("--threads", o.threads,
-                 "CPU threads in all (0: TANDEM_NUM_THREADS or all cores); dp splits them over its "
-                 "replicas, ddp gives each of n processes threads/n")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  add_threads_flag(app, o.threads,
+                   "the budget of each row: dp splits it over its replicas, ddp gives each of n "
+                   "processes threads/n");
 }
 
 // What else varies per row: formats, precisions, DDP's buckets, overlap and compression, dp's
@@ -71,24 +68,14 @@ void add_timing_flags(CLI::App& app, BenchOptions& o) {
 void add_variant_flags(CLI::App& app, BenchOptions& o) {
   add_memory_format_flag(app, o.memory_format);
   add_precision_flags(app, o.precisions, o.allow_slow_bf16);
-  add_bucket_cap_flag(app, o.bucket_cap_mb);
-  app.add_option(
-         "--first-bucket-mb", o.first_bucket_mb,
-         "ddp: size of the first bucket in MiB (launched first, so small), at most --bucket-cap-mb")
-      ->check(CLI::Range(0.001, 4096.0))
-      ->capture_default_str();
-  app.add_option(
-         "--overlap", o.overlap,
-         "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)")
-      ->check(CLI::IsMember({"on", "off", "both"}))
-      ->capture_default_str();
+  add_bucket_flags(app, o.bucket_cap_mb, o.first_bucket_mb);
+  add_choice_flag(
+      app, "--overlap", o.overlaps, overlap_rows_spellings(),
+      "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)");
   add_grad_compression_flag(app, o.compressions);
-  app.add_option("--dp-replicas", o.dp_replicas,
-                 "dp: replicas kept between steps and refreshed in place (persistent) or rebuilt "
-                 "every step as PyTorch does (rebuilt), a row for each listed")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"persistent", "rebuilt"}))
-      ->capture_default_str();
+  add_choices_flag(app, "--dp-replicas", o.dp_replicas, kReplicasSpellings,
+                   "dp: replicas kept between steps and refreshed in place (persistent) or rebuilt "
+                   "every step as PyTorch does (rebuilt), a row for each listed");
 }
 
 // The data and the outputs.
@@ -117,9 +104,8 @@ void add_projection_flags(CLI::App& app, BenchOptions& o) {
       ->delimiter(',')
       ->check(CLI::Range(2, 4096))
       ->default_str("2,4,8");
-  app.add_option("--link", o.link, "interconnect of the projection: nvlink, pcie or both")
-      ->check(CLI::IsMember({"nvlink", "pcie", "both"}))
-      ->capture_default_str();
+  add_choice_flag(app, "--link", o.link, kLinkSpellings,
+                  "interconnect of the projection: nvlink, pcie or both");
   app.add_option(
          "--nvlink-gbps", o.nvlink_gbps,
          "NVLink all-reduce bus bandwidth, GB/s per direction (conservative: nccl-tests reports a "
@@ -140,12 +126,19 @@ void add_projection_flags(CLI::App& app, BenchOptions& o) {
 
 }  // namespace
 
+const std::vector<Spelling<std::vector<Overlap>>>& overlap_rows_spellings() {
+  static const std::vector<Spelling<std::vector<Overlap>>> spellings{
+      {"on", {Overlap::On}}, {"off", {Overlap::Off}}, {"both", {Overlap::On, Overlap::Off}}};
+  return spellings;
+}
+
 std::string BenchConfig::label() const {
   std::string text = mode_name(mode);
   text += " x" + std::to_string(devices) + " b" + std::to_string(batch);
-  if (!overlap.empty()) text += " overlap " + overlap;
-  if (!compression.empty() && compression != "none") text += " " + compression;
-  if (dp_replicas == "rebuilt") text += " rebuilt replicas";
+  if (overlap) text += std::string(" overlap ") + overlap_name(*overlap);
+  if (compression && *compression != parallel::GradCompression::None)
+    text += std::string(" ") + parallel::grad_compression_name(*compression);
+  if (dp_replicas == Replicas::Rebuilt) text += " rebuilt replicas";
   if (precision != nn::Precision::Float32)
     text += std::string(" amp ") + nn::precision_name(precision);
   return text;
@@ -180,8 +173,6 @@ void validate(const BenchOptions& o) {
 }
 
 std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
-  std::vector<std::string> overlaps{o.overlap};
-  if (o.overlap == "both") overlaps = {"on", "off"};
   std::vector<BenchConfig> configs;
   for (int64_t batch : o.batch_sizes) {
     for (Mode mode : o.modes) {
@@ -191,14 +182,14 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
       }
       for (int devices : o.devices) {
         if (mode == Mode::DataParallel) {
-          for (const std::string& replicas : o.dp_replicas) {
+          for (Replicas replicas : o.dp_replicas) {
             configs.push_back(
                 {.mode = mode, .devices = devices, .batch = batch, .dp_replicas = replicas});
           }
           continue;
         }
-        for (const std::string& overlap : overlaps) {
-          for (const std::string& compression : o.compressions) {
+        for (Overlap overlap : o.overlaps) {
+          for (parallel::GradCompression compression : o.compressions) {
             configs.push_back({.mode = mode,
                                .devices = devices,
                                .batch = batch,
@@ -244,18 +235,19 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--worker-json", result_path},
       {"--modes", mode_name(c.mode)},
       {"--devices", std::to_string(c.devices)},
-      {"--device-type", o.device_type},
+      {"--device-type", name_in(kDeviceTypeSpellings, o.device_type)},
       {"--batch-sizes", std::to_string(c.batch)},
       {"--arch", o.arch},
       {"--warmup", std::to_string(o.warmup)},
       {"--steps", std::to_string(o.steps)},
       {"--bucket-cap-mb", number(o.bucket_cap_mb)},
       {"--first-bucket-mb", number(o.first_bucket_mb)},
-      {"--overlap", c.overlap.empty() ? "on" : c.overlap},
-      {"--grad-compression", c.compression.empty() ? "none" : c.compression},
-      {"--dp-replicas", c.dp_replicas.empty() ? "persistent" : c.dp_replicas},
+      {"--overlap", overlap_name(c.overlap.value_or(Overlap::On))},
+      {"--grad-compression",
+       parallel::grad_compression_name(c.compression.value_or(parallel::GradCompression::None))},
+      {"--dp-replicas", replicas_name(c.dp_replicas.value_or(Replicas::Persistent))},
       {"--seed", std::to_string(o.seed)},
-      {"--memory-format", o.memory_format},
+      {"--memory-format", memory_format_flag_name(o.memory_format)},
       {"--precision", nn::precision_name(c.precision)}};
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
@@ -272,11 +264,12 @@ BenchConfig worker_config(const BenchOptions& o) {
                      .batch = o.batch_sizes[0],
                      .precision = o.precisions.empty() ? nn::Precision::Float32 : o.precisions[0]};
   if (config.mode == Mode::Distributed) {
-    config.overlap = o.overlap == "off" ? "off" : "on";
-    config.compression = o.compressions.empty() ? "none" : o.compressions[0];
+    config.overlap = o.overlaps.empty() ? Overlap::On : o.overlaps[0];
+    config.compression =
+        o.compressions.empty() ? parallel::GradCompression::None : o.compressions[0];
   }
   if (config.mode == Mode::DataParallel) {
-    config.dp_replicas = o.dp_replicas.empty() ? "persistent" : o.dp_replicas[0];
+    config.dp_replicas = o.dp_replicas.empty() ? Replicas::Persistent : o.dp_replicas[0];
   }
   return config;
 }

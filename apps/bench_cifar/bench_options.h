@@ -3,42 +3,82 @@
 /// runner so that tests can parse command lines and expand matrices without measuring anything.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "apps/common/flags.h"
 #include "apps/common/mode.h"
+#include "apps/common/spellings.h"
+#include "apps/common/training_setup.h"
+#include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm_hook.h"
+#include "parallel/reducer.h"
 
 namespace tandem::apps::bench {
 
+/// --device-type: where every mode runs.
+enum class DeviceType {
+  Auto,  ///< GPUs where CUDA can run, else CPU devices (gpus_by_default)
+  Cpu,
+  Cuda,
+};
+inline constexpr Spelling<DeviceType> kDeviceTypeSpellings[] = {
+    {"auto", DeviceType::Auto}, {"cpu", DeviceType::Cpu}, {"cuda", DeviceType::Cuda}};
+
+/// ddp: whether the all-reduces run while backward runs, or only after it.
+enum class Overlap { On, Off };
+inline constexpr Spelling<Overlap> kOverlapSpellings[] = {{"on", Overlap::On},
+                                                          {"off", Overlap::Off}};
+inline const char* overlap_name(Overlap overlap) {
+  return name_in(kOverlapSpellings, overlap);
+}
+/// --overlap's words: one choice, or a row for each (both).
+const std::vector<Spelling<std::vector<Overlap>>>& overlap_rows_spellings();
+
+/// dp: replicas kept between steps and refreshed in place, or rebuilt every step as PyTorch does.
+enum class Replicas { Persistent, Rebuilt };
+inline constexpr Spelling<Replicas> kReplicasSpellings[] = {{"persistent", Replicas::Persistent},
+                                                            {"rebuilt", Replicas::Rebuilt}};
+inline const char* replicas_name(Replicas replicas) {
+  return name_in(kReplicasSpellings, replicas);
+}
+
+/// --link: the interconnect(s) the projection models.
+enum class Link { NvLink, Pcie, Both };
+inline constexpr Spelling<Link> kLinkSpellings[] = {
+    {"nvlink", Link::NvLink}, {"pcie", Link::Pcie}, {"both", Link::Both}};
+
 struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
-  std::vector<int> devices{1, 2};         ///< dp: devices; ddp: processes
-  std::string device_type = "auto";       ///< auto (GPUs where CUDA can run), cpu or cuda
+  std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
+  DeviceType device_type = DeviceType::Auto;
   std::vector<int64_t> batch_sizes{128};  ///< global
-  std::string arch = "resnet20";
+  std::string arch = SetupOptions{}.arch;
   int warmup = 2;
   int steps = 5;
   /// Measurements of each configuration, in rounds over the matrix (Note [Repeats] in
   /// apps/bench_cifar/repeats.h): the report shows their median and min–max.
   int repeats = 3;
-  int threads = 0;                     ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
-  std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
-  double bucket_cap_mb = 25;
-  double first_bucket_mb = 1;                     ///< clamped to bucket_cap_mb
-  std::string overlap = "on";                     ///< on, off or both
-  std::vector<std::string> compressions{"none"};  ///< ddp: gradient compression, a row for each
-  std::vector<std::string> dp_replicas{"persistent"};  ///< dp: persistent, rebuilt; a row for each
+  int threads = 0;  ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
+  std::optional<MemoryFormat> memory_format{};  ///< nullopt (auto): the device's preferred one
+  double bucket_cap_mb = parallel::ReducerOptions{}.bucket_cap_mb;
+  double first_bucket_mb = parallel::ReducerOptions{}.first_bucket_mb;  ///< the Reducer caps it
+  std::vector<Overlap> overlaps{Overlap::On};  ///< ddp: a row for each (--overlap both: on, off)
+  /// ddp: gradient compression, a row for each
+  std::vector<parallel::GradCompression> compressions{parallel::GradCompression::None};
+  std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
   bool allow_slow_bf16 = false;  ///< bf16 even where the CPU emulates it
   bool real = false;
-  std::string data_dir = "./data/cifar-10-batches-bin";
+  std::string data_dir = kDefaultDataDir;
   uint64_t seed = 0;
   std::string json;
 
   bool project = false;
   std::vector<int> project_gpus{2, 4, 8};
-  std::string link = "nvlink";  ///< nvlink, pcie or both
+  Link link = Link::NvLink;
   double nvlink_gbps = 150;
   double pcie_gbps = 12;
   double latency_us = 20;
@@ -51,12 +91,12 @@ struct BenchOptions {
 /// One cell of the matrix.
 struct BenchConfig {
   Mode mode = Mode::Single;
-  int devices = 1;            ///< dp: devices; ddp: processes; single: 1
-  int64_t batch = 128;        ///< global
-  std::string overlap{};      ///< ddp: "on" or "off"; otherwise empty
-  std::string compression{};  ///< ddp: "none", "fp16" or "bf16"; otherwise empty
-  std::string dp_replicas{};  ///< dp: "persistent" or "rebuilt" (every step); otherwise empty
-  nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
+  int devices = 1;                   ///< dp: devices; ddp: processes; single: 1
+  int64_t batch = 128;               ///< global
+  std::optional<Overlap> overlap{};  ///< ddp only
+  std::optional<parallel::GradCompression> compression{};  ///< ddp only
+  std::optional<Replicas> dp_replicas{};                   ///< dp only
+  nn::Precision precision = nn::Precision::Float32;        ///< Note [Mixed precision]
 
   /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16" (compressed gradients), "dp x2
   /// b128 rebuilt replicas", "single x1 b128 amp bf16" (mixed precision)

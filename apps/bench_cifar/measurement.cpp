@@ -32,7 +32,7 @@ ordered_json metric_json(double value) {
 ordered_json where_json(const Measurement& m) {
   return {{"device", m.device},
           {"device_list", m.device_list},
-          {"memory_format", m.memory_format},
+          {"memory_format", memory_format_name(m.memory_format)},
           {"processes", m.processes},
           {"threads_per_process", m.threads_per_process},
           {"local_batch", m.local_batch}};
@@ -56,7 +56,7 @@ Measurement measurement_from_json(const json& j) {
   Measurement m;
   m.device = j.at("device").get<std::string>();
   m.device_list = j.at("device_list").get<std::string>();
-  m.memory_format = j.at("memory_format").get<std::string>();
+  m.memory_format = parse_memory_format(j.at("memory_format").get<std::string>());
   m.processes = j.at("processes").get<int>();
   m.threads_per_process = j.at("threads_per_process").get<int>();
   m.local_batch = j.at("local_batch").get<int64_t>();

@@ -33,7 +33,7 @@ struct BucketStat {
 struct Measurement {
   std::string device = "cpu";  ///< kind of device the step ran on: cpu or cuda
   std::string device_list;     ///< e.g. "cpu:0,cpu:1"; ddp: one rank's device and the backend
-  std::string memory_format = "contiguous";  ///< of the model and batches: or channels_last
+  MemoryFormat memory_format = MemoryFormat::Contiguous;  ///< of the model and batches
   int processes = 1;
   int threads_per_process = 1;
   int64_t local_batch = 0;  ///< images per device (dp: the first replica's share)

@@ -12,8 +12,8 @@ BenchRow profile_row(const BenchOptions& options, const std::vector<BenchRow>& m
   const BenchConfig wanted{.mode = Mode::Distributed,
                            .devices = 1,
                            .batch = batch,
-                           .overlap = "on",
-                           .compression = "none"};
+                           .overlap = Overlap::On,
+                           .compression = parallel::GradCompression::None};
   for (const BenchRow& row : measured) {
     if (row.config == wanted && row.measured) return row;
   }
@@ -39,8 +39,8 @@ std::vector<int64_t> local_batches(const BenchOptions& o, int64_t batch,
 
 std::vector<LinkModel> links_of(const BenchOptions& o) {
   std::vector<LinkModel> links;
-  if (o.link != "pcie") links.push_back({"nvlink", o.nvlink_gbps, o.latency_us});
-  if (o.link != "nvlink") links.push_back({"pcie", o.pcie_gbps, o.latency_us});
+  if (o.link != Link::Pcie) links.push_back({"nvlink", o.nvlink_gbps, o.latency_us});
+  if (o.link != Link::NvLink) links.push_back({"pcie", o.pcie_gbps, o.latency_us});
   return links;
 }
 

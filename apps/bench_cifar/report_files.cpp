@@ -16,12 +16,19 @@ namespace {
 
 using nlohmann::ordered_json;
 
-// null instead of an empty string: the field does not apply to the row.
-std::vector<std::string> precision_names(const std::vector<nn::Precision>& precisions) {
-  std::vector<std::string> names;
-  names.reserve(precisions.size());
-  for (nn::Precision precision : precisions) names.emplace_back(nn::precision_name(precision));
-  return names;
+// Each value by its name (Note [Typed options]).
+template <typename T, typename Name>
+std::vector<std::string> names(const std::vector<T>& values, Name name) {
+  std::vector<std::string> out;
+  out.reserve(values.size());
+  for (const T& value : values) out.emplace_back(name(value));
+  return out;
+}
+
+// null where the field does not apply to the row.
+template <typename T, typename Name>
+ordered_json name_or_null(const std::optional<T>& value, Name name) {
+  return value ? ordered_json(name(*value)) : ordered_json(nullptr);
 }
 
 ordered_json text_or_null(const std::string& text) {
@@ -39,7 +46,7 @@ ordered_json options_to_json(const BenchOptions& o) {
   for (Mode mode : o.modes) modes.emplace_back(mode_name(mode));
   return {{"modes", modes},
           {"devices", o.devices},
-          {"device_type", o.device_type},
+          {"device_type", name_in(kDeviceTypeSpellings, o.device_type)},
           {"batch_sizes", o.batch_sizes},
           {"arch", o.arch},
           {"warmup", o.warmup},
@@ -48,10 +55,10 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"threads", o.threads},
           {"bucket_cap_mb", o.bucket_cap_mb},
           {"first_bucket_mb", o.first_bucket_mb},
-          {"overlap", o.overlap},
-          {"grad_compression", o.compressions},
-          {"dp_replicas", o.dp_replicas},
-          {"precision", precision_names(o.precisions)},
+          {"overlap", name_in(overlap_rows_spellings(), o.overlaps)},
+          {"grad_compression", names(o.compressions, parallel::grad_compression_name)},
+          {"dp_replicas", names(o.dp_replicas, replicas_name)},
+          {"precision", names(o.precisions, nn::precision_name)},
           {"data", o.real ? o.data_dir : "synthetic"},
           {"seed", o.seed}};
 }
@@ -136,14 +143,15 @@ std::vector<std::string> row_columns() {
 ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
   const BenchConfig& c = row.config;
   const bool ddp = c.mode == Mode::Distributed;
-  ordered_json j = {{"mode", mode_name(c.mode)},
-                    {"devices", c.devices},
-                    {"batch_size", c.batch},
-                    {"overlap", text_or_null(c.overlap)},
-                    {"grad_compression", text_or_null(c.compression)},
-                    {"dp_replicas", text_or_null(c.dp_replicas)},
-                    {"precision", nn::precision_name(c.precision)},
-                    {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
+  ordered_json j = {
+      {"mode", mode_name(c.mode)},
+      {"devices", c.devices},
+      {"batch_size", c.batch},
+      {"overlap", name_or_null(c.overlap, overlap_name)},
+      {"grad_compression", name_or_null(c.compression, parallel::grad_compression_name)},
+      {"dp_replicas", name_or_null(c.dp_replicas, replicas_name)},
+      {"precision", nn::precision_name(c.precision)},
+      {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
   // Where it ran (device … local_batch), as the worker reported it.
   const ordered_json where = where_json(row.measured.value_or(Measurement{}));
   for (const auto& [key, value] : where.items()) j[key] = row.measured ? value : nullptr;

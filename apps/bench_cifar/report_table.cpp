@@ -77,7 +77,7 @@ class TextTable {
 
 std::string device_cell(const BenchRow& row) {
   const Measurement& m = *row.measured;
-  const char* layout = m.memory_format == "channels_last" ? "nhwc" : "nchw";
+  const char* layout = m.memory_format == MemoryFormat::ChannelsLast ? "nhwc" : "nchw";
   if (row.config.mode == Mode::Distributed) {
     return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes, m.threads_per_process);
   }

@@ -186,12 +186,16 @@ void write_atomically(const std::string& path, const std::string& text) {
 
 // --device-type: auto follows the programs' default (GPUs where CUDA can run); cpu and cuda name
 // the devices on purpose, so that a test or a comparison does not depend on the machine.
-bool uses_gpus(const std::string& device_type) {
-  if (device_type == "cpu") return false;
-  if (device_type == "auto") return gpus_by_default();
-  TANDEM_CHECK(cuda_available(), "[bench_cifar] --device-type cuda, but ",
-               cuda_unavailable_reason());
-  return true;
+bool uses_gpus(DeviceType device_type) {
+  switch (device_type) {
+    case DeviceType::Cpu: return false;
+    case DeviceType::Auto: return gpus_by_default();
+    case DeviceType::Cuda:
+      TANDEM_CHECK(cuda_available(), "[bench_cifar] --device-type cuda, but ",
+                   cuda_unavailable_reason());
+      return true;
+  }
+  TANDEM_FAIL("[bench_cifar] unknown device type");
 }
 
 std::vector<Device> devices_of(const BenchConfig& config, bool gpus,
@@ -226,12 +230,11 @@ Measurement measure(const BenchOptions& o, int& rank) {
        .seed = o.seed,
        .memory_format = o.memory_format,
        .sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
-       .dp = {.persistent_replicas = config.dp_replicas != "rebuilt"},
-       .ddp = {.reducer = {.first_bucket_mb = std::min(o.first_bucket_mb, o.bucket_cap_mb),
+       .dp = {.persistent_replicas = config.dp_replicas != Replicas::Rebuilt},
+       .ddp = {.reducer = {.first_bucket_mb = o.first_bucket_mb,
                            .bucket_cap_mb = o.bucket_cap_mb,
-                           .overlap = config.overlap != "off"}},
-       .grad_compression = parallel::parse_grad_compression(
-           config.compression.empty() ? "none" : config.compression),
+                           .overlap = config.overlap != Overlap::Off}},
+       .grad_compression = config.compression.value_or(parallel::GradCompression::None),
        .precision = config.precision,
        .allow_slow_bf16 = o.allow_slow_bf16},
       devices_of(config, gpus, group.get()), group);
@@ -241,7 +244,7 @@ Measurement measure(const BenchOptions& o, int& rank) {
   m.device = setup.device().is_cuda() ? "cuda" : "cpu";
   m.device_list = device_list(setup.devices);
   if (group) m.device_list += " per rank (" + group->backend_name() + ")";
-  m.memory_format = memory_format_name(setup.memory_format);
+  m.memory_format = setup.memory_format;
   m.processes = world;
   m.threads_per_process = num_threads();
   // dp scatters like torch.chunk: the first replica gets the largest share.

@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/common/choice_flag.h"
+#include "engine/memory_format_spellings.h"
+
 namespace tandem::apps {
 namespace {
 
@@ -11,11 +14,6 @@ constexpr const char* kModesHelp =
 constexpr const char* kCompressionHelp =
     "ddp: gradients cross ranks as fp16 or bf16 (half the bytes; a communication hook, see "
     "docs/parallel.md) or uncompressed (none)";
-
-CLI::IsMember mode_check() {
-  return CLI::IsMember(std::vector<std::string>(std::begin(kModeNames), std::end(kModeNames)));
-}
-
 constexpr const char* kPrecisionHelp =
     "bf16: convolutions and the linear layer in bfloat16 with float32 accumulation, activations "
     "kept in bfloat16; weights, optimizer, batch-norm statistics, loss and checkpoints stay "
@@ -24,44 +22,40 @@ constexpr const char* kSlowBf16Help =
     "run --precision bf16 even on a CPU without AVX512-BF16 or AMX, where it is emulated and "
     "several times slower";
 
-nn::Precision parse_precision(const std::string& name) {
-  return name == "bf16" ? nn::Precision::BFloat16 : nn::Precision::Float32;
+// The words of --precision and --grad-compression: the names the library gives the values.
+std::vector<Spelling<nn::Precision>> precision_spellings() {
+  std::vector<Spelling<nn::Precision>> spellings;
+  for (nn::Precision precision : {nn::Precision::Float32, nn::Precision::BFloat16})
+    spellings.emplace_back(nn::precision_name(precision), precision);
+  return spellings;
 }
 
-CLI::IsMember precisions_check() {
-  return CLI::IsMember({"fp32", "bf16"});
+std::vector<Spelling<std::optional<MemoryFormat>>> memory_format_spellings() {
+  std::vector<Spelling<std::optional<MemoryFormat>>> spellings{{"auto", std::nullopt}};
+  spellings.insert(spellings.end(), std::begin(kMemoryFormatSpellings),
+                   std::end(kMemoryFormatSpellings));
+  return spellings;
 }
 
-CLI::IsMember compressions() {
-  return CLI::IsMember({"none", "fp16", "bf16"});
+std::vector<Spelling<parallel::GradCompression>> compression_spellings() {
+  using parallel::GradCompression;
+  std::vector<Spelling<GradCompression>> spellings;
+  for (GradCompression compression :
+       {GradCompression::None, GradCompression::Float16, GradCompression::BFloat16})
+    spellings.emplace_back(parallel::grad_compression_name(compression), compression);
+  return spellings;
 }
 
 }  // namespace
 
 void add_mode_flag(CLI::App& app, Mode& mode) {
-  app.add_option_function<std::string>(
-         "--mode", [&mode](const std::string& name) { mode = parse_mode(name); },
-         std::string(kModesHelp) + " (--nproc, or under tandem-run/mpirun/srun)")
-      ->check(mode_check())
-      ->default_str(mode_name(mode));
+  add_choice_flag(app, "--mode", mode, kModeSpellings,
+                  std::string(kModesHelp) + " (--nproc, or under tandem-run/mpirun/srun)");
 }
 
 void add_modes_flag(CLI::App& app, std::vector<Mode>& modes) {
-  std::string defaults;
-  for (Mode mode : modes) {
-    if (!defaults.empty()) defaults += ',';
-    defaults += mode_name(mode);
-  }
-  app.add_option_function<std::vector<std::string>>(
-         "--modes",
-         [&modes](const std::vector<std::string>& names) {
-           modes.clear();
-           for (const std::string& name : names) modes.push_back(parse_mode(name));
-         },
-         std::string("modes to run: ") + kModesHelp)
-      ->delimiter(',')
-      ->check(mode_check())
-      ->default_str(defaults);
+  add_choices_flag(app, "--modes", modes, kModeSpellings,
+                   std::string("modes to run: ") + kModesHelp);
 }
 
 void add_arch_flag(CLI::App& app, std::string& arch) {
@@ -71,58 +65,55 @@ void add_arch_flag(CLI::App& app, std::string& arch) {
       ->capture_default_str();
 }
 
-void add_memory_format_flag(CLI::App& app, std::string& memory_format) {
-  app.add_option("--memory-format", memory_format,
-                 "activations and weights in memory: channels_last (NHWC), contiguous (NCHW), or "
-                 "auto: channels_last on CPUs, contiguous on GPUs; checkpoints are NCHW either way")
-      ->check(
-          CLI::IsMember({"auto", "channels_last", "channels-last", "nhwc", "contiguous", "nchw"}))
-      ->capture_default_str();
+void add_memory_format_flag(CLI::App& app, std::optional<MemoryFormat>& memory_format) {
+  add_choice_flag(app, "--memory-format", memory_format, memory_format_spellings(),
+                  "activations and weights in memory: channels_last (NHWC), contiguous (NCHW), or "
+                  "auto: channels_last on CPUs, contiguous on GPUs; checkpoints are NCHW either "
+                  "way");
+}
+
+const char* memory_format_flag_name(const std::optional<MemoryFormat>& memory_format) {
+  return name_in(memory_format_spellings(), memory_format);
 }
 
 void add_precision_flags(CLI::App& app, nn::Precision& precision, bool& allow_slow_bf16) {
-  app.add_option_function<std::string>(
-         "--precision",
-         [&precision](const std::string& name) { precision = parse_precision(name); },
-         kPrecisionHelp)
-      ->check(precisions_check())
-      ->default_str(nn::precision_name(precision));
+  add_choice_flag(app, "--precision", precision, precision_spellings(), kPrecisionHelp);
   app.add_flag("--allow-slow-bf16", allow_slow_bf16, kSlowBf16Help);
 }
 
 void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
                          bool& allow_slow_bf16) {
-  app.add_option_function<std::vector<std::string>>(
-         "--precision",
-         [&precisions](const std::vector<std::string>& names) {
-           precisions.clear();
-           for (const std::string& name : names) precisions.push_back(parse_precision(name));
-         },
-         std::string(kPrecisionHelp) + "; a list (fp32,bf16) measures each")
-      ->delimiter(',')
-      ->check(precisions_check())
-      ->default_str(nn::precision_name(nn::Precision::Float32));
+  add_choices_flag(app, "--precision", precisions, precision_spellings(),
+                   std::string(kPrecisionHelp) + "; a list (fp32,bf16) measures each");
   app.add_flag("--allow-slow-bf16", allow_slow_bf16, kSlowBf16Help);
 }
 
-void add_bucket_cap_flag(CLI::App& app, double& bucket_cap_mb) {
+void add_bucket_flags(CLI::App& app, double& bucket_cap_mb, double& first_bucket_mb) {
   app.add_option("--bucket-cap-mb", bucket_cap_mb, "ddp: gradient bucket size in MiB")
+      ->check(CLI::Range(0.001, 4096.0))
+      ->capture_default_str();
+  app.add_option(
+         "--first-bucket-mb", first_bucket_mb,
+         "ddp: size of the first bucket in MiB (launched first, so small), at most --bucket-cap-mb")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
 }
 
-void add_grad_compression_flag(CLI::App& app, std::string& compression) {
-  app.add_option("--grad-compression", compression, kCompressionHelp)
-      ->check(compressions())
-      ->capture_default_str();
+void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compression) {
+  add_choice_flag(app, "--grad-compression", compression, compression_spellings(),
+                  kCompressionHelp);
 }
 
-void add_grad_compression_flag(CLI::App& app, std::vector<std::string>& compressions_list) {
-  app.add_option("--grad-compression", compressions_list,
-                 std::string(kCompressionHelp) + "; a row for each listed")
-      ->delimiter(',')
-      ->check(compressions())
-      ->capture_default_str();
+void add_grad_compression_flag(CLI::App& app,
+                               std::vector<parallel::GradCompression>& compressions) {
+  add_choices_flag(app, "--grad-compression", compressions, compression_spellings(),
+                   std::string(kCompressionHelp) + "; a row for each listed");
+}
+
+void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared) {
+  std::string help = "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)";
+  if (!how_shared.empty()) help += "; " + how_shared;
+  app.add_option("--threads", threads, help)->check(CLI::Range(0, 1024))->capture_default_str();
 }
 
 void add_data_dir_flag(CLI::App& app, std::string& data_dir) {

@@ -1,14 +1,18 @@
 #pragma once
 /// The flags that train_cifar and bench_cifar share, defined once so that they read, check and
 /// default alike in both programs: --mode (train_cifar) or --modes (bench_cifar, a list), --arch,
-/// --memory-format, --precision (one, or a row for each), --bucket-cap-mb, --grad-compression
-/// (one choice, or a row for each) and --data-dir.
+/// --memory-format, --precision (one, or a row for each), --bucket-cap-mb and --first-bucket-mb,
+/// --grad-compression (one choice, or a row for each), --threads and --data-dir. Each parses
+/// into its enum at the flag (Note [Typed options] in spellings.h).
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/common/mode.h"
+#include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm_hook.h"
 
 namespace CLI {
 class App;
@@ -16,17 +20,29 @@ class App;
 
 namespace tandem::apps {
 
+/// --data-dir's default: where scripts/get_cifar10.sh puts CIFAR-10.
+inline constexpr const char* kDefaultDataDir = "./data/cifar-10-batches-bin";
+
 void add_mode_flag(CLI::App& app, Mode& mode);
 void add_modes_flag(CLI::App& app, std::vector<Mode>& modes);
 void add_arch_flag(CLI::App& app, std::string& arch);
-void add_memory_format_flag(CLI::App& app, std::string& memory_format);
+/// --memory-format auto|channels_last|contiguous (and kMemoryFormatSpellings' other spellings);
+/// auto is nullopt: the device's preferred format (ops::preferred_memory_format).
+void add_memory_format_flag(CLI::App& app, std::optional<MemoryFormat>& memory_format);
+/// What --memory-format calls `memory_format`: "auto" for nullopt, else memory_format_name.
+const char* memory_format_flag_name(const std::optional<MemoryFormat>& memory_format);
 /// --precision fp32|bf16 into the enum (Note [Mixed precision]), and --allow-slow-bf16.
 void add_precision_flags(CLI::App& app, nn::Precision& precision, bool& allow_slow_bf16);
 void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
                          bool& allow_slow_bf16);
-void add_bucket_cap_flag(CLI::App& app, double& bucket_cap_mb);
-void add_grad_compression_flag(CLI::App& app, std::string& compression);
-void add_grad_compression_flag(CLI::App& app, std::vector<std::string>& compressions);
+/// ddp: --bucket-cap-mb and --first-bucket-mb (parallel::ReducerOptions, which caps the first
+/// bucket at the others' size).
+void add_bucket_flags(CLI::App& app, double& bucket_cap_mb, double& first_bucket_mb);
+void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compression);
+void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompression>& compressions);
+/// --threads N: CPU threads for kernels; `how_shared` (may be empty) adds how this program shares
+/// them out.
+void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared);
 void add_data_dir_flag(CLI::App& app, std::string& data_dir);
 
 }  // namespace tandem::apps

@@ -5,8 +5,8 @@
 namespace tandem::apps {
 
 Mode parse_mode(const std::string& name) {
-  for (int i = 0; i < 3; ++i) {
-    if (name == kModeNames[i]) return static_cast<Mode>(i);
+  for (const auto& [spelling, mode] : kModeSpellings) {
+    if (name == spelling) return mode;
   }
   TANDEM_FAIL("[mode] unknown mode '", name, "': single, dp or ddp");
 }

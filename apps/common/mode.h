@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "apps/common/spellings.h"
+
 namespace tandem::apps {
 
 enum class Mode {
@@ -12,10 +14,11 @@ enum class Mode {
 };
 
 /// Every mode's name, in the enum's order.
-inline constexpr const char* kModeNames[] = {"single", "dp", "ddp"};
+inline constexpr Spelling<Mode> kModeSpellings[] = {
+    {"single", Mode::Single}, {"dp", Mode::DataParallel}, {"ddp", Mode::Distributed}};
 
 inline const char* mode_name(Mode mode) {
-  return kModeNames[static_cast<int>(mode)];
+  return name_in(kModeSpellings, mode);
 }
 
 /// The inverse of mode_name; throws "[mode] unknown mode 'x': single, dp or ddp".

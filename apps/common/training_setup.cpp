@@ -20,9 +20,9 @@ bool gpus_by_default() {
   return false;
 }
 
-std::string ddp_backend(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  return gpus_by_default() ? "nccl" : "gloo";
+Backend ddp_backend(std::optional<Backend> requested) {
+  if (requested) return *requested;
+  return gpus_by_default() ? Backend::Nccl : Backend::Gloo;
 }
 
 std::vector<Device> first_devices(int count, bool gpus) {
@@ -112,8 +112,7 @@ TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> dev
   s.network = nn::make_resnet(o.arch, generator);
   s.network->set_precision(o.precision);
   s.network->to(s.device());
-  s.memory_format = o.memory_format == "auto" ? ops::preferred_memory_format(s.device())
-                                              : parse_memory_format(o.memory_format);
+  s.memory_format = o.memory_format ? *o.memory_format : ops::preferred_memory_format(s.device());
   s.network->to(s.memory_format);
   s.optimizer = std::make_unique<nn::Sgd>(s.network->parameters(), o.sgd);
   if (before_wrapping) before_wrapping(*s.network, *s.optimizer);

@@ -10,10 +10,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/common/mode.h"
+#include "apps/common/spellings.h"
 #include "engine/device.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
@@ -33,9 +35,17 @@ std::vector<Device> first_devices(int count, bool gpus);
 /// to the CPU (the CUDA review's D2): that throws, naming the driver and what is needed.
 bool gpus_by_default();
 
+/// A ddp rank's process group (--backend), named as parallel::init_process_group takes it.
+enum class Backend { Nccl, Gloo };
+inline constexpr Spelling<Backend> kBackendSpellings[] = {{"nccl", Backend::Nccl},
+                                                          {"gloo", Backend::Gloo}};
+inline const char* backend_name(Backend backend) {
+  return name_in(kBackendSpellings, backend);
+}
+
 /// The process group of a ddp rank: `requested` (--backend), else nccl where CUDA can run
 /// (gpus_by_default()), else gloo, as a PyTorch script picks it.
-std::string ddp_backend(const std::string& requested);
+Backend ddp_backend(std::optional<Backend> requested);
 
 /// The devices of a `mode` process given --devices `requested` (empty: the default):
 /// - single: the one device named, else cuda:0 when there is a GPU, else the CPU;
@@ -52,8 +62,9 @@ std::string device_list(const std::vector<Device>& devices);
 struct SetupOptions {
   Mode mode = Mode::Single;
   std::string arch = "resnet20";
-  uint64_t seed = 0;                   ///< of the weights
-  std::string memory_format = "auto";  ///< as --memory-format; auto: the first device's fastest
+  uint64_t seed = 0;  ///< of the weights
+  /// As --memory-format; nullopt (auto): the first device's preferred format.
+  std::optional<MemoryFormat> memory_format{};
   nn::SgdConfig sgd{};
   parallel::DataParallelOptions dp{};  ///< dp: persistent or rebuilt replicas
   parallel::DdpOptions ddp{};          ///< ddp: buckets, overlap

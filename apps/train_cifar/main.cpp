@@ -49,7 +49,7 @@ void on_signal(int sig) {
 // the GPUs cannot hold one each stop here, in one line, before any rank starts.
 int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
   apps::validate(options, options.nproc);  // here once, rather than once by every rank
-  if (apps::ddp_backend(options.backend) == "nccl") {
+  if (apps::ddp_backend(options.backend) == apps::Backend::Nccl) {
     const int visible = cuda_available() ? cuda_runtime().device_count() : 0;
     const std::string problem = apps::local_ranks_gpu_problem(options.nproc, visible);
     TANDEM_CHECK(problem.empty(), problem);
@@ -75,7 +75,7 @@ int run(int argc, char** argv) {
       set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
     }
     group = parallel::init_process_group(
-        apps::ddp_backend(options.backend), env,
+        apps::backend_name(apps::ddp_backend(options.backend)), env,
         {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
   }
   apps::Trainer trainer(options, group);

@@ -39,7 +39,7 @@ std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions
   char lr[32];
   std::snprintf(lr, sizeof(lr), "%.7g", static_cast<double>(o.lr));  // a float's digits
   return {{"--batch-size", std::to_string(o.batch_size)},
-          {"--schedule", o.schedule},
+          {"--schedule", schedule_name(o.schedule)},
           {"--lr", lr},
           {"--warmup-epochs", exact(o.warmup_epochs)},
           {"--accumulate", std::to_string(o.accumulate)},
@@ -87,7 +87,7 @@ std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
 }
 
 std::string resume_source(const TrainOptions& options) {
-  if (options.resume != "auto") return options.resume;
+  if (!options.resume.automatic) return options.resume.path;
   return nn::has_checkpoint(options.save) ? options.save : "";
 }
 

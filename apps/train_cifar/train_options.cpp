@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/common/choice_flag.h"
 #include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
@@ -26,9 +27,9 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
                  "process joins)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  app.add_option("--backend", o.backend,
-                 "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo")
-      ->check(CLI::IsMember({"nccl", "gloo"}));
+  add_optional_choice_flag(
+      app, "--backend", o.backend, kBackendSpellings,
+      "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo");
 }
 
 // The optimisation: length, batch, SGD and the learning-rate schedule.
@@ -55,10 +56,8 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
   app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_option("--schedule", o.schedule,
-                 "multistep (÷10 at 50% and 75% of training, He et al.), cosine or onecycle")
-      ->check(CLI::IsMember({"multistep", "cosine", "onecycle"}))
-      ->capture_default_str();
+  add_choice_flag(app, "--schedule", o.schedule, kScheduleSpellings,
+                  "multistep (÷10 at 50% and 75% of training, He et al.), cosine or onecycle");
   app.add_option("--warmup-epochs", o.warmup_epochs, "linear warm-up from lr/10")
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
@@ -88,16 +87,20 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
                  "redoes at most these); 0: at the end of each epoch only")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
-  app.add_option("--resume", o.resume,
-                 "continue from this checkpoint; auto: from --save's when it is there, else start "
-                 "afresh (what a restarted worker needs: tandem-run/torchrun --max-restarts)");
+  app.add_option_function<std::string>(
+      "--resume",
+      [&o](const std::string& path) {
+        o.resume = path == "auto" ? ResumeFlag{.automatic = true} : ResumeFlag{.path = path};
+      },
+      "continue from this checkpoint; auto: from --save's when it is there, else start afresh "
+      "(what a restarted worker needs: tandem-run/torchrun --max-restarts)");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
 }
 
 // DDP and the kernels: buckets, timeouts, accumulation, compression, threads, formats.
 void add_parallel_flags(CLI::App& app, TrainOptions& o) {
-  add_bucket_cap_flag(app, o.bucket_cap_mb);
+  add_bucket_flags(app, o.bucket_cap_mb, o.first_bucket_mb);
   app.add_option("--timeout", o.timeout_s,
                  "ddp: seconds before a collective or the rendezvous gives up (a dead or stopped "
                  "rank is reported then)")
@@ -117,10 +120,7 @@ void add_parallel_flags(CLI::App& app, TrainOptions& o) {
                "the ranks (otherwise ranks with fewer batches join, Note [Join protocol])");
   app.add_flag("--no-overlap", o.no_overlap,
                "ddp: all-reduce only after backward (to measure the overlap)");
-  app.add_option("--threads", o.threads,
-                 "CPU threads for kernels (0: TANDEM_NUM_THREADS or all cores)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  add_threads_flag(app, o.threads, "");
   add_memory_format_flag(app, o.memory_format);
   add_precision_flags(app, o.precision, o.allow_slow_bf16);
 }
@@ -159,7 +159,7 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
 }
 
 void validate(const TrainOptions& o, int world_size) {
-  TANDEM_CHECK(!o.eval_only || !o.resume.empty(),
+  TANDEM_CHECK(!o.eval_only || o.resume.given(),
                "[train_cifar] --eval-only needs a checkpoint to evaluate: add --resume PATH");
   TANDEM_CHECK(
       o.run_epochs == 0 || !o.save.empty(),
@@ -167,11 +167,11 @@ void validate(const TrainOptions& o, int world_size) {
       "add --save PATH");
   TANDEM_CHECK(o.save_every_steps == 0 || !o.save.empty(),
                "[train_cifar] --save-every-steps needs --save PATH to write to");
-  TANDEM_CHECK(o.resume != "auto" || !o.save.empty(),
+  TANDEM_CHECK(!o.resume.automatic || !o.save.empty(),
                "[train_cifar] --resume auto resumes from --save's checkpoint: add --save PATH");
   TANDEM_CHECK(
-      o.mode == Mode::Distributed ||
-          (o.backend.empty() && !o.no_overlap && !o.sync_bn && o.grad_compression == "none"),
+      o.mode == Mode::Distributed || (!o.backend && !o.no_overlap && !o.sync_bn &&
+                                      o.grad_compression == parallel::GradCompression::None),
       "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for --mode ddp");
   if (o.mode == Mode::Distributed) {
     const int64_t below = o.batch_size - o.batch_size % world_size;

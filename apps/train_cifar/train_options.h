@@ -3,12 +3,19 @@
 /// training loop so that tests can parse and validate command lines without training.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "apps/common/flags.h"
 #include "apps/common/mode.h"
+#include "apps/common/spellings.h"
+#include "apps/common/training_setup.h"
+#include "engine/memory_format.h"
 #include "nn/precision.h"
 #include "parallel/comm/launch_env.h"
+#include "parallel/comm_hook.h"
+#include "parallel/reducer.h"
 
 namespace CLI {
 class App;
@@ -16,39 +23,61 @@ class App;
 
 namespace tandem::apps {
 
+/// The learning-rate schedule after the warm-up (--schedule).
+enum class Schedule {
+  MultiStep,  ///< "multistep": ÷10 at 50 % and 75 % of training (He et al.)
+  Cosine,     ///< "cosine"
+  OneCycle,   ///< "onecycle"
+};
+inline constexpr Spelling<Schedule> kScheduleSpellings[] = {{"multistep", Schedule::MultiStep},
+                                                            {"cosine", Schedule::Cosine},
+                                                            {"onecycle", Schedule::OneCycle}};
+inline const char* schedule_name(Schedule schedule) {
+  return name_in(kScheduleSpellings, schedule);
+}
+
+/// --resume: nothing, a checkpoint, or auto: --save's checkpoint when there is one, else a fresh
+/// start (what a restarted worker needs).
+struct ResumeFlag {
+  bool automatic = false;  ///< --resume auto
+  std::string path{};      ///< --resume PATH (empty for auto)
+  bool given() const { return automatic || !path.empty(); }
+};
+
 struct TrainOptions {
   Mode mode = Mode::Single;
-  std::string arch = "resnet20";
-  std::string devices;       ///< single: one; dp: a list; empty: choose_devices' default
-  int nproc = 1;             ///< ddp outside a launcher: local workers to start
-  std::string backend;       ///< ddp: "nccl" or "gloo"; empty: nccl on GPUs, else gloo
-  int epochs = 10;           ///< the schedule's length
+  std::string arch = SetupOptions{}.arch;
+  std::string devices;               ///< single: one; dp: a list; empty: choose_devices' default
+  int nproc = 1;                     ///< ddp outside a launcher: local workers to start
+  std::optional<Backend> backend{};  ///< ddp; nullopt: nccl on GPUs, else gloo (ddp_backend)
+  int epochs = 10;                   ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
   float lr = 0.1f;
   float momentum = 0.9f;
   bool nesterov = false;
   float weight_decay = 1e-4f;
-  std::string schedule = "multistep";  ///< multistep (÷10 at 50 % and 75 %), cosine, onecycle
+  Schedule schedule = Schedule::MultiStep;
   double warmup_epochs = 0;
   int workers = 2;  ///< loader threads
-  std::string data_dir = "./data/cifar-10-batches-bin";
+  std::string data_dir = kDefaultDataDir;
   int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
   bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
   uint64_t seed = 0;
   std::string save;              ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
-  std::string resume;      ///< checkpoint to continue from; "auto": --save's, when there is one
-  bool eval_only = false;  ///< evaluate (the --resume checkpoint) and stop
-  double bucket_cap_mb = 25;
+  ResumeFlag resume;             ///< checkpoint to continue from
+  bool eval_only = false;        ///< evaluate (the --resume checkpoint) and stop
+  double bucket_cap_mb = parallel::ReducerOptions{}.bucket_cap_mb;      ///< ddp
+  double first_bucket_mb = parallel::ReducerOptions{}.first_bucket_mb;  ///< ddp
   bool no_overlap = false;  ///< ddp: all-reduce only after backward
   bool sync_bn = false;     ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
   int accumulate = 1;  ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
   double timeout_s = 300;  ///< ddp: a collective or the rendezvous failing after this long
-  std::string grad_compression = "none";  ///< ddp: none, fp16 or bf16 (parallel::make_comm_hook)
+  parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
   bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
   int threads = 0;         ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
-  std::string memory_format = "auto";  ///< auto (the device's fastest), channels_last, contiguous
+  std::optional<MemoryFormat> memory_format{};       ///< nullopt (auto): the device's preferred one
   nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
   bool allow_slow_bf16 = false;                      ///< bf16 even where the CPU emulates it
   std::string log_json;  ///< JSON-lines metrics, one record per epoch and a summary

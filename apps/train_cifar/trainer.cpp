@@ -47,30 +47,31 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
       log_(rank_ == 0 ? options.log_json : "", !resume_path_.empty()) {
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
-  setup_ = make_training_setup(
-      {.mode = options_.mode,
-       .arch = options_.arch,
-       .seed = options_.seed,
-       .memory_format = options_.memory_format,
-       .sgd = {.lr = options_.lr,
-               .momentum = options_.momentum,
-               .weight_decay = options_.weight_decay,
-               .nesterov = options_.nesterov},
-       .ddp = {.reducer = {.bucket_cap_mb = options_.bucket_cap_mb,
-                           .overlap = !options_.no_overlap}},
-       .grad_compression = parallel::parse_grad_compression(options_.grad_compression),
-       .sync_bn = options_.sync_bn,
-       .precision = options_.precision,
-       .allow_slow_bf16 = options_.allow_slow_bf16},
-      choose_devices(options_.mode, options_.devices, group_.get()), group_,
-      [this](nn::Module& network, nn::Sgd& optimizer) {
-        if (!resume_path_.empty()) resume(resume_path_, network, optimizer);
-      });
+  setup_ = make_training_setup({.mode = options_.mode,
+                                .arch = options_.arch,
+                                .seed = options_.seed,
+                                .memory_format = options_.memory_format,
+                                .sgd = {.lr = options_.lr,
+                                        .momentum = options_.momentum,
+                                        .weight_decay = options_.weight_decay,
+                                        .nesterov = options_.nesterov},
+                                .ddp = {.reducer = {.first_bucket_mb = options_.first_bucket_mb,
+                                                    .bucket_cap_mb = options_.bucket_cap_mb,
+                                                    .overlap = !options_.no_overlap}},
+                                .grad_compression = options_.grad_compression,
+                                .sync_bn = options_.sync_bn,
+                                .precision = options_.precision,
+                                .allow_slow_bf16 = options_.allow_slow_bf16},
+                               choose_devices(options_.mode, options_.devices, group_.get()),
+                               group_, [this](nn::Module& network, nn::Sgd& optimizer) {
+                                 if (!resume_path_.empty())
+                                   resume(resume_path_, network, optimizer);
+                               });
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
                "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
                setup_.devices.size(), " devices it is split over");
-  TANDEM_CHECK(options_.eval_only || start_.epoch < options_.epochs || options_.resume == "auto",
-               "[train_cifar] nothing to train: ", options_.resume, " finished epoch ",
+  TANDEM_CHECK(options_.eval_only || start_.epoch < options_.epochs || options_.resume.automatic,
+               "[train_cifar] nothing to train: ", options_.resume.path, " finished epoch ",
                start_.epoch, " and --epochs is ", options_.epochs,
                "; raise --epochs to train on, or use --eval-only to evaluate it");
   if (is_leader()) check_outputs();
@@ -168,12 +169,16 @@ void Trainer::build_schedule() {
   const auto warmup =
       static_cast<int64_t>(options_.warmup_epochs * static_cast<double>(steps_per_epoch));
   std::shared_ptr<const nn::LrSchedule> main;
-  if (options_.schedule == "cosine") {
-    main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
-  } else if (options_.schedule == "onecycle") {
-    main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
-  } else {
-    main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+  switch (options_.schedule) {
+    case Schedule::Cosine:
+      main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
+      break;
+    case Schedule::OneCycle:
+      main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
+      break;
+    case Schedule::MultiStep:
+      main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+      break;
   }
   schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
 }

@@ -34,8 +34,10 @@ void Trainer::print_header() {
   } else if (options_.mode == Mode::Distributed) {
     where = counted(world_, "rank") + ", " + group_->backend_name() + " on " +
             setup_.device().str() + (options_.sync_bn ? ", SyncBatchNorm" : "") +
-            (options_.grad_compression != "none" ? ", " + options_.grad_compression + " gradients"
-                                                 : "") +
+            (options_.grad_compression != parallel::GradCompression::None
+                 ? ", " + std::string(parallel::grad_compression_name(options_.grad_compression)) +
+                       " gradients"
+                 : "") +
             (uneven_shares_ ? ", uneven shares joined" : "");
   } else {
     where = setup_.device().str();
@@ -46,7 +48,7 @@ void Trainer::print_header() {
       options_.arch.c_str(), thousands(setup_.network->parameter_count()).c_str(),
       mode_name(options_.mode), where.c_str(), static_cast<long long>(options_.batch_size),
       counted(options_.epochs, "epoch").c_str(), static_cast<double>(options_.lr),
-      options_.schedule.c_str(), options_.synthetic ? "synthetic" : "CIFAR-10",
+      schedule_name(options_.schedule), options_.synthetic ? "synthetic" : "CIFAR-10",
       thousands(train_set_->size()).c_str(), thousands(test_set_->size()).c_str(),
       counted(num_threads(), "thread").c_str(), memory_format_name(setup_.memory_format),
       nn::precision_name(options_.precision));

@@ -284,7 +284,7 @@ TEST(BenchCifar, HelpExplainsTheFlagsWithTheirDefaults) {
                            "--pcie-gbps",   "=12",
                            "--latency-us",  "=20",
                            "--json",        "--real",
-                           "--dp-replicas", "=[persistent]",
+                           "--dp-replicas", "=persistent",
                            "--device-type", "=auto",
                            "--repeats",     "=3",
                            "median",        "shared or busy cores"}) {

@@ -16,7 +16,7 @@ Measurement distinct_values() {
   Measurement m;
   m.device = "cuda";
   m.device_list = "cuda:0,cuda:1";
-  m.memory_format = "channels_last";
+  m.memory_format = MemoryFormat::ChannelsLast;
   m.processes = 2;
   m.threads_per_process = 3;
   m.local_batch = 64;
@@ -34,7 +34,8 @@ TEST(BenchMetrics, EveryMetricRoundTripsThroughJson) {
   }
   EXPECT_EQ(got.device, "cuda");
   EXPECT_EQ(got.device_list, "cuda:0,cuda:1");
-  EXPECT_EQ(got.memory_format, "channels_last");
+  EXPECT_EQ(got.memory_format, MemoryFormat::ChannelsLast);
+  EXPECT_EQ(to_json(sent)["memory_format"], "channels_last");  // the JSON keeps the name
   EXPECT_EQ(got.processes, 2);
   EXPECT_EQ(got.threads_per_process, 3);
   EXPECT_EQ(got.local_batch, 64);
@@ -119,7 +120,7 @@ namespace {
 
 // The UX review's busy-machine run: "ddp x2 ... eff. 1064 %" printed without a word.
 TEST(BenchReport, ImpossibleEfficiencyIsWarnedAbout) {
-  BenchRow busy{.config = {.mode = Mode::Distributed, .devices = 2, .overlap = "on"},
+  BenchRow busy{.config = {.mode = Mode::Distributed, .devices = 2, .overlap = Overlap::On},
                 .measured = Measurement{}};
   busy.measured->efficiency = 10.64;
   BenchRow fine = busy;

@@ -49,7 +49,8 @@ TEST(BenchOptions, EachGradientCompressionIsADdpRow) {
       (std::vector<std::string>{"single x1 b128", "ddp x2 b128 overlap on",
                                 "ddp x2 b128 overlap on bf16", "ddp x2 b128 overlap on fp16"}));
   const auto args = worker_arguments(o, expand_matrix(o)[2], "r.json");
-  EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).compression, "bf16");
+  EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).compression,
+            parallel::GradCompression::BFloat16);
 }
 
 TEST(BenchOptions, EachDpReplicaChoiceIsADpRow) {
@@ -58,8 +59,8 @@ TEST(BenchOptions, EachDpReplicaChoiceIsADpRow) {
   const std::vector<BenchConfig> configs = expand_matrix(o);
   EXPECT_EQ(labels(configs), (std::vector<std::string>{"dp x2 b128", "dp x2 b128 rebuilt replicas",
                                                        "ddp x2 b128 overlap on"}));
-  EXPECT_EQ(configs[1].dp_replicas, "rebuilt");
-  EXPECT_EQ(configs[2].dp_replicas, "");  // a dp choice only
+  EXPECT_EQ(configs[1].dp_replicas, Replicas::Rebuilt);
+  EXPECT_EQ(configs[2].dp_replicas, std::nullopt);  // a dp choice only
   const auto args = worker_arguments(o, configs[1], "r.json");
   EXPECT_EQ(worker_config(parse({args.begin(), args.end()})), configs[1]);
 }
@@ -85,6 +86,31 @@ TEST(BenchOptions, EachPrecisionIsARowNextToItsTwin) {
               parse({"--precision", "fp16"});
             }).find("--precision"),
             std::string::npos);
+}
+
+// Note [Typed options]: every word a flag takes names its value, in any case; the JSON and the
+// workers get the value's name back.
+TEST(BenchOptions, ChoicesAreParsedIntoTheirEnums) {
+  EXPECT_EQ(parse({}).device_type, DeviceType::Auto);
+  EXPECT_EQ(parse({"--device-type", "cuda"}).device_type, DeviceType::Cuda);
+  EXPECT_EQ(parse({"--device-type", "CPU"}).device_type, DeviceType::Cpu);
+  EXPECT_EQ(parse({}).overlaps, std::vector<Overlap>{Overlap::On});
+  EXPECT_EQ(parse({"--overlap", "off"}).overlaps, std::vector<Overlap>{Overlap::Off});
+  EXPECT_EQ(parse({"--overlap", "both"}).overlaps,
+            (std::vector<Overlap>{Overlap::On, Overlap::Off}));
+  EXPECT_EQ(parse({"--dp-replicas", "rebuilt,persistent"}).dp_replicas,
+            (std::vector<Replicas>{Replicas::Rebuilt, Replicas::Persistent}));
+  EXPECT_EQ(parse({}).link, Link::NvLink);
+  EXPECT_EQ(parse({"--link", "pcie"}).link, Link::Pcie);
+  EXPECT_EQ(parse({"--link", "both"}).link, Link::Both);
+  EXPECT_EQ(parse({"--grad-compression", "fp16,none"}).compressions,
+            (std::vector<parallel::GradCompression>{parallel::GradCompression::Float16,
+                                                    parallel::GradCompression::None}));
+  EXPECT_EQ(parse({}).memory_format, std::nullopt);
+  EXPECT_EQ(parse({"--memory-format", "nhwc"}).memory_format, MemoryFormat::ChannelsLast);
+  EXPECT_EQ(parse({}).bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
+  EXPECT_EQ(parse({}).first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
+  EXPECT_EQ(parse({"--first-bucket-mb", "2"}).first_bucket_mb, 2);
 }
 
 TEST(BenchOptions, ModesAreParsedIntoTheEnum) {
@@ -138,10 +164,12 @@ TEST(BenchOptions, BadValuesAreOneLineErrors) {
 }
 
 TEST(BenchOptions, ConfigurationsThatCannotRunSayWhy) {
-  EXPECT_EQ(config_problem({.mode = Mode::Distributed, .devices = 2, .batch = 8, .overlap = "on"}),
-            "");
-  EXPECT_EQ(config_problem({.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = "on"}),
-            "[bench_cifar] batch 8 does not split evenly over 3 processes");
+  EXPECT_EQ(
+      config_problem({.mode = Mode::Distributed, .devices = 2, .batch = 8, .overlap = Overlap::On}),
+      "");
+  EXPECT_EQ(
+      config_problem({.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = Overlap::On}),
+      "[bench_cifar] batch 8 does not split evenly over 3 processes");
   EXPECT_EQ(config_problem({.mode = Mode::DataParallel, .devices = 3, .batch = 8}),
             "");  // uneven chunks are fine
   EXPECT_EQ(config_problem({.mode = Mode::DataParallel, .devices = 4, .batch = 2}),
@@ -154,8 +182,8 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   const BenchConfig config{.mode = Mode::Distributed,
                            .devices = 4,
                            .batch = 64,
-                           .overlap = "off",
-                           .compression = "none"};
+                           .overlap = Overlap::Off,
+                           .compression = parallel::GradCompression::None};
   const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
   EXPECT_EQ(worker.worker_json, "/tmp/result.json");
   EXPECT_EQ(worker_config(worker), config);
@@ -164,7 +192,7 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   EXPECT_EQ(worker.steps, 3);
   EXPECT_TRUE(worker.real);
   EXPECT_EQ(worker.data_dir, "/data");
-  EXPECT_EQ(worker.device_type, "cpu");
+  EXPECT_EQ(worker.device_type, DeviceType::Cpu);
   const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
 }
@@ -197,7 +225,7 @@ TEST(BenchOptions, JsonRowsHaveEveryColumnInOrder) {
   BenchOptions options;
   const BenchRow ok = measured_row({.mode = Mode::DataParallel, .devices = 2, .batch = 64}, 150);
   const BenchRow failed{
-      .config = {.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = "on"},
+      .config = {.mode = Mode::Distributed, .devices = 3, .batch = 8, .overlap = Overlap::On},
       .error = "[bench_cifar] no"};
   for (const BenchRow& row : {ok, failed}) {
     std::vector<std::string> keys;

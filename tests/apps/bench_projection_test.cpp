@@ -117,7 +117,7 @@ TEST(BenchProjection, ProfileLeavesTheEndOfBackwardWaitOut) {
 
 TEST(BenchProjection, LinksComeFromTheFlags) {
   BenchOptions options;
-  options.link = "both";
+  options.link = Link::Both;
   options.nvlink_gbps = 200;
   options.pcie_gbps = 10;
   options.latency_us = 5;
@@ -127,7 +127,7 @@ TEST(BenchProjection, LinksComeFromTheFlags) {
   EXPECT_EQ(links[0].bus_gbps, 200);
   EXPECT_EQ(links[1].name, "pcie");
   EXPECT_EQ(links[1].latency_us, 5);
-  options.link = "pcie";
+  options.link = Link::Pcie;
   EXPECT_EQ(links_of(options).size(), 1u);
 }
 

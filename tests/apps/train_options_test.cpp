@@ -27,8 +27,13 @@ TEST(TrainOptions, DefaultsAreThePapersRecipe) {
   EXPECT_FLOAT_EQ(o.lr, 0.1f);
   EXPECT_FLOAT_EQ(o.momentum, 0.9f);
   EXPECT_FLOAT_EQ(o.weight_decay, 1e-4f);
-  EXPECT_EQ(o.schedule, "multistep");
+  EXPECT_EQ(o.schedule, Schedule::MultiStep);
   EXPECT_EQ(o.data_dir, "./data/cifar-10-batches-bin");
+  EXPECT_EQ(o.bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
+  EXPECT_EQ(o.first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
+  EXPECT_EQ(o.memory_format, std::nullopt);  // auto
+  EXPECT_EQ(o.backend, std::nullopt);
+  EXPECT_FALSE(o.resume.given());
 }
 
 TEST(TrainOptions, ParsesEveryFlag) {
@@ -72,6 +77,8 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "b.ckpt",
                                 "--bucket-cap-mb",
                                 "5",
+                                "--first-bucket-mb",
+                                "0.5",
                                 "--no-overlap",
                                 "--threads",
                                 "1",
@@ -89,11 +96,11 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "bf16",
                                 "--drop-last"});
   EXPECT_EQ(o.mode, Mode::Distributed);
-  EXPECT_EQ(o.grad_compression, "bf16");
+  EXPECT_EQ(o.grad_compression, parallel::GradCompression::BFloat16);
   EXPECT_TRUE(o.drop_last);
   EXPECT_EQ(o.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
-  EXPECT_EQ(o.backend, "gloo");
+  EXPECT_EQ(o.backend, Backend::Gloo);
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.run_epochs, 1);
   EXPECT_EQ(o.batch_size, 256);
@@ -101,7 +108,7 @@ TEST(TrainOptions, ParsesEveryFlag) {
   EXPECT_FLOAT_EQ(o.momentum, 0.8f);
   EXPECT_TRUE(o.nesterov);
   EXPECT_FLOAT_EQ(o.weight_decay, 5e-4f);
-  EXPECT_EQ(o.schedule, "cosine");
+  EXPECT_EQ(o.schedule, Schedule::Cosine);
   EXPECT_DOUBLE_EQ(o.warmup_epochs, 1.5);
   EXPECT_EQ(o.workers, 3);
   EXPECT_EQ(o.data_dir, "/d");
@@ -109,17 +116,51 @@ TEST(TrainOptions, ParsesEveryFlag) {
   EXPECT_TRUE(o.synthetic);
   EXPECT_EQ(o.seed, 9u);
   EXPECT_EQ(o.save, "a.ckpt");
-  EXPECT_EQ(o.resume, "b.ckpt");
+  EXPECT_FALSE(o.resume.automatic);
+  EXPECT_EQ(o.resume.path, "b.ckpt");
   EXPECT_DOUBLE_EQ(o.bucket_cap_mb, 5);
+  EXPECT_DOUBLE_EQ(o.first_bucket_mb, 0.5);
   EXPECT_TRUE(o.no_overlap);
   EXPECT_EQ(o.threads, 1);
   EXPECT_EQ(o.log_json, "m.jsonl");
   EXPECT_FALSE(o.progress);
   EXPECT_TRUE(o.sync_bn);
   EXPECT_DOUBLE_EQ(o.timeout_s, 12.5);
-  EXPECT_EQ(o.memory_format, "nchw");
+  EXPECT_EQ(o.memory_format, MemoryFormat::Contiguous);
   EXPECT_EQ(o.accumulate, 4);
   EXPECT_EQ(parse({"--mode", "dp", "--devices", "cpu:0,cpu:1"}).devices, "cpu:0,cpu:1");
+}
+
+// Note [Typed options]: each word a flag takes maps to its value, in any case.
+TEST(TrainOptions, ChoicesAreParsedIntoTheirEnums) {
+  for (const auto& [word, format] :
+       std::vector<std::pair<const char*, std::optional<MemoryFormat>>>{
+           {"auto", std::nullopt},
+           {"channels_last", MemoryFormat::ChannelsLast},
+           {"channels-last", MemoryFormat::ChannelsLast},
+           {"nhwc", MemoryFormat::ChannelsLast},
+           {"NHWC", MemoryFormat::ChannelsLast},
+           {"contiguous", MemoryFormat::Contiguous},
+           {"nchw", MemoryFormat::Contiguous}}) {
+    EXPECT_EQ(parse({"--memory-format", word}).memory_format, format) << word;
+  }
+  for (const auto& [word, schedule] :
+       std::vector<std::pair<const char*, Schedule>>{{"multistep", Schedule::MultiStep},
+                                                     {"cosine", Schedule::Cosine},
+                                                     {"onecycle", Schedule::OneCycle},
+                                                     {"OneCycle", Schedule::OneCycle}}) {
+    EXPECT_EQ(parse({"--schedule", word}).schedule, schedule) << word;
+    EXPECT_STREQ(schedule_name(schedule), word == std::string("OneCycle") ? "onecycle" : word);
+  }
+  EXPECT_EQ(parse({"--mode", "dp"}).mode, Mode::DataParallel);
+  EXPECT_EQ(parse({"--backend", "nccl"}).backend, Backend::Nccl);
+  EXPECT_EQ(parse({"--precision", "bf16"}).precision, nn::Precision::BFloat16);
+  EXPECT_EQ(parse({"--grad-compression", "fp16"}).grad_compression,
+            parallel::GradCompression::Float16);
+  const TrainOptions automatic = parse({"--resume", "auto"});
+  EXPECT_TRUE(automatic.resume.automatic);
+  EXPECT_EQ(automatic.resume.path, "");
+  EXPECT_TRUE(automatic.resume.given());
 }
 
 TEST(TrainOptions, BadFlagsAndValuesAreOneClearLine) {
@@ -130,8 +171,12 @@ TEST(TrainOptions, BadFlagsAndValuesAreOneClearLine) {
            {{"--lr", "-1"}, "--lr"},
            {{"--batch-size", "0"}, "--batch-size"},
            {{"--epochs", "two"}, "--epochs"},
-           {{"--schedule", "linear"}, "linear"},
-           {{"--backend", "mpi"}, "mpi"}}) {
+           {{"--schedule", "linear"}, "--schedule: linear not in {multistep,cosine,onecycle}"},
+           {{"--memory-format", "nhcw"}, "--memory-format: nhcw not in {auto,channels_last,"},
+           {{"--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}"},
+           {{"--grad-compression", "int8"}, "--grad-compression: int8 not in {none,fp16,bf16}"},
+           {{"--first-bucket-mb", "0"}, "--first-bucket-mb"},
+           {{"--backend", "mpi"}, "--backend: mpi not in {nccl,gloo}"}}) {
     const std::string message = parse_error(args);
     EXPECT_NE(message.find("[train_cifar]"), std::string::npos) << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;

@@ -6,6 +6,7 @@
 
 #include "apps/common/mode.h"
 #include "engine/device_runtime.h"
+#include "engine/ops/layout.h"
 #include "parallel/sync_batch_norm.h"
 #include "tests/support/ddp_fixtures.h"
 #include "tests/support/spawn_ranks.h"
@@ -51,9 +52,10 @@ TEST(TrainingSetup, DefaultDevicesFollowPyTorch) {
 
 // As a PyTorch script picks its backend: nccl where CUDA runs, else gloo; --backend wins.
 TEST(TrainingSetup, DdpBackendIsNcclOnGpusElseGloo) {
-  EXPECT_EQ(ddp_backend(""), cuda_available() ? "nccl" : "gloo");
-  EXPECT_EQ(ddp_backend("gloo"), "gloo");
-  EXPECT_EQ(ddp_backend("nccl"), "nccl");
+  EXPECT_EQ(ddp_backend(std::nullopt), cuda_available() ? Backend::Nccl : Backend::Gloo);
+  EXPECT_EQ(ddp_backend(Backend::Gloo), Backend::Gloo);
+  EXPECT_EQ(ddp_backend(Backend::Nccl), Backend::Nccl);
+  EXPECT_STREQ(backend_name(Backend::Nccl), "nccl");  // as init_process_group takes it
 }
 
 TEST(TrainingSetup, RequestedDevicesAreParsed) {
@@ -85,8 +87,8 @@ TEST(TrainingSetup, DevicesThatDoNotFitTheModeAreOneLineErrors) {
 }
 
 TEST(TrainingSetup, SingleTrainsTheBareNetwork) {
-  const TrainingSetup s = make_training_setup({.mode = Mode::Single, .memory_format = "nchw"},
-                                              {Device::cpu()}, nullptr);
+  const TrainingSetup s = make_training_setup(
+      {.mode = Mode::Single, .memory_format = MemoryFormat::Contiguous}, {Device::cpu()}, nullptr);
   EXPECT_EQ(s.model, s.network);
   EXPECT_EQ(s.dp, nullptr);
   EXPECT_EQ(s.ddp, nullptr);
@@ -94,10 +96,16 @@ TEST(TrainingSetup, SingleTrainsTheBareNetwork) {
   EXPECT_EQ(s.optimizer->parameters().size(), s.network->parameters().size());
 }
 
+// --memory-format auto (nullopt) is the device's preferred format.
+TEST(TrainingSetup, NoMemoryFormatMeansTheDevicesPreferredOne) {
+  const TrainingSetup s = make_training_setup({.mode = Mode::Single}, {Device::cpu()}, nullptr);
+  EXPECT_EQ(s.memory_format, ops::preferred_memory_format(Device::cpu()));
+}
+
 TEST(TrainingSetup, DataParallelWrapsTheNetworkOverItsDevices) {
   const nn::Module* loaded = nullptr;  // what a checkpoint would be loaded into
   const TrainingSetup s = make_training_setup(
-      {.mode = Mode::DataParallel, .arch = "resnet20", .memory_format = "channels_last"},
+      {.mode = Mode::DataParallel, .arch = "resnet20", .memory_format = MemoryFormat::ChannelsLast},
       choose_devices(Mode::DataParallel, "cpu:0,cpu:1", nullptr), nullptr,
       [&](nn::Module& network, nn::Sgd&) { loaded = &network; });
   EXPECT_EQ(loaded, s.network.get());

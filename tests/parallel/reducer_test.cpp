@@ -100,6 +100,21 @@ TEST(Reducer, BucketsFollowReverseRegistrationThenArrivalOrder) {
   EXPECT_EQ((std::set<size_t>{rebuilt[4][0], rebuilt[5][0]}), (std::set<size_t>{2, 3}));
 }
 
+// The first bucket is meant to be the small one: a first_bucket_mb above bucket_cap_mb is
+// capped there, whoever set it.
+TEST(Reducer, FirstBucketIsAtMostTheCap) {
+  DdpOptions options;
+  options.reducer.first_bucket_mb = 1;
+  options.reducer.bucket_cap_mb = 100.0 / (1024 * 1024);  // 100 bytes
+  options.reducer.find_unused_parameters = true;
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), options);
+  // Bytes in reverse registration order: 5 unused.bias 32, 4 unused.weight 256, 3 first.bias 16,
+  // 2 first.weight 128, 1 second.bias 12, 0 second.weight 48. A 1 MiB first bucket would hold
+  // them all.
+  EXPECT_EQ(model.reducer().bucket_assignment(),
+            (std::vector<std::vector<size_t>>{{5}, {4}, {3}, {2}, {1, 0}}));
+}
+
 TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
                                 one_parameter_per_bucket());
