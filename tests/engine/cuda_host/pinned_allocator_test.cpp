@@ -1,6 +1,7 @@
 // The pinned host allocator on the fake CUDA runtime (engine/cuda/runtime/pinned_allocator.h):
-// blocks are reused only after the copies that read them, whatever device those ran on, with pooled
-// events; staging memory made for a device makes no context elsewhere.
+// size classes of at most an eighth of waste; blocks are reused only after the copies that read
+// them, whatever device those ran on, with pooled events; staging memory made for a device makes
+// no context elsewhere.
 
 #include <set>
 #include <thread>
@@ -38,6 +39,54 @@ TEST_F(CudaHostPinned, BlocksAreReusedOnlyAfterTheirCopies) {
   EXPECT_EQ(pinned.stats().reserved_bytes, 0);
   EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
   EXPECT_FALSE(pinned.record_stream(&pinned, nullptr, 0)) << "not a pinned block";
+}
+
+// Note [Host block cache]: eight size classes per power of two, not powers of two.
+TEST_F(CudaHostPinned, SizeClassesWasteAtMostAnEighth) {
+  PinnedHostAllocator pinned;
+  constexpr size_t kMiB = size_t{1} << 20;
+  void* block = pinned.allocate(kMiB + 1);  // a power of two would take 2 MiB
+  EXPECT_EQ(pinned.stats().reserved_bytes, static_cast<int64_t>(kMiB + kMiB / 8));
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), static_cast<int64_t>(kMiB + kMiB / 8));
+  pinned.deallocate(block, kMiB + 1);
+  pinned.empty_cache();
+  // Each request is a quarter bigger than the last, so of a bigger class: every one is new.
+  for (size_t nbytes = 32 << 10; nbytes < 64 * kMiB; nbytes = nbytes * 5 / 4 + 4097) {
+    const int64_t reserved = pinned.stats().reserved_bytes;
+    block = pinned.allocate(nbytes);
+    const auto size = static_cast<size_t>(pinned.stats().reserved_bytes - reserved);
+    EXPECT_GE(size, nbytes);
+    EXPECT_LE(size - nbytes, nbytes / 8) << nbytes;
+    pinned.deallocate(block, nbytes);
+  }
+  pinned.empty_cache();
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
+}
+
+// A freed block waits for its copy outside the cache: a request of its class gets another block
+// until the copy's event has passed, and the block itself after.
+TEST_F(CudaHostPinned, AFreedBlockReturnsToItsClassWhenItsCopyIsDone) {
+  PinnedHostAllocator pinned;
+  const Stream copies = Stream::create(0);
+  void* block = pinned.allocate(100'000);  // class 104 KiB
+  busy_wait(copies.handle(), 0, 1.0);
+  pinned.record_stream(block, copies.handle(), 0);
+  pinned.deallocate(block, 100'000);
+  EXPECT_EQ(pinned.detailed_stats().cached_bytes, 0) << "cached while the copy runs";
+  EXPECT_EQ(pinned.detailed_stats().allocated_bytes, 100'000) << "counted until the copy is done";
+  void* during = pinned.allocate(104 << 10);
+  EXPECT_NE(during, block);
+  fake_cuda::run(copies.handle(), 0);
+  void* after = pinned.allocate(99'000);  // the same class
+  EXPECT_EQ(after, block);
+  const CacheStats stats = pinned.detailed_stats();
+  EXPECT_EQ(stats.cache_hits, 1);
+  EXPECT_EQ(stats.cache_misses, 2);
+  EXPECT_EQ(stats.allocated_bytes, (104 << 10) + 99'000);
+  pinned.deallocate(during, 104 << 10);
+  pinned.deallocate(after, 99'000);
+  pinned.empty_cache();
+  EXPECT_EQ(pinned.detailed_stats().reserved_bytes, 0);
 }
 
 TEST_F(CudaHostPinned, CopiesAreTrackedWithPooledEvents) {
