@@ -5,6 +5,7 @@
 
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/pinned_allocator.h"
@@ -87,6 +88,33 @@ TEST_F(CudaHostPinned, AFreedBlockReturnsToItsClassWhenItsCopyIsDone) {
   pinned.deallocate(after, 99'000);
   pinned.empty_cache();
   EXPECT_EQ(pinned.detailed_stats().reserved_bytes, 0);
+}
+
+// DataLoader workers stage batches while the main thread frees the copied ones (for
+// ThreadSanitizer: the allocator's lock, then the cache's, from several threads).
+TEST_F(CudaHostPinned, ThreadsAllocateRecordAndFreeConcurrently) {
+  PinnedHostAllocator pinned;
+  const Stream copies = Stream::create(0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const size_t nbytes = size_t{4096} << ((i + t) % 5);
+        auto* block = static_cast<char*>(pinned.allocate(nbytes));
+        block[nbytes - 1] = static_cast<char>(i);
+        pinned.record_stream(block, copies.handle(), 0);
+        pinned.deallocate(block, nbytes);
+        if (i % 10 == 0) fake_cuda::run(copies.handle(), 0);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  pinned.empty_cache();  // waits for the copies still pending
+  const CacheStats stats = pinned.detailed_stats();
+  EXPECT_EQ(stats.allocated_bytes, 0);
+  EXPECT_EQ(stats.reserved_bytes, 0);
+  EXPECT_EQ(stats.allocation_count, 200);
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
 }
 
 TEST_F(CudaHostPinned, CopiesAreTrackedWithPooledEvents) {
