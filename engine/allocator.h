@@ -11,32 +11,26 @@
 /// - requests below kSmallLimit (128 KiB, glibc's default mmap threshold) go to aligned_alloc and
 ///   free: glibc keeps those in its arenas and reuses them without system calls, and they are the
 ///   most frequent requests, which then take no lock;
-/// - larger ones are rounded up to a size class, eight per power of two (128, 144, 160, ... 240,
-///   256, 288 KiB, ...): at most 12.5 % waste, and every class is a multiple of 16 KiB, so of the
-///   page size. A block is mmap'ed at its class size and, when freed, kept on its class's free
-///   list. A request reuses only a block of its own class: blocks are never split, so a bigger one
-///   would carry its excess for as long as it lives. The most recently freed block of the class
-///   goes first: its pages are the likeliest to be in cache and TLB;
+/// - larger ones go to a HostBlockCache (Note [Host block cache] in engine/host_block_cache.h,
+///   shared with the pinned allocator) whose blocks are mmap'ed: eight size classes per power of
+///   two (128, 144, 160, ... 240, 256, 288 KiB, ...), at most 12.5 % waste, every class a
+///   multiple of 16 KiB, so of the page size; a freed block is kept for its class, most recently
+///   freed reused first;
 /// - the free (cached) bytes are capped: cache_limit(), which the process-wide allocator takes
-///   from TANDEM_CPU_CACHE_MB, default a quarter of physical memory. A free that would go over
-///   the cap first unmaps the blocks freed longest ago: a step asks again for what the previous
-///   step freed, while the oldest blocks are sizes that stopped coming (an epoch's smaller last
-///   batch, an evaluation pass). A block bigger than the cap is unmapped at once. A cap of 0
-///   turns caching off: every block then comes from aligned_alloc, as before the cache existed
-///   (an mmap per large block would fault far more often than glibc does);
-/// - the free lists are intrusive (their links live in the free blocks), so deallocate() never
-///   allocates; one mutex guards them, held only while a list changes: mmap and munmap run
-///   outside it;
+///   from TANDEM_CPU_CACHE_MB, default a quarter of physical memory; over the cap the blocks
+///   freed longest ago are unmapped first. A cap of 0 turns caching off: every block then comes
+///   from aligned_alloc, as before the cache existed (an mmap per large block would fault far
+///   more often than glibc does);
 /// - when mmap (or aligned_alloc) fails, the cache is emptied and the call retried once before
 ///   tandem::Error is thrown.
 /// After the first training step the cache holds every size a step needs, so later steps make no
 /// mmap or munmap calls (detailed_stats().cache_misses stops growing) and take no page faults in
 /// these buffers.
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
+
+#include "engine/host_block_cache.h"
 
 namespace tandem {
 
@@ -56,17 +50,11 @@ class Allocator {
   virtual AllocatorStats stats() const = 0;
 };
 
-/// CpuAllocator's statistics, with the cache's counters.
-struct CpuAllocatorStats {
-  int64_t allocated_bytes = 0;       ///< bytes requested by live allocations
-  int64_t reserved_bytes = 0;        ///< bytes held from the system: live blocks and cached ones
-  int64_t cached_bytes = 0;          ///< bytes in free blocks kept for reuse
-  int64_t peak_allocated_bytes = 0;  ///< since construction
-  int64_t allocation_count = 0;      ///< allocate() calls so far, small and large
-  int64_t cache_hits = 0;            ///< large allocations served by a cached block
-  int64_t cache_misses = 0;          ///< large allocations that needed a new block (mmap)
-  int64_t released_blocks = 0;       ///< blocks unmapped: evicted, over the cap, empty_cache()
-};
+/// The Allocator interface's part of a host allocator's statistics.
+inline AllocatorStats allocator_stats(const CacheStats& stats) {
+  return {stats.allocated_bytes, stats.reserved_bytes, stats.peak_allocated_bytes,
+          stats.allocation_count};
+}
 
 /// The host allocator: 64-byte aligned, thread-safe, caching (Note [CPU caching allocator]).
 /// Tensors use the process-wide cpu_allocator(); tests make their own.
@@ -76,66 +64,36 @@ class CpuAllocator final : public Allocator {
   /// Requests below this go to aligned_alloc and are not cached.
   static constexpr size_t kSmallLimit = size_t{128} << 10;
   /// Size classes per power of two above kSmallLimit.
-  static constexpr size_t kClassesPerDoubling = 8;
+  static constexpr size_t kClassesPerDoubling = HostBlockCache::kClassesPerDoubling;
 
   /// An allocator that keeps at most `cache_limit_bytes` of freed blocks (0: no caching, every
   /// block from aligned_alloc).
   explicit CpuAllocator(size_t cache_limit_bytes);
   /// Unmaps the cached blocks; blocks still handed out are leaked (their memory goes with the
   /// process).
-  ~CpuAllocator() override;
+  ~CpuAllocator() override = default;
   CpuAllocator(const CpuAllocator&) = delete;
   CpuAllocator& operator=(const CpuAllocator&) = delete;
 
   void* allocate(size_t nbytes) override;
   /// `nbytes` must be what allocate() was given for `ptr`.
   void deallocate(void* ptr, size_t nbytes) noexcept override;
-  AllocatorStats stats() const override;
-  CpuAllocatorStats detailed_stats() const;
+  AllocatorStats stats() const override { return allocator_stats(cache_.stats()); }
+  CacheStats detailed_stats() const { return cache_.stats(); }
 
   /// Gives every cached block back to the system (torch.cuda.empty_cache() for host memory).
-  void empty_cache() noexcept;
-  size_t cache_limit() const { return cache_limit_; }
+  void empty_cache() noexcept { cache_.empty_cache(); }
+  size_t cache_limit() const { return cache_.cache_limit(); }
 
   /// The size of the block a request gets with caching on: a multiple of kAlignment below
   /// kSmallLimit (0 gets kAlignment), else its size class.
   static size_t round_size(size_t nbytes);
 
  private:
-  struct FreeBlock;
-  static constexpr size_t kMinClassLog2 = 17;  // log2(kSmallLimit)
-  static constexpr size_t kClassCount = (64 - kMinClassLog2) * kClassesPerDoubling;
-
-  static size_t class_index(size_t block_size);
   /// Whether a request of `nbytes` goes through the cache (else to aligned_alloc).
-  bool cached(size_t nbytes) const { return nbytes >= kSmallLimit && cache_limit_ > 0; }
-  void* allocate_large(size_t nbytes, size_t block_size);
-  void deallocate_large(void* ptr, size_t block_size) noexcept;
-  /// Unlinks cached blocks, oldest first, until `incoming` more bytes fit under the cap; returns
-  /// them as a list to unmap outside the lock. Needs mutex_.
-  FreeBlock* evict_for(size_t incoming);
-  void unlink(FreeBlock* block);
-  /// Unmaps a list made by evict_for() or empty_cache(); does not lock.
-  void release(FreeBlock* blocks) noexcept;
-  void note_allocated(int64_t nbytes);
+  bool cached(size_t nbytes) const { return nbytes >= kSmallLimit && cache_limit() > 0; }
 
-  const size_t cache_limit_;
-
-  std::mutex mutex_;  // guards the lists and cached_ writes below
-  // Per size class, the free blocks, most recently freed first.
-  FreeBlock* class_heads_[kClassCount] = {};
-  // Every free block, oldest first (evicted from the front, appended at the back).
-  FreeBlock* oldest_ = nullptr;
-  FreeBlock* newest_ = nullptr;
-
-  std::atomic<int64_t> allocated_{0};
-  std::atomic<int64_t> reserved_{0};
-  std::atomic<int64_t> cached_{0};
-  std::atomic<int64_t> peak_{0};
-  std::atomic<int64_t> count_{0};
-  std::atomic<int64_t> hits_{0};
-  std::atomic<int64_t> misses_{0};
-  std::atomic<int64_t> released_{0};
+  HostBlockCache cache_;  // the large blocks, and the statistics of all
 };
 
 /// The allocator of CPU tensors, capped by TANDEM_CPU_CACHE_MB (MiB of cached free blocks; 0

@@ -97,7 +97,7 @@ TEST(CpuAllocator, CountsAllocatedReservedAndCachedBytes) {
   CpuAllocator allocator(kGiB);
   void* large = allocator.allocate(kMiB + 1);  // class: 1 MiB + 128 KiB
   void* small = allocator.allocate(100);       // 128 bytes from malloc
-  CpuAllocatorStats stats = allocator.detailed_stats();
+  CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.allocated_bytes, static_cast<int64_t>(kMiB + 1 + 100));
   EXPECT_EQ(stats.reserved_bytes, static_cast<int64_t>(kMiB + 128 * kKiB + 128));
   EXPECT_EQ(stats.cached_bytes, 0);
@@ -126,7 +126,7 @@ TEST(CpuAllocator, EmptyCacheDropsReservedToAllocated) {
   EXPECT_EQ(allocator.stats().reserved_bytes, static_cast<int64_t>(7 * kMiB));
 
   allocator.empty_cache();
-  const CpuAllocatorStats stats = allocator.detailed_stats();
+  const CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.reserved_bytes, stats.allocated_bytes);
   EXPECT_EQ(stats.reserved_bytes, static_cast<int64_t>(kMiB));
   EXPECT_EQ(stats.cached_bytes, 0);
@@ -146,7 +146,7 @@ TEST(CpuAllocator, CapEvictsTheOldestBlocksFirst) {
   for (int i = 0; i < 4; ++i) blocks.push_back(allocator.allocate(kMiB));
   for (void* block : blocks) allocator.deallocate(block, kMiB);  // blocks[0] freed first
 
-  CpuAllocatorStats stats = allocator.detailed_stats();
+  CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.cached_bytes, static_cast<int64_t>(3 * kMiB));
   EXPECT_EQ(stats.reserved_bytes, static_cast<int64_t>(3 * kMiB));
   EXPECT_EQ(stats.released_blocks, 1);
@@ -183,7 +183,7 @@ TEST(CpuAllocator, ZeroCapDisablesCaching) {
     EXPECT_EQ(allocator.detailed_stats().reserved_bytes, static_cast<int64_t>(kMiB + 64));
     allocator.deallocate(ptr, kMiB + 1);
   }
-  const CpuAllocatorStats stats = allocator.detailed_stats();
+  const CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.cache_hits, 0);
   EXPECT_EQ(stats.cache_misses, 0);
   EXPECT_EQ(stats.released_blocks, 0);
@@ -203,7 +203,7 @@ TEST(CpuAllocator, OutOfMemoryEmptiesTheCacheAndThrows) {
             std::string::npos)
       << message;
   EXPECT_EQ(message.find('\n'), std::string::npos) << message;
-  const CpuAllocatorStats stats = allocator.detailed_stats();
+  const CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.cached_bytes, 0) << "the cache is emptied before the retry";
   EXPECT_EQ(stats.reserved_bytes, 0);
   EXPECT_EQ(stats.allocated_bytes, 0);
@@ -251,7 +251,7 @@ TEST(CpuAllocator, ConcurrentUseKeepsBlocksApart) {
   }
   for (std::thread& thread : threads) thread.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
-  const CpuAllocatorStats stats = allocator.detailed_stats();
+  const CacheStats stats = allocator.detailed_stats();
   EXPECT_EQ(stats.allocated_bytes, 0);
   EXPECT_EQ(stats.reserved_bytes, stats.cached_bytes);
   EXPECT_LE(stats.cached_bytes, static_cast<int64_t>(2 * kMiB));

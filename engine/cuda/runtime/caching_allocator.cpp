@@ -52,8 +52,7 @@ bool is_free(const Block* block) {
   return !block->allocated && block->pending_events == 0;
 }
 
-// Free blocks ordered by (stream, size, address): lower_bound finds the smallest block of a
-// stream that fits (best fit).
+// Free blocks by (stream, size, address): lower_bound finds a stream's smallest fit (best fit).
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
     if (a->stream != b->stream) return a->stream < b->stream;
@@ -162,26 +161,27 @@ struct CachingAllocator::State {
     pool_of(rest).insert(rest);
   }
 
+  // Moves `src`, a neighbour of `dst`, into `dst` when it is free (PyTorch's try_merge_blocks).
+  void merge(Block* dst, Block* src, Pool& pool) {
+    if (src == nullptr || !is_free(src)) return;
+    pool.erase(src);
+    if (src == dst->prev) {
+      dst->ptr = src->ptr;
+      dst->prev = src->prev;
+      if (dst->prev != nullptr) dst->prev->next = dst;
+    } else {
+      dst->next = src->next;
+      if (dst->next != nullptr) dst->next->prev = dst;
+    }
+    dst->size += src->size;
+    delete src;
+  }
+
   // Returns a block to its pool, merged with free neighbours.
   void free_block(Block* block) {
     Pool& pool = pool_of(block);
-    if (block->prev != nullptr && is_free(block->prev)) {
-      Block* prev = block->prev;
-      pool.erase(prev);
-      prev->size += block->size;
-      prev->next = block->next;
-      if (block->next != nullptr) block->next->prev = prev;
-      delete block;
-      block = prev;
-    }
-    if (block->next != nullptr && is_free(block->next)) {
-      Block* next = block->next;
-      pool.erase(next);
-      block->size += next->size;
-      block->next = next->next;
-      if (next->next != nullptr) next->next->prev = block;
-      delete next;
-    }
+    merge(block, block->prev, pool);
+    merge(block, block->next, pool);
     pool.insert(block);
   }
 

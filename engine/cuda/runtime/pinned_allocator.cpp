@@ -1,8 +1,7 @@
 #include "engine/cuda/runtime/pinned_allocator.h"
 
 #include <algorithm>
-#include <bit>
-#include <map>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -11,13 +10,14 @@
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"
+#include "engine/host_block_cache.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem::cuda {
 namespace {
 
 struct HostBlock {
-  size_t size = 0;
+  size_t nbytes = 0;  ///< what allocate() was asked for
   bool allocated = false;
   int pending_events = 0;
   std::vector<std::pair<cudaStream_t, int>> stream_uses;  ///< (stream, device)
@@ -30,22 +30,40 @@ struct PendingUse {
   void* ptr = nullptr;
 };
 
+// The cache's memory (Note [Host block cache]). Out of memory is nullptr, so that the cache
+// gives back its free blocks and tries again; any other failure throws.
+void* host_alloc(size_t size) {
+  TANDEM_CHECK(device_count() > 0, "[pinned allocator] ", unavailable_reason());
+  void* ptr = nullptr;
+  const cudaError_t status = cudaHostAlloc(&ptr, size, cudaHostAllocDefault);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  CUDA_CHECK(status);
+  return ptr;
+}
+
+// A free cannot throw: after a failure (a sticky error) the pages go with the process.
+void host_free(void* ptr, size_t /*size*/) noexcept {
+  if (cudaFreeHost(ptr) != cudaSuccess) cudaGetLastError();
+}
+
 }  // namespace
 
 struct PinnedHostAllocator::State {
-  mutable std::mutex mutex;                     // guards everything below
-  std::unordered_map<void*, HostBlock> blocks;  ///< every block, by address
-  std::multimap<size_t, void*> free_blocks;     ///< size → address
+  HostBlockCache cache{"[pinned allocator]", HostMemory{host_alloc, host_free},
+                       std::numeric_limits<size_t>::max()};
+  std::mutex mutex;                             // guards what follows; taken before the cache's
+  std::unordered_map<void*, HostBlock> blocks;  ///< blocks handed out or waiting for copies
   std::vector<PendingUse> pending;
-  int64_t allocated_bytes = 0;
-  int64_t reserved_bytes = 0;
-  int64_t peak_bytes = 0;
-  int64_t allocation_count = 0;
 
+  // Caches the block once it is neither handed out nor used by a copy.
   void release(void* ptr) {
-    HostBlock& block = blocks.at(ptr);
-    if (block.allocated || block.pending_events > 0) return;
-    free_blocks.emplace(block.size, ptr);
+    const auto it = blocks.find(ptr);
+    if (it->second.allocated || it->second.pending_events > 0) return;
+    cache.deallocate(ptr, it->second.nbytes);
+    blocks.erase(it);
   }
 
   void process_events(bool wait) {
@@ -89,22 +107,10 @@ void* PinnedHostAllocator::allocate(size_t nbytes) {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   s.process_events(false);
-  const size_t size = std::bit_ceil(std::max<size_t>(nbytes, 4096));
-  void* ptr = nullptr;
-  const auto it = s.free_blocks.find(size);
-  if (it != s.free_blocks.end()) {
-    ptr = it->second;
-    s.free_blocks.erase(it);
-  } else {
-    TANDEM_CHECK(device_count() > 0, "[pinned allocator] ", unavailable_reason());
-    CUDA_CHECK(cudaHostAlloc(&ptr, size, cudaHostAllocDefault));
-    s.blocks[ptr].size = size;
-    s.reserved_bytes += static_cast<int64_t>(size);
-  }
-  s.blocks[ptr].allocated = true;
-  s.allocated_bytes += static_cast<int64_t>(size);
-  s.peak_bytes = std::max(s.peak_bytes, s.allocated_bytes);
-  ++s.allocation_count;
+  void* ptr = s.cache.allocate(nbytes);
+  HostBlock& block = s.blocks[ptr];
+  block.nbytes = nbytes;
+  block.allocated = true;
   return ptr;
 }
 
@@ -116,7 +122,6 @@ void PinnedHostAllocator::deallocate(void* ptr, size_t) noexcept {
   if (it == s.blocks.end()) return;
   HostBlock& block = it->second;
   block.allocated = false;
-  s.allocated_bytes -= static_cast<int64_t>(block.size);
   for (const auto& [stream, device] : block.stream_uses) {
     const StreamMark mark = record_event_or_wait(stream, device);
     if (mark.waited) continue;
@@ -142,18 +147,15 @@ void PinnedHostAllocator::empty_cache() {
   State& s = *state_;
   std::lock_guard lock(s.mutex);
   s.process_events(true);
-  for (const auto& [size, ptr] : s.free_blocks) {
-    CUDA_CHECK(cudaFreeHost(ptr));
-    s.reserved_bytes -= static_cast<int64_t>(size);
-    s.blocks.erase(ptr);
-  }
-  s.free_blocks.clear();
+  s.cache.empty_cache();
 }
 
 AllocatorStats PinnedHostAllocator::stats() const {
-  std::lock_guard lock(state_->mutex);
-  return {state_->allocated_bytes, state_->reserved_bytes, state_->peak_bytes,
-          state_->allocation_count};
+  return allocator_stats(state_->cache.stats());
+}
+
+CacheStats PinnedHostAllocator::detailed_stats() const {
+  return state_->cache.stats();
 }
 
 PinnedHostAllocator& pinned_host_allocator() {

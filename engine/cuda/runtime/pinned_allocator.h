@@ -2,10 +2,12 @@
 /// Page-locked (pinned) host memory for staging host↔device copies: the DMA engine reads it
 /// directly, so a copy from it is truly asynchronous and runs at full PCIe/NVLink-C2C speed.
 ///
-/// Blocks are cached by size (rounded up to a power of two) since cudaHostAlloc is slow. An
-/// asynchronous copy may still be reading a block when its tensor is freed, so the backend's
-/// copy() calls record_stream() for pinned sources and the block is reused only once those
-/// streams have passed the copy.
+/// cudaHostAlloc is slow, so blocks are cached by size class like the CPU allocator's (Note [Host
+/// block cache] in engine/host_block_cache.h: at most 12.5 % waste above 32 KiB, whole pages
+/// below), with no cap: staging memory is reused every step. An asynchronous copy may still read
+/// or write a block when its tensor is freed, so the backend's copy() calls record_stream() for
+/// pinned sources and the block goes to the cache only once those streams have passed the copy:
+/// until then it counts as allocated in the statistics.
 
 #include <cuda_runtime_api.h>
 
@@ -26,6 +28,7 @@ class PinnedHostAllocator final : public Allocator {
   void* allocate(size_t nbytes) override;
   void deallocate(void* ptr, size_t nbytes) noexcept override;
   AllocatorStats stats() const override;
+  CacheStats detailed_stats() const;
 
   /// When `ptr` is the start of a block of this allocator: notes that `stream` (of `device`)
   /// reads or writes it and returns true. Returns false for any other pointer.

@@ -1,9 +1,11 @@
 // The pinned host allocator on the fake CUDA runtime (engine/cuda/runtime/pinned_allocator.h):
-// blocks are reused only after the copies that read them, whatever device those ran on, with pooled
-// events; staging memory made for a device makes no context elsewhere.
+// size classes of at most an eighth of waste; blocks are reused only after the copies that read
+// them, whatever device those ran on, with pooled events; staging memory made for a device makes
+// no context elsewhere.
 
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/pinned_allocator.h"
@@ -38,6 +40,81 @@ TEST_F(CudaHostPinned, BlocksAreReusedOnlyAfterTheirCopies) {
   EXPECT_EQ(pinned.stats().reserved_bytes, 0);
   EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
   EXPECT_FALSE(pinned.record_stream(&pinned, nullptr, 0)) << "not a pinned block";
+}
+
+// Note [Host block cache]: eight size classes per power of two, not powers of two.
+TEST_F(CudaHostPinned, SizeClassesWasteAtMostAnEighth) {
+  PinnedHostAllocator pinned;
+  constexpr size_t kMiB = size_t{1} << 20;
+  void* block = pinned.allocate(kMiB + 1);  // a power of two would take 2 MiB
+  EXPECT_EQ(pinned.stats().reserved_bytes, static_cast<int64_t>(kMiB + kMiB / 8));
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), static_cast<int64_t>(kMiB + kMiB / 8));
+  pinned.deallocate(block, kMiB + 1);
+  pinned.empty_cache();
+  // Each request is a quarter bigger than the last, so of a bigger class: every one is new.
+  for (size_t nbytes = 32 << 10; nbytes < 64 * kMiB; nbytes = nbytes * 5 / 4 + 4097) {
+    const int64_t reserved = pinned.stats().reserved_bytes;
+    block = pinned.allocate(nbytes);
+    const auto size = static_cast<size_t>(pinned.stats().reserved_bytes - reserved);
+    EXPECT_GE(size, nbytes);
+    EXPECT_LE(size - nbytes, nbytes / 8) << nbytes;
+    pinned.deallocate(block, nbytes);
+  }
+  pinned.empty_cache();
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
+}
+
+// A freed block waits for its copy outside the cache: a request of its class gets another block
+// until the copy's event has passed, and the block itself after.
+TEST_F(CudaHostPinned, AFreedBlockReturnsToItsClassWhenItsCopyIsDone) {
+  PinnedHostAllocator pinned;
+  const Stream copies = Stream::create(0);
+  void* block = pinned.allocate(100'000);  // class 104 KiB
+  busy_wait(copies.handle(), 0, 1.0);
+  pinned.record_stream(block, copies.handle(), 0);
+  pinned.deallocate(block, 100'000);
+  EXPECT_EQ(pinned.detailed_stats().cached_bytes, 0) << "cached while the copy runs";
+  EXPECT_EQ(pinned.detailed_stats().allocated_bytes, 100'000) << "counted until the copy is done";
+  void* during = pinned.allocate(104 << 10);
+  EXPECT_NE(during, block);
+  fake_cuda::run(copies.handle(), 0);
+  void* after = pinned.allocate(99'000);  // the same class
+  EXPECT_EQ(after, block);
+  const CacheStats stats = pinned.detailed_stats();
+  EXPECT_EQ(stats.cache_hits, 1);
+  EXPECT_EQ(stats.cache_misses, 2);
+  EXPECT_EQ(stats.allocated_bytes, (104 << 10) + 99'000);
+  pinned.deallocate(during, 104 << 10);
+  pinned.deallocate(after, 99'000);
+  pinned.empty_cache();
+  EXPECT_EQ(pinned.detailed_stats().reserved_bytes, 0);
+}
+
+// DataLoader workers stage batches while the main thread frees the copied ones (for
+// ThreadSanitizer: the allocator's lock, then the cache's, from several threads).
+TEST_F(CudaHostPinned, ThreadsAllocateRecordAndFreeConcurrently) {
+  PinnedHostAllocator pinned;
+  const Stream copies = Stream::create(0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const size_t nbytes = size_t{4096} << ((i + t) % 5);
+        auto* block = static_cast<char*>(pinned.allocate(nbytes));
+        block[nbytes - 1] = static_cast<char>(i);
+        pinned.record_stream(block, copies.handle(), 0);
+        pinned.deallocate(block, nbytes);
+        if (i % 10 == 0) fake_cuda::run(copies.handle(), 0);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  pinned.empty_cache();  // waits for the copies still pending
+  const CacheStats stats = pinned.detailed_stats();
+  EXPECT_EQ(stats.allocated_bytes, 0);
+  EXPECT_EQ(stats.reserved_bytes, 0);
+  EXPECT_EQ(stats.allocation_count, 200);
+  EXPECT_EQ(fake_cuda::host_bytes_in_use(), 0);
 }
 
 TEST_F(CudaHostPinned, CopiesAreTrackedWithPooledEvents) {
