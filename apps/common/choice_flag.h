@@ -25,6 +25,7 @@ namespace tandem::apps {
 template <typename T>
 CLI::IsMember spelling_check(const std::vector<Spelling<T>>& table) {
   std::vector<std::string> words;
+  words.reserve(table.size());
   for (const auto& [name, value] : table) words.emplace_back(name);
   return CLI::IsMember(words, CLI::ignore_case);
 }
