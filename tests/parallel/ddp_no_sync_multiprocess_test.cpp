@@ -28,6 +28,18 @@ using testing::gloo_group;
 using testing::small_net;
 using testing::small_net_batch;
 
+// The DDP model's gradients against `reference`, which summed the two ranks' batches in one
+// process: DDP averages, so each is half the reference's.
+void expect_the_two_ranks_average(const nn::Module& ddp_module, const nn::Module& reference) {
+  const auto expected = reference.named_parameters();
+  const auto actual = ddp_module.named_parameters();
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    expect_close_to_unsplit(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
+                            expected[i].first);
+  }
+}
+
 TEST(DdpMultiprocess, NoSyncAccumulatesThenAveragesEverything) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   auto group = gloo_group();
@@ -123,13 +135,8 @@ TEST(DdpMultiprocess, ParametersUnusedOnSomeRanksDoNotHang) {
       reference.use_extra = rank == 0;
       sum(reference.forward(small_net_batch(rank, step))).backward();
     }
-    const auto expected = reference.named_parameters();
-    const auto actual = model.module().named_parameters();
-    for (size_t i = 0; i < expected.size(); ++i) {
-      // Rank 1 never touched extra.*, yet gets the average: rank 0's gradient over two.
-      expect_close_to_unsplit(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
-                              expected[i].first);
-    }
+    // Rank 1 never touched extra.*, yet gets the average: rank 0's gradient over two.
+    expect_the_two_ranks_average(model.module(), reference);
   }
 }
 
@@ -166,12 +173,7 @@ void expect_no_sync_with_unused_parameters_averages(
       sum(reference.forward(small_net_batch(rank, step))).backward();
     }
   }
-  const auto expected = reference.named_parameters();
-  const auto actual = model.module().named_parameters();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close_to_unsplit(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
-                            expected[i].first);
-  }
+  expect_the_two_ranks_average(model.module(), reference);
 }
 
 TEST(DdpMultiprocess, NoSyncGradientsOfParametersUnusedInTheSyncedStepAreAveraged) {
@@ -202,12 +204,7 @@ TEST(DdpMultiprocess, AForwardWithoutBackwardLaunchesNothing) {
     reference.use_extra = rank == 1;
     sum(reference.forward(small_net_batch(rank, 1))).backward();
   }
-  const auto expected = reference.named_parameters();
-  const auto actual = model.module().named_parameters();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close_to_unsplit(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
-                            expected[i].first);
-  }
+  expect_the_two_ranks_average(model.module(), reference);
 }
 
 TEST(DdpMultiprocess, AForwardAfterAnUnfinishedBackwardIsRefused) {
@@ -267,13 +264,8 @@ TEST(DdpMultiprocess, TiedWeightsAreAveragedOnceWithBucketViews) {
   sum(model.forward(small_net_batch(group->rank(), 0))).backward();
   Tied reference;
   for (int rank = 0; rank < 2; ++rank) sum(reference.forward(small_net_batch(rank, 0))).backward();
-  const auto expected = reference.named_parameters();
-  const auto actual = model.module().named_parameters();
-  ASSERT_EQ(actual.size(), 2u);
-  for (size_t i = 0; i < expected.size(); ++i) {
-    expect_close_to_unsplit(actual[i].second.grad(), mul(expected[i].second.grad(), 0.5f),
-                            expected[i].first);
-  }
+  ASSERT_EQ(model.module().named_parameters().size(), 2u);
+  expect_the_two_ranks_average(model.module(), reference);
 }
 
 }  // namespace
