@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch's ResNet-20 training step on a GPU, beside bench_cifar's GPU rows (scripts/gpu_node.sh
-runs it): the same step as scripts/compare_pytorch.py's worker (forward, cross-entropy, backward,
-SGD with momentum 0.9 on synthetic CIFAR-shaped batches), float32 eager, in NCHW and in
-channels-last, measured between device synchronisations.
+runs it): the step scripts/compare_pytorch.py measures on the CPU (scripts/pytorch_step.py: forward,
+cross-entropy, backward, SGD with momentum 0.9 on synthetic CIFAR-shaped batches), float32 eager
+and autocast bf16, in NCHW and in channels-last, measured between device synchronisations.
 
     python3 scripts/pytorch_gpu_step.py                     # cuda:0, batch 128, TF32 off
     python3 scripts/pytorch_gpu_step.py --allow-tf32 --json pytorch-gpu.json
@@ -20,10 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def compare_pytorch():
-    """scripts/compare_pytorch.py as a module: its worker is the step measured here."""
+def pytorch_step():
+    """scripts/pytorch_step.py as a module: its worker is the step measured here."""
     sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
-    spec = importlib.util.spec_from_file_location("compare_pytorch", ROOT / "scripts" / "compare_pytorch.py")
+    spec = importlib.util.spec_from_file_location("pytorch_step", ROOT / "scripts" / "pytorch_step.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -54,7 +54,7 @@ def main():
     torch.backends.cudnn.allow_tf32 = args.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = args.allow_tf32
 
-    worker = compare_pytorch().run_worker
+    worker = pytorch_step().run_worker
     rows = []
     with tempfile.TemporaryDirectory(prefix="pytorch_gpu_step.") as work:
         for precision in precisions:

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the comparisons: one CIFAR ResNet training step (forward, cross-entropy,
+backward, SGD with momentum 0.9 and weight decay 1e-4) on synthetic CIFAR-shaped batches, timed
+over a number of steps after a warm-up, in one process or as one DDP rank over Gloo.
+
+scripts/compare_pytorch.py runs it in fresh processes under each PyTorch it compares (Debian's
+1.13, a PyTorch 2.x from scripts/install_pytorch2.sh):
+
+    python3 scripts/pytorch_step.py --worker '{"arch": "resnet20", ...}'   # one measurement
+    python3 scripts/pytorch_step.py --probe                               # what PyTorch runs on
+
+and scripts/pytorch_gpu_step.py imports run_worker() to time the same step on a GPU. Runs under
+PyTorch 1.13 and every 2.x (torch.compile needs 2.0 or later). Standard library and torch only.
+"""
+import json
+import re
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The ways a configuration can run the step: eager, or compiled by torch.compile (TorchInductor,
+# which on a CPU generates and compiles C++ with OpenMP: fused elementwise work around oneDNN's
+# convolutions).
+VARIANTS = ("eager", "compile")
+
+
+def pytorch_models():
+    """tests/interop/check_pytorch_load.py defines the PyTorch twins of nn/resnet.cpp (option-B
+    1x1 conv + BN shortcuts, torchvision's names), checked there against Tandem's checkpoints."""
+    sys.dont_write_bytecode = True  # no __pycache__ left in the source tree
+    sys.path.insert(0, str(ROOT / "tests" / "interop"))
+    import check_pytorch_load
+    return check_pytorch_load
+
+
+def run_worker(spec):
+    """One measurement; rank 0 writes {images_per_s, ms_per_step, ...} as JSON to spec["out"].
+
+    spec: arch, format (nchw | channels_last), batch (global), warmup, steps, threads, rank,
+    world, port (DDP), seed, out, precision (fp32 | bf16), device (default cpu), variant (eager |
+    compile, default eager)."""
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+
+    torch.set_num_threads(spec["threads"])
+    rank, world = spec["rank"], spec["world"]
+    if world > 1:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{spec['port']}",
+                                rank=rank, world_size=world)
+    torch.manual_seed(spec["seed"])  # the same weights on every rank, as DDP requires
+    device = torch.device(spec.get("device", "cpu"))
+    synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    network = pytorch_models().make(spec["arch"]).to(device)
+    channels_last = spec["format"] == "channels_last"
+    if channels_last:
+        network = network.to(memory_format=torch.channels_last)
+    model = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else network
+    if spec.get("variant", "eager") == "compile":
+        # PyTorch's advice for DDP: compile the DDP module (its DDPOptimizer splits the graph at
+        # bucket boundaries, so the all-reduces still overlap backward). The compilation runs in
+        # the warm-up steps, outside the clock.
+        model = torch.compile(model)
+    optimizer = torch.optim.SGD(network.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+    # Distinct batches cycled through, built before the clock starts (as bench_cifar does).
+    generator = torch.Generator().manual_seed(spec["seed"] * 1000 + rank + 1)
+    local = spec["batch"] // world
+    pool = []
+    for _ in range(min(4, spec["warmup"] + spec["steps"])):
+        images = torch.randn(local, 3, 32, 32, generator=generator)
+        if channels_last:
+            images = images.contiguous(memory_format=torch.channels_last)
+        labels = torch.randint(0, 10, (local,), generator=generator)
+        pool.append((images.to(device), labels.to(device)))
+
+    start = None
+    for i in range(spec["warmup"] + spec["steps"]):
+        if i == spec["warmup"]:
+            if world > 1:
+                dist.barrier()  # the ranks start the clock together
+            synchronize()
+            start = time.perf_counter()
+        images, labels = pool[i % len(pool)]
+        optimizer.zero_grad(set_to_none=True)  # as Tandem's Sgd::zero_grad
+        # bf16: PyTorch's recipe for CPUs, autocast around forward and loss (no GradScaler:
+        # bfloat16 has float32's range).
+        with torch.autocast(device.type, dtype=torch.bfloat16,
+                            enabled=spec.get("precision") == "bf16"):
+            loss = F.cross_entropy(model(images), labels)
+        loss.backward()
+        optimizer.step()
+    synchronize()
+    elapsed = time.perf_counter() - start
+    if world > 1:
+        dist.barrier()  # no rank leaves while another still needs it
+        dist.destroy_process_group()
+    if rank == 0:
+        result = {"images_per_s": spec["batch"] * spec["steps"] / elapsed,
+                  "ms_per_step": 1e3 * elapsed / spec["steps"],
+                  "parameters": sum(p.numel() for p in network.parameters()),
+                  "threads_per_process": torch.get_num_threads(),
+                  "final_loss": loss.item(),
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        Path(spec["out"]).write_text(json.dumps(result))
+
+
+def run_probe():
+    """Prints what this PyTorch runs on; one conv large enough to take oneDNN's path, so that
+    ONEDNN_VERBOSE (set by the parent) prints oneDNN's version and ISA."""
+    import torch
+    models = pytorch_models()
+    torch.nn.functional.conv2d(torch.randn(16, 3, 32, 32), torch.randn(16, 3, 3, 3), padding=1)
+    config = torch.__config__.show()
+    capability = re.search(r"CPU capability usage: (\S+)", config)
+    print("PROBE " + json.dumps({
+        "torch": torch.__version__,
+        "compile": hasattr(torch, "compile"),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        "aten_capability": capability.group(1) if capability else "unknown",
+        "parameters": {arch: sum(p.numel() for p in models.make(arch).parameters())
+                       for arch in ("resnet20", "resnet18")},
+    }), flush=True)
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        return run_worker(json.loads(sys.argv[2]))
+    if sys.argv[1:] == ["--probe"]:
+        return run_probe()
+    sys.exit("usage: pytorch_step.py --worker SPEC_JSON | --probe "
+             "(scripts/compare_pytorch.py runs it)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
