@@ -5,6 +5,7 @@
 // Every configuration runs in fresh processes started through tandem-run's logic: this program
 // again, with the hidden --worker-json flag (Note [One process per configuration]).
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -16,6 +17,8 @@
 #include "apps/bench_cifar/worker.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_main.h"
+#include "apps/common/training_setup.h"
+#include "engine/cpu_features.h"
 #include "engine/error.h"
 
 namespace {
@@ -33,11 +36,31 @@ void print_progress(const BenchRow& row, const Progress& at) {
                repeat.c_str(), result.c_str());
 }
 
+// Where bf16 trains slower than fp32 on this CPU (Note [Where bf16 pays]), train_cifar refuses it
+// without --allow-slow-bf16; a benchmark asked for bf16 rows runs them anyway, so that the user
+// sees by how much, after one line saying why. Emulated bf16 (no bfloat16 instructions) stays
+// refused: it takes several times as long and shows nothing new.
+void run_slow_bf16_rows_with_a_note(BenchOptions& options) {
+  const bool bf16 = std::find(options.precisions.begin(), options.precisions.end(),
+                              tandem::nn::Precision::BFloat16) != options.precisions.end();
+  const bool on_cpu = options.device_type == DeviceType::Cpu ||
+                      (options.device_type == DeviceType::Auto && !tandem::apps::gpus_by_default());
+  if (!bf16 || !on_cpu || options.allow_slow_bf16) return;
+  const tandem::Bf16Verdict verdict = tandem::cpu_bf16_verdict();
+  if (verdict.speed != tandem::Bf16Speed::Slower) return;
+  std::fprintf(stderr,
+               "bench_cifar: note: bf16 is slower than fp32 on this CPU (%s); its rows show by how "
+               "much, and train_cifar refuses it unless --allow-slow-bf16\n",
+               verdict.reason.c_str());
+  options.allow_slow_bf16 = true;
+}
+
 int run(int argc, char** argv) {
   BenchOptions options;
   if (!parse_bench_options(argc, argv, options)) return 0;
   if (!options.worker_json.empty()) return run_worker(options);
   validate(options);
+  run_slow_bf16_rows_with_a_note(options);
   // Before the (possibly long) measurements, not after them.
   if (!options.json.empty()) tandem::apps::check_output_path("bench_cifar", "--json", options.json);
   const RunInfo info = current_run_info(options);

@@ -19,8 +19,8 @@ constexpr const char* kPrecisionHelp =
     "kept in bfloat16; weights, optimizer, batch-norm statistics, loss and checkpoints stay "
     "float32 (docs/engine.md, Mixed precision)";
 constexpr const char* kSlowBf16Help =
-    "run --precision bf16 even on a CPU without AVX512-BF16 or AMX, where it is emulated and "
-    "several times slower";
+    "run --precision bf16 even on a CPU where it is slower than fp32: without AVX512-BF16 or AMX "
+    "(emulated, several times slower), or Intel with AVX512-BF16 but no AMX (about 0.65x)";
 
 // The words of --precision and --grad-compression: the names the library gives the values.
 std::vector<Spelling<nn::Precision>> precision_spellings() {

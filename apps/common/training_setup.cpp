@@ -88,11 +88,15 @@ void check_precision_runs_fast(nn::Precision precision, const std::vector<Device
   const bool on_cpu = std::any_of(devices.begin(), devices.end(),
                                   [](const Device& device) { return device.is_cpu(); });
   if (precision != nn::Precision::BFloat16 || !on_cpu || allow_slow) return;
-  TANDEM_CHECK(cpu_has_native_bf16(),
+  const Bf16Verdict verdict = cpu_bf16_verdict();
+  TANDEM_CHECK(verdict.speed != Bf16Speed::Emulated,
                "[precision] bf16 needs AVX512-BF16 (or AMX) on this CPU, which has only ",
                cpu_kernel_isa(),
                ": it would be emulated, several times slower than fp32; use --precision fp32, "
                "or --allow-slow-bf16 to run it anyway");
+  TANDEM_CHECK(verdict.speed == Bf16Speed::Faster,
+               "[precision] bf16 is slower than fp32 on this CPU (", verdict.reason,
+               "); use --precision fp32, or --allow-slow-bf16 to run it anyway");
 }
 
 TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> devices,

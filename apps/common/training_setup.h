@@ -71,7 +71,7 @@ struct SetupOptions {
   parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
   bool sync_bn = false;  ///< ddp: parallel::convert_sync_batchnorm before wrapping
   nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
-  bool allow_slow_bf16 = false;  ///< bf16 on a CPU that emulates it (check_precision_runs_fast)
+  bool allow_slow_bf16 = false;  ///< bf16 where it is slower than fp32 (check_precision_runs_fast)
 };
 
 struct TrainingSetup {
@@ -88,9 +88,11 @@ struct TrainingSetup {
   Device device() const { return devices.front(); }
 };
 
-/// Throws a one-line "[precision] …" when `precision` is bf16 on a CPU device whose CPU lacks
-/// bfloat16 instructions (AVX512-BF16, AMX): oneDNN would emulate it, several times slower than
-/// float32, which nobody asks for on purpose; `allow_slow` lets it run.
+/// Throws a one-line "[precision] …" when `precision` is bf16 on a CPU device where it trains
+/// slower than float32 (cpu_bf16_verdict(), Note [Where bf16 pays]): a CPU without bfloat16
+/// instructions, where oneDNN would emulate it, or an Intel CPU with AVX512-BF16 but no AMX. The
+/// line names --precision fp32; `allow_slow` (--allow-slow-bf16: memory, numerics studies) lets
+/// it run.
 void check_precision_runs_fast(nn::Precision precision, const std::vector<Device>& devices,
                                bool allow_slow);
 

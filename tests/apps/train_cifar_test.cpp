@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cpu_features.h"
 #include "engine/device_runtime.h"
 #include "tests/apps/train_cifar_runs.h"
 #include "tests/support/cuda_skip.h"
@@ -259,6 +260,30 @@ TEST(TrainCifar, Bf16WithoutBf16InstructionsStopsWithOneLineUnlessAllowed) {
                     "--no-progress", "--precision", "fp32"})
                 .exit_code,
             0);
+}
+
+// Note [Where bf16 pays]: oneDNN capped at AVX512_CORE_BF16 is the CPU of an Intel day without
+// AMX (bf16 refused: slower than fp32) on an Intel machine, and a Zen 4 on an AMD one (bf16 runs).
+// A machine without AVX512-BF16 stays what it is (emulated: refused as above).
+TEST(TrainCifar, Bf16StopsWithOneLineWhereItIsSlowerThanFp32) {
+  const std::string capped_isa = cpu_has_native_bf16() ? "avx512_core_bf16" : cpu_kernel_isa();
+  const Bf16Verdict verdict = bf16_verdict(cpu_vendor(), capped_isa);
+  const ProgramRun run = testing::run_program(
+      "env", {"ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16", testing::kTrainCifarProgram, "--synthetic",
+              "--subset", "64", "--batch-size", "32", "--epochs", "1", "--no-progress",
+              "--precision", "bf16"});
+  switch (verdict.speed) {
+    case Bf16Speed::Faster: EXPECT_EQ(run.exit_code, 0) << run.output; break;
+    case Bf16Speed::Slower:
+      expect_one_error_line(run, "[precision] bf16 is slower than fp32 on this CPU (" +
+                                     verdict.reason +
+                                     "); use --precision fp32, or --allow-slow-bf16 to run it "
+                                     "anyway");
+      break;
+    case Bf16Speed::Emulated:
+      expect_one_error_line(run, "[precision] bf16 needs AVX512-BF16 (or AMX) on this CPU");
+      break;
+  }
 }
 
 // The weights are float32 in either precision, so a run may change precision when it resumes.
