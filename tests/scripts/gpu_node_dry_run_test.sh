@@ -102,25 +102,24 @@ start=$SECONDS
 timed 40 budget "build=1,environment=1,ctest-gpu=100,train-single=100" &
 timed 33 slow-build "build=100" &
 wait
-read -r status took <"$work/budget.status"
-out="$work/budget"
-check_out "$out"
-[ "$status" -ne 0 ] || fail "a step cut at its limit must make the exit status non-zero"
-[ "$took" -le 41 ] || fail "the budget of 40 s took $took s"
-[ "$(status "$out" ctest-gpu | cut -f1)" = timeout ] || fail "ctest-gpu: $(status "$out" ctest-gpu)"
-python3 - "$out" <<'EOF' || fail "ctest-gpu's limit is not the budget's end less the reserve, counted from the start"
+# check_cut NAME BUDGET STEP NEXT: STEP was cut where BUDGET, counted from the start, ends (less the
+# 10 s kept for the report), NEXT skipped for time, and the whole run ended within BUDGET.
+check_cut() {
+  local name="$1" budget="$2" step="$3" next="$4" status took out="$work/$1"
+  read -r status took <"$work/$name.status"
+  check_out "$out"
+  [ "$status" -ne 0 ] || fail "$name: a step cut at its limit must make the exit status non-zero"
+  [ "$took" -le $((budget + 1)) ] || fail "$name: the budget of $budget s took $took s"
+  [ "$(status "$out" "$step" | cut -f1)" = timeout ] || fail "$name: $step: $(status "$out" "$step")"
+  python3 - "$out" "$step" "$budget" <<'EOF' || fail "$name: $step's limit is not the budget's end less the reserve"
 import json, sys
-step = {s["name"]: s for s in json.load(open(sys.argv[1] + "/report.json"))["steps"]}["ctest-gpu"]
-assert abs(step["start_s"] + step["limit_s"] - (40 - 10)) <= 1, step
+step = {s["name"]: s for s in json.load(open(sys.argv[1] + "/report.json"))["steps"]}[sys.argv[2]]
+assert abs(step["start_s"] + step["limit_s"] - (int(sys.argv[3]) - 10)) <= 1, step
 EOF
-[[ "$(status "$out" train-single)" == "skipped	out of the time budget"* ]] || fail "train-single: $(status "$out" train-single)"
-read -r status took <"$work/slow-build.status"
-out="$work/slow-build"
-check_out "$out"
-[ "$status" -ne 0 ] || fail "a build cut at its limit must make the exit status non-zero"
-[ "$took" -le 34 ] || fail "the budget of 33 s took $took s"
-[ "$(status "$out" build | cut -f1)" = timeout ] || fail "build: $(status "$out" build)"
-[[ "$(status "$out" environment)" == "skipped	out of the time budget"* ]] || fail "environment: $(status "$out" environment)"
+  [[ "$(status "$out" "$next")" == "skipped	out of the time budget"* ]] || fail "$name: $next: $(status "$out" "$next")"
+}
+check_cut budget 40 ctest-gpu train-single
+check_cut slow-build 33 build environment
 echo "   ok in $((SECONDS - start)) s"
 
 # launch OUT FAKES ARGS…: the script in a session of its own (to clean up after a KILL), its pid
