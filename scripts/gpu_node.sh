@@ -34,7 +34,8 @@
 # still brings back a well-formed report. The exit status is non-zero when a step failed. The
 # steps, in order of value (limits in seconds):
 #   build             (--all, --build) unpack the bundle, configure (CUDA on, sm from nvidia-smi),
-#                     build; build.log starts with the environment below but the built programs
+#                     build, with what the budget leaves; build.log starts with the environment
+#                     below but the built programs
 #   environment   60  GPU, driver, nvcc, PyTorch, the wheels, both CUDA runtimes (K9), the cuBLAS
 #                     and cuBLASLt pairs and the pair a GEMM test loads: one folder, or it fails (G8)
 #   ctest-gpu    180  ctest -L gpu -j 8, 2 threads a test; nothing may skip but two-GPU tests
@@ -68,7 +69,7 @@ die() { echo "error: $*" >&2; exit 2; }
 
 default_steps="environment ctest-gpu train-single train-bf16 bench-gpu pytorch-gpu train-dp train-ddp-bf16 train-ddp-syncbn racecheck memcheck"
 all_steps="$default_steps compare-cpu torch-store"
-declare -A limit_s=([build]=540 [environment]=60 [ctest-gpu]=180 [train-single]=90 [train-bf16]=90
+declare -A limit_s=([environment]=60 [ctest-gpu]=180 [train-single]=90 [train-bf16]=90
   [bench-gpu]=90 [pytorch-gpu]=90 [train-dp]=60 [train-ddp-bf16]=60 [train-ddp-syncbn]=60
   [racecheck]=60 [memcheck]=120 [compare-cpu]=150 [torch-store]=60)
 bundle="" out="" mode="" build_dir="$root/build-gpu" arch="${TANDEM_CUDA_ARCH:-}" cifar=""
@@ -110,6 +111,7 @@ done
 if [ "$mode" = test ] && [ ! -f "$build_dir/CMakeCache.txt" ]; then
   die "nothing built in $build_dir: run --all (or --build) first"
 fi
+limit_s[build]="$budget_s"  # the build may take what the budget leaves (--build with a larger one)
 fake_steps="${TANDEM_GPU_NODE_FAKE_STEPS:-}"
 [[ "$fake_steps" =~ ^([a-z-]+=[0-9]+(:[0-9]+)?(,|$))*$ ]] || die "TANDEM_GPU_NODE_FAKE_STEPS: NAME=SECONDS[:STATUS],… (got '$fake_steps')"
 # "SECONDS STATUS" when the step is faked, else nothing.
