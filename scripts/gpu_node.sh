@@ -111,6 +111,11 @@ done
 if [ "$mode" = test ] && [ ! -f "$build_dir/CMakeCache.txt" ]; then
   die "nothing built in $build_dir: run --all (or --build) first"
 fi
+# K8: --test needs the bundle's libraries unpacked, not the bundle.
+if [ "$mode" = test ] && grep -q "^CMAKE_PREFIX_PATH:[A-Z]*=.*/deps/usr$" "$build_dir/CMakeCache.txt" &&
+   [ ! -f "$build_dir/deps/.manifest" ]; then
+  die "$build_dir was built with the offline bundle, but $build_dir/deps is gone: run --all again"
+fi
 limit_s[build]="$budget_s"  # the build may take what the budget leaves (--build with a larger one)
 fake_steps="${TANDEM_GPU_NODE_FAKE_STEPS:-}"
 [[ "$fake_steps" =~ ^([a-z-]+=[0-9]+(:[0-9]+)?(,|$))*$ ]] || die "TANDEM_GPU_NODE_FAKE_STEPS: NAME=SECONDS[:STATUS],… (got '$fake_steps')"

@@ -99,9 +99,17 @@ write_report() {
   write_report_json >"$out/report.json.part" && mv -f "$out/report.json.part" "$out/report.json"
 }
 
+# The device tool brings back files of up to 16 MiB: past 15, each log is cut to its last MiB.
 pack_logs() {
-  local status=0
-  tar -czf "$out/logs.tgz.part" --warning=no-file-changed -C "$logs" . 2>/dev/null || status=$?
+  local status=0 from="$logs" file
+  tar -czf "$out/logs.tgz.part" --warning=no-file-changed -C "$from" . 2>/dev/null || status=$?
+  if [ "$(stat -c %s "$out/logs.tgz.part" 2>/dev/null || echo 0)" -gt $((15 * 1024 * 1024)) ]; then
+    from="$(mktemp -d)"
+    for file in "$logs"/*; do tail -c 1048576 "$file" >"$from/${file##*/}"; done
+    status=0
+    tar -czf "$out/logs.tgz.part" -C "$from" . 2>/dev/null || status=$?
+    rm -rf "$from"
+  fi
   # GNU tar's 1: a log changed while it was read (a step still stopping); the archive is whole.
   [ "$status" -le 1 ] && mv -f "$out/logs.tgz.part" "$out/logs.tgz"
   rm -f "$out/logs.tgz.part"
