@@ -125,6 +125,7 @@ finish_report() {
       running) row_status[i]=interrupted row_notes[i]="stopped: $1" ;;
     esac
   done
+  refresh_facts  # what a build cut short had configured
   write_report
   pack_logs
 }
