@@ -24,9 +24,14 @@ struct CifarDataset {
 
 enum class CifarSplit { Train, Test };
 
+/// Marks a folder as a subset of CIFAR-10 (Note [CIFAR-10 subsets] in cifar10.cpp).
+inline constexpr const char* kCifarSubsetMarker = "subset.txt";
+
 /// Reads a split from the folder holding the .bin files (e.g. data/cifar-10-batches-bin).
 /// `limit` > 0 keeps only the first `limit` images (quick runs). A missing, truncated or
-/// foreign file is an error naming the file and what was expected.
+/// foreign file is an error naming the file and what was expected. A folder holding
+/// kCifarSubsetMarker is a subset: its training files are the data_batch_N.bin present, and its
+/// files may hold any whole number of records.
 CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit = 0);
 
 /// Reads the given files in order. With `official_sizes`, each must hold exactly 10,000 records.

@@ -25,7 +25,10 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ $# -le 1 ] || { echo "usage: scripts/offline_bundle.sh [DIR]" >&2; exit 2; }
-case "${1:-}" in -*) echo "error: unknown flag '$1' (usage: scripts/offline_bundle.sh [DIR])" >&2; exit 2 ;; esac
+case "${1:-}" in
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "error: unknown flag '$1' (usage: scripts/offline_bundle.sh [DIR])" >&2; exit 2 ;;
+esac
 dir="${1:-$root/offline-bundle}"
 
 packages=(

@@ -68,8 +68,9 @@ if [ "$sanitize" = "address" ]; then
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   # offline: a build of its own, not sanitized; drill: whole training jobs hit by faults;
   # install: a program built against the installed libraries, without the sanitizer flags;
-  # readme: the README's commands, scripts/train.sh's build step included (tests/CMakeLists.txt)
-  set -- -LE "gpu|bench|offline|drill|install|readme" --timeout 600 "$@"
+  # readme: the README's commands, scripts/train.sh's build step included; kit: the GPU-node
+  # kit's dry run, shell scripts around programs other tests run sanitized (tests/CMakeLists.txt)
+  set -- -LE "gpu|bench|offline|drill|install|readme|kit" --timeout 600 "$@"
 elif [ "$sanitize" = "thread" ]; then
   flags="-fsanitize=thread -fno-omit-frame-pointer"
   configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"

@@ -71,6 +71,36 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
       << above;
 }
 
+// Note [CIFAR-10 subsets]: the marker alone lets a folder hold fewer files and records.
+TEST(Cifar10, ASubsetFolderHoldsFewerTrainingFilesAndRecords) {
+  testing::TempDir dir;
+  const std::string folder = dir.file("subset");
+  std::filesystem::create_directories(folder);
+  write_records(folder + "/data_batch_1.bin", 3, 0);
+  write_records(folder + "/test_batch.bin", 2, 5);
+  const std::string unmarked = error_message([&] { read_cifar10(folder, CifarSplit::Test); });
+  EXPECT_NE(unmarked.find("holds 2 records, expected 10000"), std::string::npos) << unmarked;
+  const std::string partial = error_message([&] { read_cifar10(folder, CifarSplit::Train); });
+  EXPECT_NE(partial.find("no " + folder + "/data_batch_2.bin"), std::string::npos) << partial;
+  EXPECT_NE(partial.find("scripts/cifar_subset.sh"), std::string::npos) << partial;
+
+  std::ofstream(folder + "/" + kCifarSubsetMarker) << "a test's subset\n";
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train).size(), 3);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, 2).size(), 2);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Test).labels.to_vector<int64_t>(),
+            (std::vector<int64_t>{5, 6}));
+  write_records(folder + "/data_batch_2.bin", 1, 9);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train).labels.to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 2, 9}));
+
+  std::filesystem::resize_file(folder + "/test_batch.bin", kCifarRecordBytes + 7);
+  const std::string truncated = error_message([&] { read_cifar10(folder, CifarSplit::Test); });
+  EXPECT_NE(truncated.find("not a positive multiple of 3073"), std::string::npos) << truncated;
+  std::filesystem::remove(folder + "/data_batch_1.bin");
+  const std::string no_first = error_message([&] { read_cifar10(folder, CifarSplit::Train); });
+  EXPECT_NE(no_first.find("data_batch_1.bin"), std::string::npos) << no_first;
+}
+
 TEST(Cifar10, RealDataSetWhenPresent) {
   const std::string folder = testing::kCifar10Dir;
   if (!std::filesystem::exists(folder + "/test_batch.bin")) {
