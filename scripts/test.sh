@@ -81,6 +81,7 @@ elif [ "$sanitize" = "thread" ]; then
            cuda_kernels_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
+  suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
   suites+="|NcclStateMachine"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
   suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)

@@ -2,8 +2,8 @@
 // or with DistributedDataParallel (--mode ddp). See README.md and `train_cifar --help`.
 //
 // In ddp mode outside a launcher, this process starts --nproc copies of itself through
-// tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun it is one
-// rank of the job.
+// tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun, or started
+// by hand with --init-method tcp:// or file:// and its --rank, it is one rank of the job.
 
 #include <unistd.h>
 
@@ -22,8 +22,11 @@
 #include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/threads.h"
+#include "parallel/comm/init_method.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/launcher.h"
+#include "parallel/comm/nccl_process_group.h"
+#include "parallel/comm/rendezvous.h"
 
 namespace {
 
@@ -62,23 +65,46 @@ int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv)
   return parallel::launch(launch).exit_code;
 }
 
+// A ddp rank joins its job: a launcher's (env://) or, started by hand, the one at
+// --init-method. The ranks on its machine share the cores unless --threads or
+// TANDEM_NUM_THREADS says otherwise (tandem-run says so itself; mpirun, srun and ranks started by
+// hand do not); `local_ranks` receives how many they are. Ranks started by hand learn that from
+// the store (Note [Local ranks by hand]), so they meet before the group is built.
+std::shared_ptr<parallel::ProcessGroup> join_job(const apps::TrainOptions& options,
+                                                 int& local_ranks) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
+  const std::string backend = apps::backend_name(apps::ddp_backend(options.backend));
+  const parallel::DistributedEnv env = parallel::rendezvous_env(apps::init_options(options));
+  const auto share_cores = [&](const parallel::DistributedEnv& found) {
+    local_ranks = found.local_world_size;
+    if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      set_num_threads(parallel::threads_per_local_rank(found, cores));
+    }
+  };
+  if (env.local_ranks_known()) {
+    share_cores(env);
+    return parallel::init_process_group(backend, env, {.timeout = timeout});
+  }
+  if (backend == "nccl") parallel::check_nccl_device(env.rank, 0);  // before the others wait
+  parallel::Rendezvous met = parallel::meet(env, timeout);
+  share_cores(met.env);
+  return parallel::init_process_group(backend, std::move(met), {.timeout = timeout});
+}
+
 int run(int argc, char** argv) {
   apps::TrainOptions options;
   if (!apps::parse_train_options(argc, argv, options)) return 0;
   apps::validate_launch(options, parallel::process_environment());
   std::shared_ptr<parallel::ProcessGroup> group;
+  int local_ranks = 1;
   if (options.mode == apps::Mode::Distributed) {
-    if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
-    const parallel::DistributedEnv env = parallel::from_environment();
-    if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
-      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
+    if (!apps::started_by_hand(options) && !parallel::launched_distributed()) {
+      return launch_local_ranks(options, argc, argv);
     }
-    group = parallel::init_process_group(
-        apps::backend_name(apps::ddp_backend(options.backend)), env,
-        {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
+    group = join_job(options, local_ranks);
   }
-  apps::Trainer trainer(options, group);
+  apps::Trainer trainer(options, group, local_ranks);
   const apps::RunSummary summary = trainer.run();
   return summary.interrupted ? 128 + static_cast<int>(stopping_signal) : 0;
 }

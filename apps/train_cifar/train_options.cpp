@@ -30,6 +30,16 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
   add_optional_choice_flag(
       app, "--backend", o.backend, kBackendSpellings,
       "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo");
+  app.add_option("--init-method", o.init_method,
+                 "ddp: how the ranks meet: env:// (a launcher's variables, or --nproc), "
+                 "tcp://HOST:PORT (rank 0 hosts the store at that port) or file:///PATH (a file "
+                 "every rank can reach); with tcp:// and file:// start each rank by hand with "
+                 "--rank and --world-size")
+      ->capture_default_str();
+  app.add_option("--rank", o.rank, "ddp, a rank started by hand: its rank, 0..--world-size - 1")
+      ->check(CLI::Range(0, 1 << 20));
+  app.add_option("--world-size", o.world_size, "ddp, a rank started by hand: the job's ranks")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
 // The optimisation: length, batch, SGD and the learning-rate schedule.
@@ -183,10 +193,29 @@ void validate(const TrainOptions& o, int world_size) {
                " leaves fewer training images than the ", world_size, " ranks");
 }
 
+bool started_by_hand(const TrainOptions& o) {
+  return parallel::parse_init_method(o.init_method).kind != parallel::InitMethod::Kind::Env ||
+         o.rank >= 0 || o.world_size >= 0;
+}
+
+parallel::InitOptions init_options(const TrainOptions& o) {
+  return {.init_method = o.init_method, .rank = o.rank, .world_size = o.world_size};
+}
+
 void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environment) {
   TANDEM_CHECK(o.mode == Mode::Distributed || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
                " starts ddp ranks, but the mode is ", mode_name(o.mode),
                ": add --mode ddp (or drop --nproc)");
+  const bool by_hand = started_by_hand(o);  // throws for a malformed --init-method
+  TANDEM_CHECK(o.mode == Mode::Distributed || !by_hand, "[train_cifar] --init-method ",
+               o.init_method, ", --rank and --world-size start ddp ranks, but the mode is ",
+               mode_name(o.mode), ": add --mode ddp");
+  parallel::check_rank_and_world_size(parallel::parse_init_method(o.init_method), o.rank,
+                                      o.world_size);
+  TANDEM_CHECK(!by_hand || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
+               " starts ranks on this machine through env://, but a rank started by hand (",
+               o.init_method, ", --rank) is one process: start each rank with its own --rank");
+  if (by_hand) return;  // a launcher's variables do not matter to it
   const auto rank = environment("RANK"), world = environment("WORLD_SIZE");
   const auto mpi_world = environment("OMPI_COMM_WORLD_SIZE");
   const std::string launched_world = world ? *world : mpi_world.value_or("1");

@@ -13,6 +13,7 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/init_method.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
@@ -47,8 +48,13 @@ struct ResumeFlag {
 struct TrainOptions {
   Mode mode = Mode::Single;
   std::string arch = SetupOptions{}.arch;
-  std::string devices;               ///< single: one; dp: a list; empty: choose_devices' default
-  int nproc = 1;                     ///< ddp outside a launcher: local workers to start
+  std::string devices;  ///< single: one; dp: a list; empty: choose_devices' default
+  int nproc = 1;        ///< ddp outside a launcher: local workers to start
+  /// ddp: how the ranks meet, env:// (a launcher's, or --nproc's), tcp://HOST:PORT or
+  /// file:///PATH (parallel/comm/init_method.h)
+  std::string init_method = "env://";
+  int rank = -1;        ///< ddp, a rank started by hand: its rank; -1: a launcher's
+  int world_size = -1;  ///< ddp, a rank started by hand: the job's ranks; -1: a launcher's
   std::optional<Backend> backend{};  ///< ddp; nullopt: nccl on GPUs, else gloo (ddp_backend)
   int epochs = 10;                   ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
@@ -99,8 +105,17 @@ void validate(const TrainOptions& options, int world_size);
 /// --mode ddp, which would each train the whole job alone and overwrite each other's
 /// checkpoints; --nproc N > 1 without --mode ddp; and in ddp a half-set launcher environment
 /// (RANK without WORLD_SIZE or the reverse). Slurm's variables are not judged: a batch script's
-/// single process sees SLURM_NTASKS of the whole allocation too.
+/// single process sees SLURM_NTASKS of the whole allocation too. Also a malformed --init-method,
+/// tcp:// or file:// without --rank and --world-size, a rank out of range, and --nproc (or a
+/// mode but ddp) with a rank started by hand.
 void validate_launch(const TrainOptions& options, const parallel::EnvLookup& environment);
+
+/// Whether this ddp process is a rank started by hand (--init-method tcp:// or file://, or
+/// --rank and --world-size): it joins its job rather than starting --nproc ranks.
+bool started_by_hand(const TrainOptions& options);
+
+/// The rendezvous that --init-method, --rank and --world-size ask for.
+parallel::InitOptions init_options(const TrainOptions& options);
 
 /// Why the --nproc `ranks` NCCL ranks that train_cifar starts itself cannot each have a GPU when
 /// `visible` are visible, in one line: "[ddp] 2 ranks on this node need 2 GPUs, 1 is visible; use

@@ -221,7 +221,7 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id) {
 }
 
 std::string worker_store_prefix(const DistributedEnv& env) {
-  if (env.store_host == StoreHost::Rank0) return "";
+  if (env.store_host == StoreHost::Rank0 || env.store_host == StoreHost::File) return "";
   return "/worker/attempt_" + std::to_string(env.restart_count) + "/";
 }
 

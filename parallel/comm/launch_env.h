@@ -23,22 +23,34 @@ enum class StoreHost {
   Rank0,          ///< mpirun, srun, variables set by hand: rank 0 hosts Tandem's store
   TandemRun,      ///< tandem-run hosts Tandem's store on node 0 (TANDEM_STORE_HOSTED=1)
   TorchrunAgent,  ///< torchrun's agent hosts PyTorch's TCPStore (TORCHELASTIC_USE_AGENT_STORE=True)
+  File,           ///< file://: no server, a file every rank can reach (file_store.h)
 };
 
 struct DistributedEnv {
-  int rank = 0;              ///< this process in [0, world_size)
-  int world_size = 1;        ///< processes in the job
-  int local_rank = 0;        ///< this process among those on its machine (picks the GPU)
-  int local_world_size = 1;  ///< processes on this machine
+  int rank = 0;        ///< this process in [0, world_size)
+  int world_size = 1;  ///< processes in the job
+  /// This process among those on its machine (picks the GPU), and how many those are. -1 (both)
+  /// for ranks started by hand (tcp://, file://): nobody says which share a machine, so
+  /// init_process_group asks the store (Note [Local ranks by hand] in rendezvous.h).
+  int local_rank = 0;
+  int local_world_size = 1;
   std::string master_addr = "127.0.0.1";  ///< host of the rendezvous store
   int master_port = 29500;                ///< port of the rendezvous store
-  /// Who hosts the rendezvous store (Note [Who hosts the store] in init_process_group.cpp).
+  /// Who hosts the rendezvous store (Note [Who hosts the store] in rendezvous.cpp).
   StoreHost store_host = StoreHost::Rank0;
   /// Under a launcher-hosted store (tandem-run's or torchrun's agent's):
   /// TORCHELASTIC_RESTART_COUNT, the attempt, which scopes its keys (worker_store_prefix).
   int restart_count = 0;
-  /// Which launcher's variables were read: "torchrun", "mpirun" or "srun" (for messages).
+  /// Which launcher's variables were read: "torchrun", "mpirun" or "srun"; "" for ranks started
+  /// by hand (for messages).
   std::string launcher = "torchrun";
+  /// How the ranks meet (init_method.h): "env://" here, else the URL ("tcp://node0:29500",
+  /// "file:///mnt/nfs/job"), which messages name.
+  std::string rendezvous_url = "env://";
+  /// file://: the store's file (store_host File).
+  std::string store_file{};
+
+  bool local_ranks_known() const { return local_rank >= 0 && local_world_size >= 1; }
 };
 
 /// Looks a variable up; nothing when unset.
@@ -82,7 +94,8 @@ int slurm_tasks_on_node(const std::string& tasks_per_node, int node_id);
 
 /// The prefix of this attempt's keys in the rendezvous store: "/worker/attempt_N/" (N =
 /// restart_count, as PyTorch's workers scope theirs) where a launcher hosts the store and keeps
-/// the keys of earlier attempts (tandem-run --max-restarts, torchrun); "" where rank 0 hosts it.
+/// the keys of earlier attempts (tandem-run --max-restarts, torchrun); "" where rank 0 hosts it
+/// or it is a file (both die with the job).
 std::string worker_store_prefix(const DistributedEnv& env);
 
 /// CPU threads for one rank when nothing chose them (no TANDEM_NUM_THREADS, no --threads):

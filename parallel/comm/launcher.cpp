@@ -483,7 +483,8 @@ LaunchResult launch(const LaunchOptions& options) {
   auto store = std::make_shared<TcpStore>(
       TcpStoreOptions{.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr,
                       .port = port,
-                      .timeout = options.rdzv_timeout});
+                      .timeout = options.rdzv_timeout,
+                      .named_by = "--master-addr:--master-port"});
   RestartRounds rounds(store, {.nnodes = options.nnodes,
                                .node_rank = options.node_rank,
                                .rdzv_timeout = options.rdzv_timeout});

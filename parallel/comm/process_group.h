@@ -178,10 +178,11 @@ class ProcessGroup {
 void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root);
 
 /// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
-/// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does), then
-/// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (CUDA tensors on
-/// cuda:<env.local_rank>; in a build without CUDA an error that says so).
-/// The returned group keeps the store (and, on rank 0, the server) alive.
+/// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does; a file
+/// under file://, rendezvous.h), then builds the backend's group. backend: "gloo" (CPU tensors)
+/// or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a build without CUDA an error that says
+/// so). The returned group keeps the store (and, on rank 0, the server) alive. The form of
+/// torch.distributed, with an init method (env://, tcp://, file://), is in init_method.h.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options = {});

@@ -150,9 +150,12 @@ Socket connect_with_retry(const std::string& host, int port, std::chrono::millis
       Socket socket = try_connect(*a, deadline, last_error);
       if (socket.valid()) return socket;
     }
-    if (Clock::now() + pause >= deadline) return {};
-    // Back off so that hundreds of ranks waiting for rank 0 do not hammer it.
-    std::this_thread::sleep_for(pause);
+    const auto now = Clock::now();
+    if (now >= deadline) return {};
+    // Back off so that hundreds of ranks waiting for rank 0 do not hammer it; the last try is at
+    // the deadline, so the whole timeout is waited (as the caller's error says), not up to a
+    // pause less.
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
 }

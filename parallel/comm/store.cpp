@@ -15,13 +15,13 @@ using protocol::Writer;
 // network, not the server's own timeout.
 constexpr std::chrono::milliseconds kReplySlack{10000};
 
-std::string join(const std::vector<std::string>& keys) {
+}  // namespace
+
+std::string quoted_keys(const std::vector<std::string>& keys) {
   std::string out;
   for (const auto& key : keys) out += (out.empty() ? "'" : ", '") + key + "'";
   return out;
 }
-
-}  // namespace
 
 Store::~Store() = default;
 
@@ -38,7 +38,7 @@ TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) {
   socket_ = net::connect_with_retry(options_.host, options_.port, options_.timeout, last_error);
   TANDEM_CHECK(socket_.valid(), "[store] could not reach the rendezvous store at ", address(),
                " after ", net::format_duration(options_.timeout), " (last error: ", last_error,
-               "); is rank 0 (or tandem-run) running, and do MASTER_ADDR/MASTER_PORT point at it?");
+               "); is rank 0 (or tandem-run) running, and is ", options_.named_by, " its address?");
 }
 
 TcpStore::~TcpStore() = default;
@@ -113,7 +113,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (status == Status::Failed) TANDEM_FAIL("[store] wait failed: ", reply.bytes());
   if (status != Status::Ok) {
     TANDEM_FAIL("[store] wait timed out after ", net::format_duration(timeout),
-                "; still missing: ", join(reply.strings()), " (store at ", address(), ")");
+                "; still missing: ", quoted_keys(reply.strings()), " (store at ", address(), ")");
   }
 }
 

@@ -36,6 +36,9 @@ inline std::string to_string(const Bytes& bytes) {
   return std::string(bytes.begin(), bytes.end());
 }
 
+/// "'a', 'b'": keys as the stores' timeout errors list them.
+std::string quoted_keys(const std::vector<std::string>& keys);
+
 class Store {
  public:
   virtual ~Store();
@@ -73,6 +76,9 @@ struct TcpStoreOptions {
   /// Bounds connecting (the server may start later than this client) and get()/wait() calls
   /// that take no timeout of their own.
   std::chrono::milliseconds timeout{300000};
+  /// Where host and port came from, for the error when nobody answers there: "MASTER_ADDR:
+  /// MASTER_PORT" (env://) or the URL ("tcp://node0:29500").
+  std::string named_by = "MASTER_ADDR:MASTER_PORT";
 };
 
 /// A client of a StoreServer. Thread-safe: calls from several threads are serialised over one

@@ -1,5 +1,7 @@
 #include "parallel/comm/store_protocol.h"
 
+#include <charconv>
+
 namespace tandem::parallel::protocol {
 
 Request parse_request(std::string_view frame) {
@@ -30,6 +32,13 @@ Request parse_request(std::string_view frame) {
   TANDEM_CHECK(in.at_end(), "[store] malformed message (trailing bytes)");
   request.command = static_cast<Command>(command);
   return request;
+}
+
+std::optional<int64_t> parse_counter(std::string_view text) {
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || text.empty()) return {};
+  return value;
 }
 
 }  // namespace tandem::parallel::protocol

@@ -12,6 +12,7 @@
 ///   Check n key...              -> Ok present(0|1)
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -105,5 +106,12 @@ struct Request {
 /// bytes left over) throws "[store] malformed message ..."; never reads out of bounds. The
 /// server's whole input parsing, fuzzed by tests/fuzz/store_request_fuzz.cpp.
 Request parse_request(std::string_view frame);
+
+/// Why add() fails on a key that holds something else than a counter.
+inline constexpr const char* kNotACounter = "the key holds a value that is not an integer counter";
+
+/// The value of a counter made by add() (decimal text, Note in store.h); nothing for a value
+/// that is not one.
+std::optional<int64_t> parse_counter(std::string_view text);
 
 }  // namespace tandem::parallel::protocol

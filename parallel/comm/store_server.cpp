@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
 #include "engine/error.h"
@@ -157,14 +156,14 @@ std::string StoreServer::handle_add(const std::string& key, int64_t delta) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = data_.find(key);
     if (it != data_.end()) {
-      const std::string& text = it->second;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if (error != std::errc() || end != text.data() + text.size()) {
+      const std::optional<int64_t> counter = protocol::parse_counter(it->second);
+      if (!counter) {
         return Writer()
             .u8(static_cast<uint8_t>(Status::Failed))
-            .bytes("the key holds a value that is not an integer counter")
+            .bytes(protocol::kNotACounter)
             .str();
       }
+      value = *counter;
     }
     value += delta;
     data_[key] = std::to_string(value);

@@ -2,9 +2,10 @@
 // review's "bad" cases, ../shared/reviews/2026-11-26-ux.md §3: runs that exited 0 while doing
 // the wrong thing or losing the work): a launcher's ranks without --mode ddp, outputs that cannot
 // be written, --run-epochs without --save, a resume that would change the run's schedule, a
-// finished run resumed, a wrong --arch.
+// finished run resumed, a wrong --arch, a rendezvous that cannot meet.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 
 #include "tests/apps/train_cifar_runs.h"
@@ -66,6 +67,53 @@ TEST(TrainCifarRefusals, OutputsThatCannotBeWrittenFailAtOnce) {
                         "--log-json " + dir.file("a_folder") + ": is a folder");
   expect_one_error_line(train_cifar(quick_run(dir.file("log.jsonl"), {"--run-epochs", "1"})),
                         "--run-epochs stops early to continue later, which needs a checkpoint");
+}
+
+// Ranks started by hand (--init-method, --rank, --world-size): what cannot meet is refused in one
+// line, and one whose rank 0 is not there gives up within --timeout naming the address.
+TEST(TrainCifarRefusals, ABadRendezvousIsOneLine) {
+  TempDir dir;
+  const auto ddp = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--mode", "ddp", "--backend", "gloo", "--timeout", "2"});
+    return train_cifar(quick_run(dir.file("log.jsonl"), extra));
+  };
+  const std::string tcp = "tcp://127.0.0.1:29511";
+  expect_one_error_line(ddp({"--init-method", "tcp://127.0.0.1"}),
+                        "train_cifar: error: [init_method] 'tcp://127.0.0.1' has no port: "
+                        "expected tcp://HOST:PORT");
+  expect_one_error_line(ddp({"--init-method", "tcp//127.0.0.1:29511"}), "is not a URL");
+  expect_one_error_line(ddp({"--init-method", tcp}),
+                        "[init_method] " + tcp + " needs this process's rank and the world size");
+  expect_one_error_line(ddp({"--init-method", tcp, "--rank", "0"}),
+                        "needs this process's rank and the world size");
+  expect_one_error_line(ddp({"--init-method", tcp, "--rank", "2", "--world-size", "2"}),
+                        "[init_method] rank 2 is out of range for world size 2 (ranks are 0..1)");
+  expect_one_error_line(ddp({"--rank", "1"}), "env:// takes a rank and a world size together");
+  expect_one_error_line(
+      ddp({"--init-method", tcp, "--rank", "0", "--world-size", "2", "--nproc", "2"}),
+      "--nproc 2 starts ranks on this machine through env://, but a rank started by hand");
+  expect_one_error_line(
+      train_cifar(quick_run(dir.file("log.jsonl"),
+                            {"--init-method", tcp, "--rank", "0", "--world-size", "2"})),
+      "start ddp ranks, but the mode is single: add --mode ddp");
+  const std::string missing = dir.file("no/such") + "/store";
+  for (const char* rank : {"0", "1"}) {
+    expect_one_error_line(
+        ddp({"--init-method", "file://" + missing, "--rank", rank, "--world-size", "2"}),
+        "[store] file://" + missing + ": the folder " + dir.file("no/such") + " does not exist");
+  }
+  // TEST-NET-1: nobody answers there. The rank gives up after --timeout, naming where it looked.
+  const auto start = std::chrono::steady_clock::now();
+  const ProgramRun unreachable =
+      ddp({"--init-method", "tcp://192.0.2.1:29511", "--rank", "1", "--world-size", "2"});
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::seconds(2));  // the whole timeout, as the line says
+  EXPECT_LT(waited, std::chrono::seconds(15));
+  expect_one_error_line(
+      unreachable, "[store] could not reach the rendezvous store at 192.0.2.1:29511 after 2 s");
+  EXPECT_NE(unreachable.output.find("is tcp://192.0.2.1:29511 its address?"), std::string::npos)
+      << unreachable.output;
+  EXPECT_FALSE(fs::exists(dir.file("log.jsonl")));  // refused before anything was written
 }
 
 // Two checkpoints of ResNet-20 (weights, buffers, momentum) need about 4.4 MB; a 2 MB disk is

@@ -67,13 +67,16 @@ inline void expect_same_epochs(const std::vector<nlohmann::json>& actual,
   }
 }
 
-/// Starts train_cifar with `args` in a child process, its stdout going to the file `output`, and
-/// returns at once with its pid (for tests that interrupt or kill it).
-inline pid_t start_train_cifar(std::vector<std::string> args, const std::string& output) {
+/// Starts train_cifar with `args` in a child process, its stdout (and its stderr too when
+/// `with_stderr`) going to the file `output`, and returns at once with its pid (for tests that
+/// interrupt or kill it, or run several at once).
+inline pid_t start_train_cifar(std::vector<std::string> args, const std::string& output,
+                               bool with_stderr = false) {
   args.insert(args.begin(), testing::kTrainCifarProgram);
   const pid_t pid = fork();
   if (pid != 0) return pid;  // the parent, or -1
   std::freopen(output.c_str(), "w", stdout);
+  if (with_stderr) dup2(STDOUT_FILENO, STDERR_FILENO);
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);

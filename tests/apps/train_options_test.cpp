@@ -228,5 +228,29 @@ TEST(TrainOptions, LocalNcclRanksNeedAVisibleGpuEach) {
   EXPECT_EQ(local_ranks_gpu_problem(2, 8), "");
 }
 
+// The tutorials' form: --init-method, --rank and --world-size make this process one rank started
+// by hand; env:// alone leaves the ranks to a launcher or to --nproc.
+TEST(TrainOptions, RanksStartedByHand) {
+  const TrainOptions launched = parse({"--mode", "ddp"});
+  EXPECT_EQ(launched.init_method, "env://");
+  EXPECT_FALSE(started_by_hand(launched));
+  const TrainOptions tcp = parse({"--mode", "ddp", "--init-method", "tcp://10.1.1.20:23456",
+                                  "--rank", "1", "--world-size", "3"});
+  EXPECT_TRUE(started_by_hand(tcp));
+  const parallel::InitOptions init = init_options(tcp);
+  EXPECT_EQ(init.init_method, "tcp://10.1.1.20:23456");
+  EXPECT_EQ(init.rank, 1);
+  EXPECT_EQ(init.world_size, 3);
+  EXPECT_TRUE(started_by_hand(parse({"--mode", "ddp", "--rank", "0", "--world-size", "2"})));
+  EXPECT_NE(parse_error({"--rank", "-1"}).find("--rank"), std::string::npos);
+  EXPECT_NE(parse_error({"--world-size", "0"}).find("--world-size"), std::string::npos);
+  const auto nothing = [](const std::string&) -> std::optional<std::string> { return {}; };
+  validate_launch(tcp, nothing);
+  EXPECT_NE(error_message([&] {
+              validate_launch(parse({"--mode", "ddp", "--init-method", "file:///x"}), nothing);
+            }).find("[init_method] file:///x needs this process's rank and the world size"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tandem::apps

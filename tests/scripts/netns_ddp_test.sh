@@ -10,6 +10,13 @@
 #   torchrun  the same job started by PyTorch's torchrun on each host (its agent on node 0 hosts
 #           PyTorch's TCPStore; Tandem's ranks are clients), no interface variables: equal
 #           numbers again (skips without PyTorch)
+#   tcp     no launcher: train_cifar started by hand in each namespace with --init-method
+#           tcp://<node 0>:PORT --rank R --world-size 2, as in PyTorch's tutorials, no interface
+#           variables: equal numbers again
+#   file    the same with --init-method file:///<scratch>/rendezvous, a file both "hosts" see (the
+#           shared file system's part), each node naming its interface (GLOO_SOCKET_IFNAME: a
+#           file store has no connection whose address could stand in); equal numbers, and the
+#           last rank out removed the file
 #   badiface  GLOO_SOCKET_IFNAME names no interface on node 1: it exits non-zero with one line
 #           naming it, and node 0 within its timeout
 #   link    the link is taken down mid-run: both sides exit non-zero with a one-line error within
@@ -27,8 +34,8 @@
 # Needs root and `ip netns` (skips with exit 77 and the reason otherwise). Names and addresses
 # are unique per run (10.77.x.1/2), and everything is removed on exit.
 #
-#   netns_ddp_test.sh BUILD_DIR CASE (CASE: train, iface, torchrun, badiface, link, kill, stop,
-#                                     nnodes, restart, relaunch)
+#   netns_ddp_test.sh BUILD_DIR CASE (CASE: train, iface, torchrun, tcp, file, badiface, link,
+#                                     kill, stop, nnodes, restart, relaunch)
 set -uo pipefail
 build="$1" case="$2"
 train="$build/apps/train_cifar" run="$build/apps/tandem-run"
@@ -81,6 +88,15 @@ wait_bounded() {
 
 epochs_of() { grep '"type":"epoch"' "$1" | sed 's/"images_per_second":[^,]*,//; s/"seconds":[^,]*,//'; }
 
+# Runs the job for 2 epochs as 2 ranks on this host (loopback) and fails unless the epochs of the
+# log $1 (the job across the hosts, started by $2) equal its own.
+expect_loopback_epochs() {
+  "$train" "${job[@]}" --epochs 2 --nproc 2 --log-json "$scratch/local.jsonl" >"$scratch/local.log" 2>&1 \
+    || fail "the loopback run failed"
+  [ "$(epochs_of "$1")" = "$(epochs_of "$scratch/local.jsonl")" ] \
+    || fail "$2 across hosts: $(epochs_of "$1") / one host: $(epochs_of "$scratch/local.jsonl")"
+}
+
 case "$case" in
   train)
     start_node "$a" 0 "" "$scratch/a.log" --epochs 2 --log-json "$scratch/net.jsonl"
@@ -89,10 +105,7 @@ case "$case" in
     pb=$!
     wait $pa || fail "node 0 exited $?"
     wait $pb || fail "node 1 exited $?"
-    "$train" "${job[@]}" --epochs 2 --nproc 2 --log-json "$scratch/local.jsonl" >"$scratch/local.log" 2>&1 \
-      || fail "the loopback run failed"
-    [ "$(epochs_of "$scratch/net.jsonl")" = "$(epochs_of "$scratch/local.jsonl")" ] \
-      || fail "across hosts: $(epochs_of "$scratch/net.jsonl") / one host: $(epochs_of "$scratch/local.jsonl")"
+    expect_loopback_epochs "$scratch/net.jsonl" tandem-run
     if getent ahosts "$(hostname)" | awk '{print $1}' | grep -qv '^127\.\|^::1$'; then
       echo "host name $(hostname) resolves to a non-loopback address: Gloo binds it, as PyTorch does"
     else
@@ -129,11 +142,27 @@ case "$case" in
     done
     wait_bounded $p0 240; [ $status -eq 0 ] || fail "node 0 (torchrun) exited $status"
     wait_bounded $p1 240; [ $status -eq 0 ] || fail "node 1 (torchrun) exited $status"
-    "$train" "${job[@]}" --epochs 2 --nproc 2 --log-json "$scratch/local.jsonl" >"$scratch/local.log" 2>&1 \
-      || fail "the loopback run failed"
-    [ "$(epochs_of "$scratch/net0.jsonl")" = "$(epochs_of "$scratch/local.jsonl")" ] \
-      || fail "torchrun across hosts: $(epochs_of "$scratch/net0.jsonl") / one host: $(epochs_of "$scratch/local.jsonl")"
+    expect_loopback_epochs "$scratch/net0.jsonl" torchrun
     echo "torchrun on 2 hosts, no interface variables = 2 ranks on loopback:"
+    epochs_of "$scratch/net0.jsonl"
+    ;;
+  tcp|file)
+    init="tcp://$master:29611" ifaces=("" "")
+    if [ "$case" = file ]; then init="file://$scratch/rendezvous" ifaces=("${tag}x" "${tag}y"); fi
+    for node in 0 1; do
+      ns="$a"; [ $node -eq 1 ] && ns="$b"
+      interface=(-u GLOO_SOCKET_IFNAME)
+      [ -n "${ifaces[$node]}" ] && interface=(GLOO_SOCKET_IFNAME="${ifaces[$node]}")
+      ip netns exec "$ns" env "${interface[@]}" "$train" "${job[@]}" --epochs 2 \
+        --init-method "$init" --rank $node --world-size 2 --log-json "$scratch/net$node.jsonl" \
+        >"$scratch/$case$node.log" 2>&1 &
+      eval "p$node=\$!"
+    done
+    wait_bounded $p0 240; [ $status -eq 0 ] || fail "rank 0 ($init) exited $status"
+    wait_bounded $p1 240; [ $status -eq 0 ] || fail "rank 1 ($init) exited $status"
+    [ ! -e "$scratch/rendezvous" ] || fail "the file store was left behind"
+    expect_loopback_epochs "$scratch/net0.jsonl" "$init"
+    echo "$case: 2 hosts started by hand with --init-method $init = 2 ranks on loopback:"
     epochs_of "$scratch/net0.jsonl"
     ;;
   badiface)

@@ -6,7 +6,10 @@ commands before it wrote (run.ckpt, run.jsonl, bench.json). To take seconds rath
 flags that shrink the work are added where the command does not give them (train_cifar: synthetic
 data, 64 images, batch 32, 2 epochs; bench programs: a step or two); a flag the command gives is
 never changed. The commands that cannot run here are named with the reason, and a command matched
-by no rule fails the test, so a new README command gets a rule, a run or a reason.
+by no rule fails the test, so a new README command gets a rule, a run or a reason. Ranks started
+by hand (consecutive train_cifar lines with the same --init-method tcp:// or file:// and their own
+--rank) run at once as one job, on this machine: the tcp:// host becomes 127.0.0.1 at a free port,
+the file:// path a file in the scratch folder.
 
     readme_commands_test.py SOURCE_DIR BUILD_DIR
 """
@@ -14,6 +17,7 @@ by no rule fails the test, so a new README command gets a rule, a run or a reaso
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -92,6 +96,46 @@ def shortened(command):
     return None
 
 
+def init_method(command):
+    """The tcp:// or file:// of a rank started by hand (--init-method URL with --rank), else None."""
+    match = re.search(r"--init-method[ =](tcp://\S+|file://\S+)", command)
+    return match.group(1) if match and "--rank" in command.split() else None
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def local_init_method(url, scratch):
+    """url as it can meet on this machine."""
+    if url.startswith("tcp://"):
+        return f"tcp://127.0.0.1:{free_port()}"
+    return "file://" + os.path.join(scratch, "rendezvous-" + os.path.basename(url))
+
+
+def run_by_hand(group, scratch):
+    """Runs the commands of one job's ranks at once; returns the failures."""
+    url = init_method(group[0][1])
+    local = local_init_method(url, scratch)
+    runs = [shortened(command).replace(url, local) for _, command in group]
+    ranks = [subprocess.Popen(run, shell=True, cwd=scratch, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for run in runs]
+    failures = []
+    for (line, _), run, rank in zip(group, runs, ranks):
+        print(f"README:{line}: {run}", flush=True)
+        try:
+            output, _ = rank.communicate(timeout=600)
+        except subprocess.TimeoutExpired:
+            rank.kill()
+            output, _ = rank.communicate()
+        if rank.returncode != 0:
+            tail = "\n    ".join(output.strip().splitlines()[-8:])
+            failures.append(f"README:{line}: exit {rank.returncode}: {run}\n    {tail}")
+    return failures
+
+
 def main():
     source, build = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     scratch = tempfile.mkdtemp(prefix="readme_commands_")
@@ -99,7 +143,20 @@ def main():
     os.symlink(os.path.join(source, "scripts"), os.path.join(scratch, "scripts"))
     failures, ran = [], 0
     try:
-        for line, command in commands(os.path.join(source, "README.md")):
+        listed = commands(os.path.join(source, "README.md"))
+        index = 0
+        while index < len(listed):
+            line, command = listed[index]
+            index += 1
+            url = init_method(command)
+            if url:
+                group = [(line, command)]
+                while index < len(listed) and init_method(listed[index][1]) == url:
+                    group.append(listed[index])
+                    index += 1
+                failures += run_by_hand(group, scratch)
+                ran += len(group)
+                continue
             reason = next((why for pattern, why in SKIPPED if re.search(pattern, command)), None)
             if reason:
                 print(f"README:{line}: skipped ({reason}): {command}")
