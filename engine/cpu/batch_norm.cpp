@@ -1,7 +1,8 @@
 // Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
 // cached per shape. Statistics are per channel over (N, H, W). Channels-last tensors go to
 // batch_norm_channels_last.cpp; bfloat16 NCHW ones run the float32 primitive on a widened copy
-// (engine/cpu/float_types.h), so their statistics are float32's on the same values.
+// (engine/cpu/float_types.h), so their statistics are float32's on the same values. The running
+// statistics move after the batch's are known, on every path (update_running below).
 
 #include <bit>
 #include <cstdint>
