@@ -43,8 +43,8 @@ class CpuBackend final : public Backend {
 
   // batch_norm.cpp
   void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   float eps, Tensor& y, Tensor& save_mean,
-                                   Tensor& save_var) override;
+                                   const BatchNormRunning& running, float eps, Tensor& y,
+                                   Tensor& save_mean, Tensor& save_var) override;
   void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
                                     float eps, Tensor& y) override;
@@ -53,8 +53,8 @@ class CpuBackend final : public Backend {
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
   bool fuses_batch_norm_relu(const Tensor& x) const override;
   void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        float eps, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_var) override;
+                                        const BatchNormRunning& running, float eps, Tensor& y,
+                                        Tensor& save_mean, Tensor& save_var) override;
   void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_var, float eps, Tensor& grad_x,

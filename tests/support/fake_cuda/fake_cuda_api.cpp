@@ -436,4 +436,27 @@ cudaError_t cudaFreeHost(void* ptr) {
   return cudaSuccess;
 }
 
+// --- copies: queued (cudaMemcpy waits for the device's work first, as a copy on the legacy
+// default stream does), but they move no bytes: device memory is fake, so the host must never
+// read what a copy would bring.
+
+cudaError_t cudaMemcpyAsync(void* /*dst*/, const void* /*src*/, size_t count,
+                            cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+  FAKE_ENTER("");
+  return tandem::fake_cuda::detail::queue_kernel(s, stream, std::to_string(count) + " bytes");
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* /*dst*/, int /*dst_device*/, const void* /*src*/,
+                                int /*src_device*/, size_t count, cudaStream_t stream) {
+  FAKE_ENTER("");
+  return tandem::fake_cuda::detail::queue_kernel(s, stream, std::to_string(count) + " bytes");
+}
+
+cudaError_t cudaMemcpy(void* /*dst*/, const void* /*src*/, size_t count, cudaMemcpyKind /*kind*/) {
+  FAKE_ENTER(std::to_string(count) + " bytes");
+  touch_context(s);
+  run_device(s, thread_state(s).device);
+  return cudaSuccess;
+}
+
 }  // extern "C"
