@@ -46,7 +46,7 @@
 #   train-dp      60  one epoch, --mode dp --devices cuda:0,cuda:0 (two replicas on one GPU)
 #   train-ddp-bf16    60  --mode ddp --backend nccl --nproc 1 --grad-compression bf16
 #   train-ddp-syncbn  60  --mode ddp --backend nccl --nproc 1 --sync-bn
-#   racecheck     60  compute-sanitizer racecheck on BFloat16CudaGpu.BatchNorm*
+#   racecheck     60  compute-sanitizer racecheck on BatchNormCudaGpu.*
 #   memcheck     120  compute-sanitizer memcheck on the kernels' own tests (K5)
 #   compare-cpu  150  (CPU only; --steps) scripts/compare_pytorch.sh's ResNet-20 rows on 2 cores
 #   torch-store   60  (CPU only; --steps) Tandem's TorchStore client against PyTorch's TCPStore

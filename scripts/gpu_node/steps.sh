@@ -184,9 +184,9 @@ sanitize() {
     "$build_dir/tests/engine_tests" --gtest_filter="$filter" || return
   note "$(grep -E '^(=+ )?(ERROR SUMMARY|RACECHECK SUMMARY)' "$logs/$step_name.log" | tail -1)"
 }
-step_racecheck() { sanitize racecheck 'BFloat16CudaGpu.BatchNorm*'; }
+step_racecheck() { sanitize racecheck 'BatchNormCudaGpu.*'; }
 step_memcheck() {
-  sanitize memcheck 'BFloat16CudaGpu.*:HalfGpu.*:LabelCheckGpu.*:CudaBackendGpu.*:UploadGpu.*:CudaStreamGpu.*:CudaPinnedGpu.*:-*TwoDevices*'
+  sanitize memcheck 'BFloat16CudaGpu.*:BatchNormCudaGpu.*:HalfGpu.*:LabelCheckGpu.*:CudaBackendGpu.*:UploadGpu.*:CudaStreamGpu.*:CudaPinnedGpu.*:-*TwoDevices*'
 }
 
 # CPU-only, not in the default steps (K4): they spend no GPU, only the lease's minutes.
