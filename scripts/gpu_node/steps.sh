@@ -165,6 +165,10 @@ step_bench_gpu() {
       --json "$logs/bench-gpu-$format.json" || return
   done
   note "$(python3 "$kit/figures.py" "$logs/bench-gpu-nchw.json" "$logs/bench-gpu-channels-last.json")"
+  # G1's evidence: bf16 batch norm (own kernels) beside fp32 (cuDNN) on ResNet-20's and -18's
+  # shapes, GPU event times (a few seconds); a failure here does not fail the step's rows above.
+  "$build_dir/microbench/bench_cuda_batch_norm" --benchmark_format=console ||
+    echo "bench_cuda_batch_norm failed (status $?)"
 }
 
 # PyTorch in its own environment (the caller's loader path: its pinned CUDA libraries).
