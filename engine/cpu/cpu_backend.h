@@ -1,6 +1,6 @@
 #pragma once
-/// The CPU backend: oneDNN for convolution, batch-norm, pooling and GEMM; plain
-/// C++ with OpenMP for elementwise ops, reductions, softmax/loss and SGD. The
+/// The CPU backend: oneDNN for convolution, batch-norm and GEMM; plain C++ with
+/// OpenMP for elementwise ops, pooling, reductions, softmax/loss and SGD. The
 /// methods are defined across the files of this folder, one per op family.
 
 #include "engine/backend.h"
