@@ -16,6 +16,10 @@
 #include "engine/tandem.h"
 #include "tests/support/cuda_skip.h"
 
+#if TANDEM_WITH_CUDA
+#include <cudnn.h>
+#endif
+
 namespace tandem {
 namespace {
 
@@ -229,6 +233,27 @@ TEST(BFloat16CudaGpu, ConvolutionForwardAndBackwardMatchTheCpu) {
     expect_close(ggrad_w, grad_w, kBFloat16Tolerance, what + " backward weight");
     expect_close(ggrad_bias, grad_bias, 1e-4, what + " bias gradient");  // float32 sums
   }
+}
+
+// Review 2026-11-27 G7: the algorithm search probes bfloat16 algorithms cuDNN does not support,
+// and those probes fail on purpose; it must leave none of their detail behind for a later,
+// unrelated CUDNN_CHECK to quote (cuDNN keeps the last one per thread).
+TEST(BFloat16CudaGpu, AConvolutionSearchLeavesNoCudnnErrorDetailBehind) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+#if TANDEM_WITH_CUDA
+  // A shape no other test uses, so that all three searches run here, on this thread.
+  const Conv2dOptions options{.stride = 1, .padding = 1};
+  const Tensor x = draw({3, 5, 11, 13}, 25), w = draw({7, 5, 3, 3}, 26, -0.3f, 0.3f);
+  const Tensor grad_y = draw({3, 7, 11, 13}, 27);
+  Tensor gy = gpu_empty({3, 7, 11, 13}), ggrad_x = gpu_empty(x.shape());
+  Tensor ggrad_w = gpu_empty(w.shape()), no_bias;
+  gpu().conv2d_forward(on_gpu(x), on_gpu(w), Tensor(), options, gy);
+  gpu().conv2d_backward_input(on_gpu(grad_y), on_gpu(w), options, ggrad_x);
+  gpu().conv2d_backward_weight(on_gpu(grad_y), on_gpu(x), options, ggrad_w, no_bias);
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  EXPECT_STREQ(detail, "") << "a later cuDNN error would quote this";
+#endif
 }
 
 // cublasGemmEx: a and b bfloat16, c float32, every transpose, with alpha and beta.
