@@ -1,6 +1,6 @@
 #pragma once
-/// The CPU backend: oneDNN for convolution, batch-norm, pooling and GEMM; plain
-/// C++ with OpenMP for elementwise ops, reductions, softmax/loss and SGD. The
+/// The CPU backend: oneDNN for convolution, batch-norm and GEMM; plain C++ with
+/// OpenMP for elementwise ops, pooling, reductions, softmax/loss and SGD. The
 /// methods are defined across the files of this folder, one per op family.
 
 #include "engine/backend.h"
@@ -12,7 +12,8 @@ class CpuBackend final : public Backend {
   Allocator& allocator(Device device) override;
   bool channels_last_kernels() const override { return true; }
   int device_count() override;
-  void synchronize(Device) override {}
+  /// The host clock now (Note [Timing marks]).
+  std::unique_ptr<TimingMark> mark_time(Device device) override;
   StreamRef current_stream(Device device) override { return {.device = device}; }
   void wait_for(const StreamRef&) override {}
 
@@ -80,6 +81,9 @@ class CpuBackend final : public Backend {
   // sgd.cpp
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                 const SgdStepOptions& options) override;
+
+ private:
+  void synchronize_device(Device) override {}  // CPU work is done when its call returns
 };
 
 CpuBackend& backend();

@@ -32,7 +32,7 @@ class CudaBackend final : public Backend {
   // backend.cpp
   Allocator& allocator(Device device) override;
   int device_count() override;
-  void synchronize(Device device) override;
+  std::unique_ptr<TimingMark> mark_time(Device device) override;
   StreamRef current_stream(Device device) override;
   void wait_for(const StreamRef& producer) override;
 
@@ -104,6 +104,8 @@ class CudaBackend final : public Backend {
                               const Tensor& labels, Tensor& grad_logits) override;
 
  private:
+  void synchronize_device(Device device) override;  // backend.cpp
+
   std::atomic<bool> allow_tf32_{false};
   std::atomic<bool> cudnn_benchmark_{true};
 };

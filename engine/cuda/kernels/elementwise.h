@@ -17,7 +17,8 @@ TANDEM_HD inline float apply_unary(float v, float s) {
   if constexpr (kOp == Unary::Neg) {
     return -v;
   } else if constexpr (kOp == Unary::Relu) {
-    return v > 0.0f ? v : 0.0f;
+    // NaN goes through (Note [NaN through ReLU and max pooling] in engine/cpu/elementwise.cpp).
+    return v < 0.0f ? 0.0f : v;
   } else if constexpr (kOp == Unary::Exp) {
     return expf(v);
   } else if constexpr (kOp == Unary::Log) {
@@ -47,10 +48,11 @@ TANDEM_HD inline float apply_binary(T x, T y) {
   } else if constexpr (kOp == Binary::Div) {
     return x / y;
   } else if constexpr (kOp == Binary::ReluBackward) {
-    return y > 0.0f ? x : 0.0f;  // x: grad, y: output
+    return y <= 0.0f ? 0.0f : x;  // x: grad, y: output; a NaN output passes the gradient
   } else {
     static_assert(kOp == Binary::AddRelu);
-    return fmaxf(x + y, 0.0f);
+    const float sum = x + y;
+    return sum < 0.0f ? 0.0f : sum;  // not fmaxf, which returns 0 for NaN
   }
 }
 

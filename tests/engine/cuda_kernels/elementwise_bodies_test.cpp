@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -116,6 +117,36 @@ void check_every_binary_op(const BroadcastCase& c, uint64_t seed) {
   check_binary<k::Binary::Equal, int64_t>(BinaryOp::Equal, ia, ib, c, what + " equal int64");
   check_binary<k::Binary::Equal, float>(BinaryOp::Equal, ia.to(DType::Float32),
                                         ib.to(DType::Float32), c, what + " equal float");
+}
+
+// Note [NaN through ReLU and max pooling]: NaN, infinities and signed zeros, bit for bit as the
+// CPU backend, which follows PyTorch.
+TEST(UnaryBodies, ReluPassesNaNAndKeepsSignedZerosLikeTheCpuBackend) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {nan, -nan, -0.0f, 0.0f, -inf, inf, -1.5f, 2.5f};
+  const Tensor in = from_vector(values, {static_cast<int64_t>(values.size())});
+  Tensor expected = empty_like(in), actual = empty_like(in);
+  cpu().unary(UnaryOp::Relu, in, 0.0f, expected);
+  run_grid_stride(
+      k::UnaryBody<k::Unary::Relu>{in.data<float>(), 0.0f, actual.data<float>(), in.numel()});
+  expect_all_equal(actual.to_vector<float>(), expected.to_vector<float>(), "relu");
+  EXPECT_TRUE(std::isnan(actual.to_vector<float>()[0]));
+}
+
+TEST(BinaryBodies, AddReluAndReluBackwardPassNaNLikeTheCpuBackend) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  // Every pair of these: NaN on either side, inf - inf, zeros of both signs.
+  const std::vector<float> values = {nan, -0.0f, 0.0f, -inf, inf, -1.5f, 2.5f};
+  std::vector<float> a, b;
+  for (const float x : values) {
+    for (const float y : values) a.push_back(x), b.push_back(y);
+  }
+  const auto n = static_cast<int64_t>(a.size());
+  const BroadcastCase c{{n}, {n}, {n}};
+  check_binary<k::Binary::AddRelu, float>(BinaryOp::AddRelu, from_vector(a, {n}),
+                                          from_vector(b, {n}), c, "add_relu with NaN");
+  check_binary<k::Binary::ReluBackward, float>(BinaryOp::ReluBackward, from_vector(a, {n}),
+                                               from_vector(b, {n}), c, "relu' with NaN");
 }
 
 TEST(BinaryBodies, ContiguousMatchTheCpuBackendForEveryOp) {

@@ -44,6 +44,7 @@ struct EventState {
   int device = 0;
   std::string name;    ///< "E5"
   Mark recorded = {};  ///< no stream: never recorded (complete)
+  bool timing = true;  ///< created without cudaEventDisableTiming
 };
 
 struct DeviceMemory {
