@@ -64,40 +64,27 @@ TEST(Nccl, WithoutAGpuInitFailsAtOnceBeforeTheStore) {
 #endif
 }
 
-TEST(Nccl, TensorChecksNameTheBackendTheOpAndTheDevice) {
+// The dtype and reduce-op rules are the same for every backend (CollectiveChecks.*).
+TEST(Nccl, PlacementChecksNameTheBackendTheOpAndTheDevice) {
   const Tensor cpu = zeros({4});
-  const std::string wrong_device = error_message(
-      [&] { check_nccl_tensors("allreduce", {cpu}, Device::cuda(0), /*allow_int64=*/true); });
+  const std::string wrong_device =
+      error_message([&] { check_nccl_placement("allreduce", 0, cpu, Device::cuda(0)); });
   EXPECT_TRUE(contains(wrong_device,
                        "[nccl] allreduce: tensor 0 is on cpu:0; the NCCL process group takes "
                        "CUDA tensors on cuda:0 (use the gloo backend for CPU tensors)"))
       << wrong_device;
-  // The other checks do not depend on the device, so a CPU "group device" reaches them here.
-  const std::string int64_avg = error_message([&] {
-    check_nccl_tensors("allreduce", {zeros({2}, {.dtype = DType::Int64})}, Device::cpu(), false);
-  });
-  EXPECT_TRUE(contains(
-      int64_avg, "[nccl] allreduce: tensor 0 is int64; supported: float32, bfloat16, float16"))
-      << int64_avg;
-  const std::string bytes = error_message([&] {
-    check_nccl_tensors("allreduce", {zeros({2}, {.dtype = DType::UInt8})}, Device::cpu(), true);
-  });
-  EXPECT_TRUE(contains(bytes,
-                       "[nccl] allreduce: tensor 0 is uint8; supported: float32, bfloat16, "
-                       "float16, int64"))
-      << bytes;
-  const Tensor bf16 = zeros({2}, {.dtype = DType::BFloat16});
-  const Tensor fp16 = zeros({2}, {.dtype = DType::Float16});
-  EXPECT_NO_THROW(check_nccl_tensors("allreduce", {bf16, fp16}, Device::cpu(), false));
+  // The density check does not depend on the device, so a CPU "group device" reaches it here.
   const Tensor t = zeros({2, 3});
   const Tensor strided(
       std::make_shared<TensorImpl>(t.storage(), Shape{3, 2}, Shape{1, 3}, 0, DType::Float32));
-  const std::string non_contiguous = error_message([&] {
-    check_nccl_tensors("broadcast", {cpu, strided}, Device::cpu(), true);
-  });
+  const std::string non_contiguous =
+      error_message([&] { check_nccl_placement("broadcast", 1, strided, Device::cpu()); });
   EXPECT_TRUE(contains(non_contiguous, "[nccl] broadcast: tensor 1 is not dense"))
       << non_contiguous;
-  EXPECT_NO_THROW(check_nccl_tensors("allgather", {cpu}, Device::cpu(), true));
+  EXPECT_TRUE(
+      contains(error_message([&] { check_nccl_placement("reduce", 2, Tensor(), Device::cpu()); }),
+               "[nccl] reduce: tensor 2 is undefined"));
+  EXPECT_NO_THROW(check_nccl_placement("allgather", 0, cpu, Device::cpu()));
 }
 
 TEST(Nccl, DdpSaysWhenTheModelIsNotOnTheGroupsDevice) {
