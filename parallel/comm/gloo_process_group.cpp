@@ -187,6 +187,12 @@ std::string GlooProcessGroup::broken() const {
   return broken_;
 }
 
+int64_t GlooProcessGroup::next_message_id(int dst) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (messages_sent_.empty()) messages_sent_.assign(static_cast<size_t>(size()), 0);
+  return messages_sent_[static_cast<size_t>(dst)]++;
+}
+
 void GlooProcessGroup::set_broken(const std::string& failure) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (broken_.empty()) broken_ = failure;

@@ -11,14 +11,15 @@
 ///
 /// Note [Gloo point-to-point]: isend()/irecv() post Gloo unbound-buffer operations on the
 /// caller's thread at once, beside the queued collectives (as PyTorch's Gloo group does), so
-/// they match the peer's by (peer, tag) whatever collectives are pending. Their slots are the
-/// tags themselves, which never meet a collective's (Gloo's collective slots carry a non-zero
-/// prefix in the top byte). Gloo has no way to ask whether an operation has completed without
-/// waiting for it, and its wait breaks the whole context when it times out, so each pending
-/// operation is waited for, bounded by options.timeout, on a thread of a small pool
-/// (gloo_point_to_point.cpp) that completes its Work: wait(timeout) then only waits for the
-/// Work, completed() never blocks, and a short wait() leaves the operation running. A receive
-/// from kAnySource is Gloo's receive from a list of ranks (every other one).
+/// they match the peer's by (peer, tag) whatever collectives are pending. Each message is a
+/// small header and its payload, so that a receive of another size or dtype fails with one line
+/// instead of Gloo aborting the process (Note [Gloo message header] in gloo_point_to_point.cpp);
+/// their slots never meet a collective's. Gloo has no way to ask whether an operation has
+/// completed without waiting for it, and its wait breaks the whole context when it times out,
+/// so each pending operation is waited for, bounded by options.timeout, on a thread of a small
+/// pool (GlooWaiters) that completes its Work: wait(timeout) then only waits for the Work,
+/// completed() never blocks, and a short wait() leaves the operation running. A receive from
+/// kAnySource is Gloo's receive from a list of ranks (every other one).
 ///
 /// Note [Gloo failures]: every collective runs with the group's timeout, so a dead peer (its
 /// connections reset) or a silent one (timeout) turns into "[gloo] allreduce failed on rank 1 of
@@ -110,6 +111,12 @@ class GlooProcessGroup final : public ProcessGroup {
   /// Note [Gloo point-to-point]: runs `start` (which posts the operation), or fails `work` at
   /// once when the group is broken or Gloo refuses; whether it was posted.
   bool post(Work& work, const std::function<void()>& start);
+  /// Runs `body` (an operation's waits) on a waiter thread and completes `work` with its
+  /// outcome; `abort` ends the waits early when the group is destroyed.
+  void complete_later(const std::shared_ptr<Work>& work, std::function<void()> body,
+                      std::function<void()> abort);
+  /// The id of the next message to `dst` (Note [Gloo message header]).
+  int64_t next_message_id(int dst);
   void worker_loop();
   void run_task(Task& task);
   /// Note [Collective consistency]: "" when the ranks agree on `task`, else why not. Advances
@@ -122,12 +129,13 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<Store> store_;  // this group's keys (a PrefixStore)
   std::shared_ptr<gloo::Context> context_;
 
-  mutable std::mutex mutex_;  // guards queue_, stopping_, submitted_ and broken_
+  mutable std::mutex mutex_;  // guards queue_, stopping_, submitted_, broken_, messages_sent_
   std::condition_variable queued_;
   std::deque<Task> queue_;
   bool stopping_ = false;
-  uint64_t submitted_ = 0;  // operations submitted so far, numbers them in messages
-  std::string broken_;      // the first failure; non-empty once the group is broken
+  uint64_t submitted_ = 0;              // operations submitted so far, numbers them in messages
+  std::string broken_;                  // the first failure; non-empty once the group is broken
+  std::vector<int64_t> messages_sent_;  // per destination rank, numbers isend()'s messages
 
   uint32_t next_tag_ = 0;  // the worker thread's only
 

@@ -238,5 +238,43 @@ TEST(GlooPointToPointMultiprocess, TagsAnySourceAndCollectivesInFlight) {
   }
 }
 
+// Note [Gloo message header]: a receive of another size or dtype than was sent fails with one
+// line (Gloo alone would abort the receiving process, or fill the tensor partly); the group goes
+// on. A receive still pending when the group is destroyed fails at once.
+TEST(GlooPointToPointMultiprocess, AWrongSizeFailsTheReceiveOnly) {
+  TANDEM_RUN_AS_RANKS(2);
+  auto group = join_group();
+  if (group->rank() == 0) {
+    group->send(full({5}, 1.0), 1, 4);
+    group->send(full({3}, 1.0), 1, 4);
+    group->send(full({4}, 1.0), 1, 4);
+    group->send(full({4}, 2.0), 1, 4);
+  } else {
+    for (const char* expected :
+         {"rank 0 sent 5 float32 elements, but this receive expects 4 float32",
+          "rank 0 sent 3 float32 elements, but this receive expects 4 float32",
+          "rank 0 sent 4 float32 elements, but this receive expects 4 int64"}) {
+      Tensor t = zeros({4}, {.dtype = contains(expected, "int64") ? DType::Int64 : DType::Float32});
+      const std::string message = error_message([&] { group->recv(t, 0, 4); });
+      EXPECT_TRUE(contains(message, "[gloo] irecv #")) << message;
+      EXPECT_TRUE(contains(message, " on rank 1 of 2 (from rank 0, tag 4) failed: ")) << message;
+      EXPECT_TRUE(contains(message, std::string(expected) + "; the message was dropped"))
+          << message;
+    }
+    Tensor t = zeros({4});
+    group->recv(t, 0, 4);
+    EXPECT_EQ(t.to_vector<float>(), std::vector<float>(4, 2.0f));
+  }
+  group->barrier()->wait();
+  if (group->rank() == 0) {
+    auto never = group->irecv(zeros({1}), 1, 99);  // rank 1 sends nothing with tag 99
+    const auto start = std::chrono::steady_clock::now();
+    group.reset();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+    const std::string message = error_message([&] { never->wait(); });
+    EXPECT_TRUE(contains(message, "did not complete: the group was destroyed first")) << message;
+  }
+}
+
 }  // namespace
 }  // namespace tandem::parallel
