@@ -152,6 +152,43 @@ TEST(NcclProcessGroupGpu, CollectivesOnASoloGroup) {
   EXPECT_GE(barrier->ended_at(), barrier->started_at());
 }
 
+// The operations beyond DDP's on one GPU: the root's side of gather and scatter (device copies),
+// the list forms (concatenated and copied out on the device), reduce, reduce-scatter, all-to-all,
+// a sub-group. Written without a GPU: NEVER RUN YET.
+TEST(NcclProcessGroupGpu, EveryOtherCollectiveOnASoloGroup) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  auto group = solo_nccl_group();
+  const Tensor a = from_vector<float>({1, 2, 3}, {3}, {.device = kGpu});
+  for (const ReduceOp op : {ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+    Tensor t = a.clone();
+    group->reduce({t}, 0, op)->wait();
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3})) << reduce_op_name(op);
+  }
+  std::vector<Tensor> gathered{zeros({3}, {.device = kGpu})};
+  group->gather(gathered, a, 0)->wait();
+  EXPECT_EQ(gathered[0].to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor scattered = zeros({3}, {.device = kGpu});
+  group->scatter(scattered, {a}, 0)->wait();
+  EXPECT_EQ(scattered.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor reduced = zeros({3}, {.device = kGpu});
+  group->reduce_scatter(reduced, {a}, ReduceOp::Avg)->wait();
+  EXPECT_EQ(reduced.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor flat = zeros({3}, {.device = kGpu});
+  group->reduce_scatter_tensor(flat, a)->wait();
+  group->allgather_into_tensor(flat, a)->wait();
+  EXPECT_EQ(flat.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  Tensor exchanged = zeros({3, 1}, {.device = kGpu});
+  group->alltoall_single(exchanged, a.view({3, 1}), {3}, {3})->wait();
+  EXPECT_EQ(exchanged.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  std::vector<Tensor> outputs{zeros({3}, {.device = kGpu})};
+  group->alltoall(outputs, {a})->wait();
+  EXPECT_EQ(outputs[0].to_vector<float>(), (std::vector<float>{1, 2, 3}));
+  auto sub = group->new_group({0});
+  Tensor t = a.clone();
+  sub->allreduce({t}, ReduceOp::Sum)->synchronize();
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
 TEST(NcclProcessGroupGpu, RefusesCpuTensorsAndBadArgumentsOnTheCallersThread) {
   TANDEM_SKIP_WITHOUT_CUDA();
   auto group = solo_nccl_group();
