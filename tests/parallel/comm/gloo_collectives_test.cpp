@@ -180,7 +180,8 @@ void check_alltoall(ProcessGroup& group) {
   const auto rows = [](int from, int to) { return static_cast<int64_t>((from + to) % 3); };
   const auto part = [&](int from, int to) {
     std::vector<double> values;
-    for (int64_t k = 0; k < rows(from, to) * 2; ++k) values.push_back(from * 16 + to * 4 + k);  // exact in bfloat16
+    for (int64_t k = 0; k < rows(from, to) * 2; ++k)
+      values.push_back(from * 16 + to * 4 + k);  // exact in bfloat16
     return values;
   };
   for (const DType dtype : kDtypes) {

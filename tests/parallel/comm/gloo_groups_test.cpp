@@ -3,13 +3,16 @@
 // of the new collectives. Each multiprocess test is one spawned job.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tandem.h"
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store_server.h"
+#include "tests/parallel/comm/gloo_solo_group.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -26,16 +29,7 @@ std::shared_ptr<ProcessGroup> join_group() {
 
 // --- arguments, on a group of one
 
-class GlooOneRank : public ::testing::Test {
- protected:
-  GlooOneRank()
-      : store_(std::make_shared<TcpStore>(TcpStoreOptions{.port = server_.port(), .timeout = 10s})),
-        group_(store_, 0, 1, {.timeout = 10s}) {}
-
-  StoreServer server_;
-  std::shared_ptr<TcpStore> store_;
-  GlooProcessGroup group_;
-};
+using GlooOneRank = testing::GlooSoloGroup;
 
 TEST_F(GlooOneRank, EveryCollectiveOfOneRankKeepsOrMovesItsOwnData) {
   const Tensor data = from_vector<float>({1, 2, 3, 4}, {4});
@@ -101,7 +95,8 @@ TEST_F(GlooOneRank, BadArgumentsThrowAtTheCallNamingTheOp) {
   expect_error([&] { group_.alltoall({zeros({2})}, {zeros({2}, {.dtype = DType::Int64})}); },
                "[gloo] alltoall: every tensor must be int64 like input 0, but output 0 is float32");
   expect_error([&] { group_.isend(four, 0); }, "[gloo] isend: dst 0 is this rank");
-  expect_error([&] { group_.irecv(four, 3); }, "[gloo] irecv: src 3 is out of range for 1 ranks");
+  expect_error([&] { group_.irecv(four, kAnySource); },
+               "[gloo] irecv: a group of one rank has no one to receive from");
   expect_error([&] { group_.new_group({0, 0}); }, "[gloo] new_group: rank 0 is listed twice");
   expect_error([&] { group_.new_group({1}); }, "[gloo] new_group: rank 1 is out of range");
   // Nothing was queued: the group still works.
@@ -140,6 +135,40 @@ TEST(GlooConsistencyMultiprocess, AMismatchFailsEveryRankWithOneLineAndTheGroupG
   });
   EXPECT_TRUE(contains(counts, "rank 0 sends 2 elements to rank 1, which expects 1 from it"))
       << counts;
+  // Every other collective with one rank's size off by one (n = 5 elsewhere, 6 on rank 1), or
+  // its root or dtype different.
+  const int64_t n = rank == 1 ? 6 : 5;
+  const std::vector<std::pair<std::string, std::function<std::shared_ptr<Work>()>>> wrong = {
+      {"allgather_into_tensor",
+       [&] { return group->allgather_into_tensor(zeros({3 * n}), zeros({n})); }},
+      {"reduce_scatter_tensor",
+       [&] { return group->reduce_scatter_tensor(zeros({n}), zeros({3 * n})); }},
+      {"reduce", [&] { return group->reduce({zeros({n})}, 0, ReduceOp::Min); }},
+      {"broadcast", [&] { return group->broadcast({zeros({5})}, rank == 2 ? 1 : 0); }},
+      {"gather",
+       [&] {
+         std::vector<Tensor> outs;
+         for (int r = 0; rank == 0 && r < 3; ++r) outs.push_back(zeros({n}));
+         return group->gather(outs, zeros({n}), 0);
+       }},
+      {"scatter",
+       [&] {
+         std::vector<Tensor> ins;
+         for (int r = 0; rank == 2 && r < 3; ++r) ins.push_back(zeros({n}));
+         return group->scatter(zeros({n}), ins, 2);
+       }},
+      {"allreduce",
+       [&] {
+         return group->allreduce(
+             {zeros({5}, {.dtype = rank == 0 ? DType::Int64 : DType::Float32})});
+       }},
+  };
+  for (const auto& [name, call] : wrong) {
+    const std::string message = error_message([&] { call()->wait(); });
+    EXPECT_TRUE(contains(message, "[gloo] " + name + " on rank " + std::to_string(rank) +
+                                      " of 3: the ranks were not asked for the same collective"))
+        << message;
+  }
   Tensor fine = full({5}, rank);
   group->allreduce({fine}, ReduceOp::Sum)->wait();
   EXPECT_EQ(fine.data<float>()[4], 3.0f);
@@ -218,6 +247,8 @@ TEST(GlooPointToPointMultiprocess, TagsAnySourceAndCollectivesInFlight) {
   for (auto& send : sends) send->wait();
   EXPECT_EQ(got_first.data<float>()[1000], static_cast<float>(left));
   EXPECT_EQ(got_second.to_vector<int64_t>(), std::vector<int64_t>(3, left * 10));
+  EXPECT_TRUE(contains(error_message([&] { group->irecv(got_first, 3); }),
+                       "[gloo] irecv: src 3 is out of range for 3 ranks (kAnySource is -1)"));
   // Rank 0 receives from whoever sends first, twice; a barrier queued before does not hold the
   // messages back (point-to-point does not wait in the collectives' queue).
   if (rank == 0) {
