@@ -38,7 +38,8 @@
 /// never from wait(), and queues nothing. Dtypes: float32, bfloat16, float16 and int64 (not
 /// uint8); reductions as in reduce_op_supports(). A 16-bit reduction widens both operands to
 /// float, combines them and rounds back, once per step (NCCL's native bfloat16/float16 do the
-/// same); Avg is a sum scaled by 1/size in float, rounded once more.
+/// same); Avg is, on Gloo, the sum scaled by 1/size in float and rounded once more, on NCCL its
+/// own ncclAvg.
 ///
 /// Note [Flat collectives]: a backend implements each collective once, on flat buffers (the
 /// protected run_* hooks); the list forms (allgather, gather, scatter, reduce_scatter, alltoall)
