@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "engine/error.h"
+#include "engine/profiler.h"
 #include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
@@ -297,6 +298,7 @@ std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op,
 }
 
 void GlooProcessGroup::worker_loop() {
+  profiler::set_thread_name("gloo");
   while (true) {
     Task task;
     {
@@ -311,6 +313,8 @@ void GlooProcessGroup::worker_loop() {
 }
 
 void GlooProcessGroup::run_task(Task& task) {
+  const profiler::RecordScope scope([&] { return "gloo " + task.op; },
+                                    profiler::Category::Communication);
   task.work->mark_started();
   if (!broken_.empty()) {
     task.work->mark_completed(std::make_exception_ptr(Error(
