@@ -108,7 +108,10 @@ size_t step_track(const Profile& profile) {
     const auto& events = profile.tracks[t].events;
     const auto steps = std::count_if(events.begin(), events.end(),
                                      [](const Event& e) { return e.category == Category::Step; });
-    if (steps > most) best = t, most = steps;
+    if (steps > most) {
+      best = t;
+      most = steps;
+    }
   }
   return best;
 }
@@ -173,6 +176,7 @@ std::string markdown(const Rows& rows) {
   };
   line(rows.front());
   std::vector<std::string> rule;
+  rule.reserve(widths.size());
   for (size_t width : widths) rule.emplace_back(width, '-');
   line(rule);
   for (size_t r = 1; r < rows.size(); ++r) line(rows[r]);
