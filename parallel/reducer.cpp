@@ -14,6 +14,8 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
+#include "parallel/bucket_trace.h"
 
 namespace tandem::parallel {
 namespace {
@@ -331,6 +333,7 @@ std::string Reducer::names_of_pending() const {
 }
 
 void Reducer::finalize() {
+  const profiler::RecordScope scope("DDP.finalize", profiler::Category::Annotation);
   std::lock_guard lock(mutex_);
   const Clock::time_point backward_end = Clock::now();
   if (!expect_hooks_) return;
@@ -433,6 +436,8 @@ void Reducer::record_step(Clock::time_point backward_end) {
     timing.bytes = bucket.flat.nbytes();
     timing.payload_bytes = hook_->payload_bytes(bucket.flat.numel());
     timing.ready_ms = milliseconds_between(backward_end, bucket.ready_at);
+    trace_bucket_all_reduce(group_->backend_name(), record.buckets.size(), timing.bytes,
+                            timing.parameters, bucket.work);
     record.buckets.push_back(timing);
     record.works.push_back(bucket.work);
   }

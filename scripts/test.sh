@@ -80,6 +80,7 @@ elif [ "$sanitize" = "thread" ]; then
   targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests
            cuda_kernels_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
+  suites+="|Profiler"  # the profiler's per-thread buffers (tests/engine/profiler_test.cpp)
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)

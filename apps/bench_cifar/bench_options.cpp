@@ -91,6 +91,10 @@ void add_input_output_flags(CLI::App& app, BenchOptions& o) {
       ->check(non_negative_number())
       ->capture_default_str();
   app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
+  app.add_option("--profile", o.profile_dir,
+                 "after each configuration's timed steps (first repeat), profile --steps more and "
+                 "write a per-op table and a Chrome trace (Perfetto, chrome://tracing) per "
+                 "process to this folder: CONFIG.rank<R>.ops.md and .trace.json");
   app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions
 }
 
@@ -259,6 +263,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
   if (o.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
+  if (!o.profile_dir.empty()) args.insert(args.end(), {"--profile", o.profile_dir});
   return args;
 }
 

@@ -78,6 +78,8 @@ struct BenchOptions {
   std::string data_dir = kDefaultDataDir;
   uint64_t seed = 0;
   std::string json;
+  /// --profile: a folder for each configuration's profile (apps/bench_cifar/profiled_steps.h)
+  std::string profile_dir;
 
   bool project = false;
   std::vector<int> project_gpus{2, 4, 8};

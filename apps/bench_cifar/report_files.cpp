@@ -64,6 +64,15 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"seed", o.seed}};
 }
 
+ordered_json peak_to_json(const ConvPeak& peak) {
+  return {{"convolution", peak.convolution},
+          {"threads", peak.threads},
+          {"float32_gflop_per_s", peak.float32_gflops},
+          {"bfloat16_gflop_per_s",
+           peak.bfloat16_gflops ? ordered_json(*peak.bfloat16_gflops) : ordered_json(nullptr)},
+          {"bfloat16_note", text_or_null(peak.bfloat16_note)}};
+}
+
 ordered_json projection_to_json(const ProjectionReport& report) {
   ordered_json j = {
       {"title", "PROJECTION (not measured)"}, {"compute_device", report.compute_device},
@@ -181,6 +190,7 @@ void write_json(const std::string& path, const BenchOptions& options, const RunI
                     {"machine", {{"cpu", info.cpu}, {"cpus", info.cpus}, {"cuda", info.cuda}}},
                     {"threads", info.threads},
                     {"load_average", info.load_average},
+                    {"conv_peak", info.conv_peak ? peak_to_json(*info.conv_peak) : nullptr},
                     {"version", info.version},
                     {"options", options_to_json(options)},
                     {"rows", ordered_json::array()}};

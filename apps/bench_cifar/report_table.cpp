@@ -154,6 +154,14 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                info.threads, o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb),
                info.cpu.c_str(), info.cpus, info.cuda ? ", GPUs present" : ", no GPU",
                info.load_average, info.date.c_str(), info.version.c_str());
+  if (info.conv_peak) {
+    const ConvPeak& peak = *info.conv_peak;
+    std::fprintf(out, "convolution peak (%s, threads %d, fastest call): fp32 %.0f GFLOP/s",
+                 peak.convolution.c_str(), peak.threads, peak.float32_gflops);
+    if (peak.bfloat16_gflops) std::fprintf(out, ", bf16 %.0f GFLOP/s", *peak.bfloat16_gflops);
+    if (!peak.bfloat16_note.empty()) std::fprintf(out, "; bf16 %s", peak.bfloat16_note.c_str());
+    std::fprintf(out, "\n\n");
+  }
   std::vector<std::string> header{"config", "device"};
   for (const Metric& metric : kMetrics) {
     if (metric.cell != Cell::None) header.emplace_back(metric.heading);
@@ -173,7 +181,10 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
       "speed-up, eff.: median images/s against one device at the same global batch (the single "
       "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
       "step, hidden: the share that ran while backward was going. scatter … reduce: "
-      "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
+      "DataParallel ms per step. GFLOP/s: images/s x the FLOPs of an image's training step (2 "
+      "per multiply-add of the convolutions and matrix products that run, forward and "
+      "backward); %% of peak: of the convolution peak above in the row's precision. peak RSS: "
+      "per process; ddp: the largest rank.\n");
 }
 
 void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {

@@ -144,11 +144,13 @@ std::vector<BenchRow> run_matrix(const BenchOptions& options, WorkArea& area,
   for (const BenchConfig& config : configs) rows.push_back({.config = config});
   std::vector<std::vector<Measurement>> samples(configs.size());
   Progress progress{.runs = configs.size() * options.repeats, .repeats = options.repeats};
+  BenchOptions unprofiled = options;  // --profile: the first repeat only
+  unprofiled.profile_dir.clear();
   for (int repeat = 0; repeat < options.repeats; ++repeat) {
     progress.repeat = repeat;
     for (size_t i = 0; i < configs.size(); ++i, ++progress.run) {
       if (!rows[i].error.empty()) continue;  // failed before: it would fail again
-      const BenchRow sample = run_config(options, configs[i], area);
+      const BenchRow sample = run_config(repeat == 0 ? options : unprofiled, configs[i], area);
       if (sample.measured) {
         samples[i].push_back(*sample.measured);
       } else {

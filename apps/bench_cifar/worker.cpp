@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/bench_cifar/profiled_steps.h"
 #include "apps/bench_cifar/timed_steps.h"
 #include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/error.h"
 #include "engine/tandem.h"
+#include "nn/flop_count.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 
@@ -150,6 +152,12 @@ Measurement measure(const BenchOptions& o, int& rank) {
     m.parameter_bytes += static_cast<double>(p.nbytes());
   run_timed_steps({.warmup = o.warmup, .steps = o.steps, .phase_sync = o.phase_sync}, config.batch,
                   setup, pool, group.get(), m);
+  // After the timed steps, whose peak RSS the copy it counts on should not raise.
+  const Shape& images = pool.front().images.shape();  // (N, C, H, W)
+  m.flops_per_image =
+      nn::count_training_flops(*setup.network, Shape(images.begin() + 1, images.end())).total();
+  m.gflop_per_s = m.images_per_s * m.flops_per_image / 1e9;
+  if (!o.profile_dir.empty()) profile_steps(o, config, setup, pool, rank);
   m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.device());
   if (group) group->barrier()->wait();  // no rank leaves while another still needs it
   return m;

@@ -142,6 +142,16 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   // A callback rather than CLI11's "!--no-progress", whose help reads "--no-progress{false}".
   app.add_flag_callback(
       "--no-progress", [&o] { o.progress = false; }, "plain lines instead of a progress bar");
+  app.add_option("--profile", o.profile_steps,
+                 "profile this many training steps after the first 2 (torch.profiler's "
+                 "schedule(wait=2, active=STEPS)): print a per-op table and write it with a "
+                 "Chrome trace (Perfetto, chrome://tracing) to --profile-dir, one per rank")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--profile-dir", o.profile_dir,
+                 "folder of --profile's files: train_cifar.rank<R>.ops.md (the table) and "
+                 "train_cifar.rank<R>.trace.json")
+      ->capture_default_str();
 }
 
 }  // namespace

@@ -88,6 +88,9 @@ struct TrainOptions {
   bool allow_slow_bf16 = false;                      ///< bf16 even where the CPU emulates it
   std::string log_json;  ///< JSON-lines metrics, one record per epoch and a summary
   bool progress = true;  ///< progress bar on a terminal (--no-progress: never)
+
+  int64_t profile_steps = 0;            ///< steps to profile (Note [Profile window]); 0: none
+  std::string profile_dir = "profile";  ///< where --profile writes its table and trace
 };
 
 /// Declares every flag on `app`, writing into `options`; --help explains each with its default.

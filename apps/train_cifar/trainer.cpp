@@ -78,6 +78,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
                start_.epoch, " and --epochs is ", options_.epochs,
                "; raise --epochs to train on, or use --eval-only to evaluate it");
   if (is_leader()) check_outputs();
+  profile_.emplace(profile_options());
   build_data();
   build_schedule();
   check_ranks_resume_alike();
@@ -356,7 +357,9 @@ std::optional<PassMetrics> Trainer::train_epoch(int number) {
   if (!all_ranks_continue()) return std::nullopt;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
     parallel::Join* join = epoch.join ? &*epoch.join : nullptr;
+    profile_->begin_step();
     if (!train_batch(*batch, epoch.batch, epoch.batches, join, epoch.pending)) return std::nullopt;
+    profile_->end_step();
     ++epoch.batch;
     const bool saves_now =
         epoch.batch % options_.accumulate == 0 && mid_epoch_save_due(epoch.batch);
@@ -460,6 +463,7 @@ RunSummary Trainer::run() {
     summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
     if (is_leader()) report_epoch(epoch, lr, *train, test);
   }
+  profile_->finish();
   if (summary.train_seconds > 0) {
     summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;
   }

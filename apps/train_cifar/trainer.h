@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 
+#include "apps/common/step_profiler.h"
 #include "apps/common/training_setup.h"
 #include "apps/train_cifar/metrics_log.h"
 #include "apps/train_cifar/progress.h"
@@ -103,6 +104,7 @@ class Trainer {
   void print_header();
   void print_warnings() const;
   void print_summary(const RunSummary& summary, int last_epoch);
+  StepProfilerOptions profile_options() const;
   void print_next_steps(const RunSummary& summary, int last_epoch) const;
   std::string what_is_saved() const;
   void report_epoch(int epoch, float lr, const PassMetrics& train, const PassMetrics& test);
@@ -131,6 +133,8 @@ class Trainer {
   int64_t step_ = 0;     ///< optimizer steps taken, over the whole run
   MetricsLog log_;
   RunClock run_clock_;  ///< this invocation's time, for the whole run's time left
+
+  std::optional<StepProfiler> profile_;  ///< --profile (steps 0: does nothing)
 };
 
 }  // namespace tandem::apps

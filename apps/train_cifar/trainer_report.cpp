@@ -8,6 +8,8 @@
 #include "apps/train_cifar/trainer.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
+#include "nn/flop_count.h"
+#include "parallel/comm/launch_env.h"
 
 namespace tandem::apps {
 namespace {
@@ -138,12 +140,19 @@ void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
     std::printf("stopped after epoch %d of %d (--run-epochs)\n", last_epoch, options_.epochs);
   }
   {
+    // Note [Counting FLOPs] (nn/flop_count.h)
+    const Shape& images = train_set_->images.shape();  // (N, C, H, W)
+    const double flops_per_image =
+        nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end())).total();
     if (summary.epochs_done == 0) {
       std::printf("done: no epoch finished in this run\n");  // no accuracy to report as 0.00 %
     } else {
-      std::printf("done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s\n",
-                  counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
-                  100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second);
+      std::printf(
+          "done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s, %.1f "
+          "GFLOP/s (%.0f MFLOP per image per step)\n",
+          counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
+          100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second,
+          summary.images_per_second * flops_per_image / 1e9, flops_per_image / 1e6);
     }
     log_.write({{"type", "summary"},
                 {"epochs_done", summary.epochs_done},
@@ -151,6 +160,7 @@ void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
                 {"last_test_accuracy", summary.last_accuracy},
                 {"train_seconds", summary.train_seconds},
                 {"images_per_second", summary.images_per_second},
+                {"flops_per_image", flops_per_image},
                 {"interrupted", summary.interrupted},
                 {"mode", mode_name(options_.mode)},
                 {"world_size", world_},
@@ -158,6 +168,20 @@ void Trainer::print_summary(const RunSummary& summary, int last_epoch) {
                 {"arch", options_.arch}});
   }
   print_next_steps(summary, last_epoch);
+}
+
+StepProfilerOptions Trainer::profile_options() const {
+  return {.steps = options_.profile_steps,
+          .dir = options_.profile_dir,
+          .stem = "train_cifar.rank" + std::to_string(rank_),
+          .process = "train_cifar rank " + std::to_string(rank_),
+          .print = is_leader(),
+          .gpu = setup_.device().is_cuda(),
+          .synchronize =
+              [this] {
+                for (const Device& device : setup_.devices) runtime_for(device).synchronize(device);
+              },
+          .program = "train_cifar"};
 }
 
 // Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)

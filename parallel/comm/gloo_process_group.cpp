@@ -11,6 +11,7 @@
 #include <csignal>
 
 #include "engine/error.h"
+#include "engine/profiler.h"
 #include "parallel/comm/gloo_point_to_point.h"
 #include "parallel/comm/socket.h"
 
@@ -169,6 +170,7 @@ std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op, std::stri
 }
 
 void GlooProcessGroup::worker_loop() {
+  profiler::set_thread_name("gloo");
   while (true) {
     Task task;
     {
@@ -199,6 +201,8 @@ void GlooProcessGroup::set_broken(const std::string& failure) {
 }
 
 void GlooProcessGroup::run_task(Task& task) {
+  const profiler::RecordScope scope([&] { return "gloo " + task.op; },
+                                    profiler::Category::Communication);
   task.work->mark_started();
   const std::string where = "on rank " + std::to_string(rank()) + " of " + std::to_string(size());
   if (const std::string failure = broken(); !failure.empty()) {
