@@ -45,14 +45,14 @@ void run_slow_bf16_rows_with_a_note(BenchOptions& options) {
                               tandem::nn::Precision::BFloat16) != options.precisions.end();
   const bool on_cpu = options.device_type == DeviceType::Cpu ||
                       (options.device_type == DeviceType::Auto && !tandem::apps::gpus_by_default());
-  if (!bf16 || !on_cpu || options.allow_slow_bf16) return;
+  if (!bf16 || !on_cpu || options.setup.allow_slow_bf16) return;
   const tandem::Bf16Verdict verdict = tandem::cpu_bf16_verdict();
   if (verdict.speed != tandem::Bf16Speed::Slower) return;
   std::fprintf(stderr,
                "bench_cifar: note: bf16 is slower than fp32 on this CPU (%s); its rows show by how "
                "much, and train_cifar refuses it unless --allow-slow-bf16\n",
                verdict.reason.c_str());
-  options.allow_slow_bf16 = true;
+  options.setup.allow_slow_bf16 = true;
 }
 
 int run(int argc, char** argv) {

@@ -26,14 +26,15 @@ std::string thousands(int64_t n) {
 // Where the header says the run trains: its devices, or its ranks and how they reduce.
 std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   const TrainingSetup& setup = *run.setup;
-  if (options.mode == Mode::DataParallel) {
+  if (options.setup.mode == Mode::DataParallel) {
     return std::to_string(setup.devices.size()) + " devices (" + device_list(setup.devices) + ")";
   }
-  if (options.mode != Mode::Distributed) return setup.device().str();
+  if (options.setup.mode != Mode::Distributed) return setup.device().str();
   return counted(run.world, "rank") + ", " + run.backend + " on " + setup.device().str() +
-         (options.sync_bn ? ", SyncBatchNorm" : "") +
-         (options.grad_compression != parallel::GradCompression::None
-              ? ", " + std::string(parallel::grad_compression_name(options.grad_compression)) +
+         (options.setup.sync_bn ? ", SyncBatchNorm" : "") +
+         (options.setup.grad_compression != parallel::GradCompression::None
+              ? ", " +
+                    std::string(parallel::grad_compression_name(options.setup.grad_compression)) +
                     " gradients"
               : "") +
          (run.shares.uneven ? ", uneven shares joined" : "");
@@ -52,13 +53,13 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
   std::printf(
       "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %s, lr %g "
       "%s, %s data: %s train / %s test images, %s, %s, %s\n",
-      options_.arch.c_str(), thousands(run.setup->network->parameter_count()).c_str(),
-      mode_name(options_.mode), where_it_runs(options_, run).c_str(),
+      options_.setup.arch.c_str(), thousands(run.setup->network->parameter_count()).c_str(),
+      mode_name(options_.setup.mode), where_it_runs(options_, run).c_str(),
       static_cast<long long>(options_.batch_size), counted(options_.epochs, "epoch").c_str(),
-      static_cast<double>(options_.lr), schedule_name(options_.schedule),
+      static_cast<double>(options_.setup.sgd.lr), schedule_name(options_.schedule),
       options_.synthetic ? "synthetic" : "CIFAR-10", thousands(run.train_images).c_str(),
       thousands(run.test_images).c_str(), counted(num_threads(), "thread").c_str(),
-      memory_format_name(run.setup->memory_format), nn::precision_name(options_.precision));
+      memory_format_name(run.setup->memory_format), nn::precision_name(options_.setup.precision));
   if (start.batch > 0) {
     std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start.epoch + 1,
                 static_cast<long long>(start.batch),
@@ -77,7 +78,7 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
 void RunReport::print_warnings(const RunShape& run) const {
   if (!enabled_) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool ddp = options_.mode == Mode::Distributed;
+  const bool ddp = options_.setup.mode == Mode::Distributed;
   const int local_ranks = ddp ? run.local_ranks : 1;
   const int threads = num_threads() * local_ranks;
   if (threads > cores) {
@@ -92,7 +93,7 @@ void RunReport::print_warnings(const RunShape& run) const {
   }
   const int64_t sharers = ddp ? run.world : static_cast<int64_t>(run.setup->devices.size());
   constexpr int64_t kFewImages = 8;
-  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.sync_bn) {
+  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.setup.sync_bn) {
     std::fprintf(stderr,
                  "train_cifar: warning: --batch-size %lld over %s is %lld images each: batch-norm "
                  "statistics of so few are noisy (%s)\n",
@@ -179,8 +180,8 @@ void RunReport::report_epoch(int epoch, float lr, int64_t step, const PassMetric
               {"images_per_second", images_per_second},
               {"lr", lr},
               {"step", step},
-              {"mode", mode_name(options_.mode)},
-              {"precision", nn::precision_name(options_.precision)},
+              {"mode", mode_name(options_.setup.mode)},
+              {"precision", nn::precision_name(options_.setup.precision)},
               {"world_size", world_}});
 }
 
@@ -217,10 +218,10 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
               {"train_seconds", summary.train_seconds},
               {"images_per_second", summary.images_per_second},
               {"interrupted", summary.interrupted},
-              {"mode", mode_name(options_.mode)},
+              {"mode", mode_name(options_.setup.mode)},
               {"world_size", world_},
-              {"precision", nn::precision_name(options_.precision)},
-              {"arch", options_.arch}});
+              {"precision", nn::precision_name(options_.setup.precision)},
+              {"arch", options_.setup.arch}});
   print_next_steps(summary, last_epoch);
 }
 
@@ -234,8 +235,8 @@ void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) cons
     if (summary.interrupted || last_epoch < options_.epochs) {
       std::printf("continue: the same command with --resume %s\n", options_.save.c_str());
     }
-    std::printf("evaluate: train_cifar --arch %s --eval-only --resume %s\n", options_.arch.c_str(),
-                options_.save.c_str());
+    std::printf("evaluate: train_cifar --arch %s --eval-only --resume %s\n",
+                options_.setup.arch.c_str(), options_.save.c_str());
   }
   if (!options_.log_json.empty()) {
     std::printf("plot:     scripts/plot_training.py %s\n", options_.log_json.c_str());

@@ -53,22 +53,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
   setup_ = make_training_setup(
-      {.mode = options_.mode,
-       .arch = options_.arch,
-       .seed = options_.seed,
-       .memory_format = options_.memory_format,
-       .sgd = {.lr = options_.lr,
-               .momentum = options_.momentum,
-               .weight_decay = options_.weight_decay,
-               .nesterov = options_.nesterov},
-       .ddp = {.reducer = {.first_bucket_mb = options_.first_bucket_mb,
-                           .bucket_cap_mb = options_.bucket_cap_mb,
-                           .overlap = !options_.no_overlap}},
-       .grad_compression = options_.grad_compression,
-       .sync_bn = options_.sync_bn,
-       .precision = options_.precision,
-       .allow_slow_bf16 = options_.allow_slow_bf16},
-      choose_devices(options_.mode, options_.devices, group_.get()), group_,
+      options_.setup, choose_devices(options_.setup.mode, options_.devices, group_.get()), group_,
       [this](nn::Module& network, nn::Sgd& optimizer) { keeper_.resume(network, optimizer); });
   const RunPosition& start = keeper_.start();
   step_ = start.step;
@@ -97,7 +82,7 @@ void Trainer::build_data() {
       data::DataLoaderConfig{.batch_size = shares_.local_batch,
                              .workers = options_.workers,
                              .drop_last = options_.drop_last,
-                             .seed = options_.seed,
+                             .seed = options_.setup.seed,
                              .device = setup_.device(),
                              .memory_format = setup_.memory_format});
   test_loader_ = std::make_unique<data::DataLoader>(
@@ -112,10 +97,10 @@ void Trainer::build_data() {
 void Trainer::read_data_sets() {
   const int64_t test_limit = options_.subset > 0 ? std::max<int64_t>(1, options_.subset / 5) : 0;
   if (options_.synthetic) {
-    train_set_ = std::make_shared<data::CifarDataset>(
-        data::synthetic_cifar10(options_.subset > 0 ? options_.subset : 50000, options_.seed));
+    train_set_ = std::make_shared<data::CifarDataset>(data::synthetic_cifar10(
+        options_.subset > 0 ? options_.subset : 50000, options_.setup.seed));
     test_set_ = std::make_shared<data::CifarDataset>(
-        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.seed + 1));
+        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.setup.seed + 1));
   } else {
     TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
                  options_.data_dir,
@@ -137,22 +122,22 @@ void Trainer::read_data_sets() {
 std::shared_ptr<const data::Sampler> Trainer::make_train_sampler() {
   const int64_t local_batch = options_.batch_size / world_;
   shares_.local_batch = local_batch;
-  if (options_.mode != Mode::Distributed) {
+  if (options_.setup.mode != Mode::Distributed) {
     shares_.batches_per_epoch =
         data::batch_count(train_set_->size(), local_batch, options_.drop_last);
     shares_.batches_all_ranks_have = shares_.batches_per_epoch;
-    return std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+    return std::make_shared<data::RandomSampler>(train_set_->size(), options_.setup.seed);
   }
   // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
   // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
   // unreduced while the others still run under no_sync(): with either the shares are padded,
   // as PyTorch's DistributedSampler does.
-  shares_.uneven = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
+  shares_.uneven = !options_.drop_last && !options_.setup.sync_bn && options_.accumulate == 1 &&
                    train_set_->size() % world_ != 0;
   data::DistributedSamplerConfig sharing{.num_replicas = world_,
                                          .rank = rank_,
                                          .shuffle = true,
-                                         .seed = options_.seed,
+                                         .seed = options_.setup.seed,
                                          .drop_last = options_.drop_last,
                                          .pad = !shares_.uneven};
   auto sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
@@ -180,13 +165,15 @@ void Trainer::build_schedule() {
   std::shared_ptr<const nn::LrSchedule> main;
   switch (options_.schedule) {
     case Schedule::Cosine:
-      main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
+      main = std::make_shared<nn::CosineLr>(options_.setup.sgd.lr,
+                                            std::max<int64_t>(1, total - warmup));
       break;
     case Schedule::OneCycle:
-      main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
+      main = std::make_shared<nn::OneCycleLr>(options_.setup.sgd.lr, std::max<int64_t>(2, total));
       break;
     case Schedule::MultiStep:
-      main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+      main =
+          std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.setup.sgd.lr, total));
       break;
   }
   schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
