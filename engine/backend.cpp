@@ -9,8 +9,9 @@ void Backend::sgd_step_multi(const std::vector<SgdTensors>& tensors,
   for (SgdTensors t : tensors) sgd_step(t.param, t.grad, t.momentum_buffer, options);
 }
 
-void Backend::batch_norm_relu_forward_training(const Tensor& x, const Tensor&, const Tensor&, float,
-                                               Tensor&, Tensor&, Tensor&) {
+void Backend::batch_norm_relu_forward_training(const Tensor& x, const Tensor&, const Tensor&,
+                                               const BatchNormRunning&, float, Tensor&, Tensor&,
+                                               Tensor&) {
   TANDEM_FAIL("[batch_norm2d] this backend has no fused batch norm + ReLU for ", x.device());
 }
 

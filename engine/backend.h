@@ -81,29 +81,35 @@ class Backend : public DeviceRuntime {
                                       const Conv2dOptions& options, Tensor& grad_w,
                                       Tensor& grad_bias) = 0;
 
-  // --- batch norm over (N, H, W) per channel. gamma, beta, mean, var: (C).
-  /// Batch statistics: save_mean and save_var (biased) are outputs.
+  // --- batch norm over (N, H, W) per channel. gamma, beta, mean: (C). Note [Batch-norm
+  // statistics]: save_mean (the batch mean) and save_spread are outputs of the training forward
+  // that only the same backend's backward reads, like max_pool2d's workspace. save_spread holds
+  // the batch's spread in the form that backend's backward takes: the biased variance on the
+  // CPU (oneDNN's), 1 / sqrt(var + eps) on CUDA (cuDNN's and the own kernels'), so neither
+  // converts. Nothing else reads them: the running statistics are the kernels' own business.
+  /// Batch statistics; `running`, when defined, is updated in place with them (N * H * W > 1).
   virtual void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                           float eps, Tensor& y, Tensor& save_mean,
-                                           Tensor& save_var) = 0;
+                                           const BatchNormRunning& running, float eps, Tensor& y,
+                                           Tensor& save_mean, Tensor& save_spread) = 0;
   virtual void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
                                             const Tensor& beta, const Tensor& running_mean,
                                             const Tensor& running_var, float eps, Tensor& y) = 0;
   virtual void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& save_mean, const Tensor& save_var, float eps,
+                                   const Tensor& save_mean, const Tensor& save_spread, float eps,
                                    Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) = 0;
   /// Whether the batch_norm_relu_* kernels take `x`; where not, the front-end runs batch norm
   /// and ReLU one after the other (the defaults below throw).
   virtual bool fuses_batch_norm_relu(const Tensor& x) const { return false; }
   /// batch_norm_forward_training, then y = max(y, 0), in the same pass over y.
   virtual void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
-                                                const Tensor& beta, float eps, Tensor& y,
-                                                Tensor& save_mean, Tensor& save_var);
+                                                const Tensor& beta, const BatchNormRunning& running,
+                                                float eps, Tensor& y, Tensor& save_mean,
+                                                Tensor& save_spread);
   /// batch_norm_backward of the fused op: grad_y is the gradient of the ReLU's output y, so
   /// batch norm sees zero where y is not positive.
   virtual void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
-                                        const Tensor& save_var, float eps, Tensor& grad_x,
+                                        const Tensor& save_spread, float eps, Tensor& grad_x,
                                         Tensor& grad_gamma, Tensor& grad_beta);
 
   // --- pooling. x: (N, C, H, W), y: (N, C, P, Q)

@@ -23,6 +23,7 @@
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"
 #include "engine/tandem.h"
+#include "microbench/cuda_timing.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 
@@ -42,19 +43,10 @@ double fp32_peak_flops() {
   return static_cast<double>(p.multiProcessorCount) * lanes * 2.0 * clock_khz * 1e3;
 }
 
-// Runs `step` once untimed (cuDNN's algorithm search), then times each iteration on the GPU.
+// Times `step` on the GPU (microbench/cuda_timing.h) and counts its floating-point work.
 template <typename Step>
 void run_timed(benchmark::State& state, double flops_per_iteration, Step step) {
-  step();
-  cuda::Event start(true), end(true);
-  const cudaStream_t stream = cuda::current_stream(0);
-  for (auto _ : state) {
-    start.record(stream, 0);
-    step();
-    end.record(stream, 0);
-    end.synchronize();
-    state.SetIterationTime(start.elapsed_ms(end) * 1e-3);
-  }
+  microbench::time_on_gpu(state, step);
   // Per-iteration values, multiplied by the iterations and divided by the (manual) time.
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);

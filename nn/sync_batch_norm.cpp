@@ -1,5 +1,7 @@
 #include "nn/sync_batch_norm.h"
 
+#include <algorithm>
+
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/ops/concat.h"
@@ -28,6 +30,57 @@ std::vector<Tensor> sum_over_ranks(const std::vector<Tensor>& parts, StatisticsR
     offset += part.size(0);
   }
   return out;
+}
+
+// This rank's per-channel mean and biased variance of x (N, C, H, W), `values` per channel: two
+// passes, so a large mean does not cancel. An empty share gives zeros, which its count of 0 then
+// weighs out.
+struct Moments {
+  Tensor mean, var;
+};
+Moments local_moments(const Tensor& x, int64_t values) {
+  const float inverse = 1.0f / static_cast<float>(std::max<int64_t>(values, 1));
+  const Tensor mean = mul(sum(x, {0, 2, 3}), inverse);
+  const Tensor centred = sub(x, per_channel(mean));
+  return {mean, mul(sum(mul(centred, centred), {0, 2, 3}), inverse)};
+}
+
+// Every rank's [mean; variance; count] in one collective (Note [Synchronised batch norm]):
+// (3, ranks, C), this rank's own in row `rank` of each of the three blocks.
+Tensor exchange_moments(const Moments& local, int64_t values, StatisticsReducer& reducer) {
+  const int64_t ranks = reducer.size(), channels = local.mean.size(0), rank = reducer.rank();
+  Tensor all = zeros({3, ranks, channels}, {.device = local.mean.device()});
+  const auto own = [&](int64_t quantity) {
+    return all.slice(quantity, quantity + 1)
+        .view({ranks, channels})
+        .slice(rank, rank + 1)
+        .view({channels});
+  };
+  own(0).copy_(local.mean);
+  own(1).copy_(local.var);
+  own(2).fill_(static_cast<double>(values));
+  reducer.sum_over_ranks(all);
+  return all;
+}
+
+// The global statistics from every rank's (Chan et al.'s parallel variance), all (C): the count
+// is the same in every channel.
+struct GlobalMoments {
+  Tensor mean, var, count;
+};
+GlobalMoments combine(const Tensor& all) {
+  const int64_t ranks = all.size(1), channels = all.size(2);
+  const auto block = [&](int64_t quantity) {
+    return all.slice(quantity, quantity + 1).view({ranks, channels});
+  };
+  const Tensor means = block(0), vars = block(1), counts = block(2);
+  GlobalMoments global;
+  global.count = sum(counts, {0});
+  const Tensor weights = div(counts, global.count.view({1, channels}));  // n_r / n
+  global.mean = sum(mul(weights, means), {0});
+  const Tensor deviation = sub(means, global.mean.view({1, channels}));
+  global.var = sum(mul(weights, add(vars, mul(deviation, deviation))), {0});
+  return global;
 }
 
 // The running statistics move towards this step's global mean and unbiased variance.
@@ -59,26 +112,22 @@ Tensor sync_batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& bet
                "[sync_batch_norm2d] training needs more than one value per channel, got input ",
                shape_str(x.shape()));
   const TensorOptions on_device{.device = x.device()};
-  Tensor out, mean, invstd, x_hat, inverse_count;
+  Tensor out, invstd, x_hat, inverse_count;
   {
     NoGradGuard no_grad;
     const Tensor cx = x.detach();
-    // Note [Synchronised batch norm]: the mean first, then the squared deviations from it.
-    const Tensor local_count = full({1}, static_cast<double>(local_values), on_device);
-    const auto sums = sum_over_ranks({sum(cx, {0, 2, 3}), local_count}, *reducer);
-    const Tensor& count = sums[1];  // (1), every rank's values
-    inverse_count = div(ones({1}, on_device), count);
-    mean = mul(sums[0], inverse_count);
-    const Tensor centred = sub(cx, per_channel(mean));
-    const auto squares = sum_over_ranks({sum(mul(centred, centred), {0, 2, 3})}, *reducer);
-    const Tensor var = mul(squares[0], inverse_count);  // biased
-    invstd = pow(add(var, options.eps), -0.5f);
-    x_hat = mul(centred, per_channel(invstd));
+    // Note [Synchronised batch norm]: this rank's moments, then every rank's in one collective.
+    const GlobalMoments global =
+        combine(exchange_moments(local_moments(cx, local_values), local_values, *reducer));
+    inverse_count = div(ones({channels}, on_device), global.count);
+    invstd = pow(add(global.var, options.eps), -0.5f);
+    x_hat = mul(sub(cx, per_channel(global.mean)), per_channel(invstd));
     const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);
     const Tensor b = beta.defined() ? beta.detach() : zeros({channels}, on_device);
     out = add(mul(x_hat, per_channel(g)), per_channel(b)).contiguous(x.memory_format());
     if (running_mean.defined()) {
-      update_running_statistics(running_mean, running_var, mean, var, count, options.momentum);
+      update_running_statistics(running_mean, running_var, global.mean, global.var, global.count,
+                                options.momentum);
     }
   }
   const Tensor g = gamma.defined() ? gamma.detach() : ones({channels}, on_device);

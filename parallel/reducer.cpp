@@ -425,7 +425,7 @@ void Reducer::write_back() {
 }
 
 void Reducer::record_step(Clock::time_point backward_end) {
-  StepRecord record;
+  ReducerStepRecord record;
   record.backward_end = backward_end;
   for (const Bucket& bucket : buckets_) {
     BucketTiming timing;
@@ -443,7 +443,15 @@ void Reducer::record_step(Clock::time_point backward_end) {
 // Times are host times (Work::started_at()): on NCCL, when the watchdog saw the device reach and
 // pass each all-reduce, while ready_ms is when the hook queued the bucket's last copy; the host
 // runs ahead of the device, so on GPUs read them as an approximation of the overlap.
-ReducerStepStats Reducer::stats_of(const StepRecord& record) {
+ReducerStepStats Reducer::stats_of(const ReducerStepRecord& record) {
+  // On NCCL this blocks until the device has run the all-reduces. A failed one already threw
+  // from finalize() or will from the next collective; its times are what it has.
+  for (const std::shared_ptr<Work>& work : record.works) {
+    try {
+      work->synchronize();
+    } catch (const std::exception&) {
+    }
+  }
   ReducerStepStats stats;
   double hidden_ms = 0;
   for (size_t k = 0; k < record.buckets.size(); ++k) {
@@ -468,23 +476,25 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   return out;
 }
 
+bool ReducerStepRecord::collectives_done() const {
+  return std::all_of(works.begin(), works.end(),
+                     [](const std::shared_ptr<Work>& work) { return work->completed(); });
+}
+
+std::optional<ReducerStepRecord> Reducer::take_step_record() const {
+  std::lock_guard lock(mutex_);
+  std::optional<ReducerStepRecord> record = std::move(step_record_);
+  step_record_.reset();
+  return record;
+}
+
 ReducerStepStats Reducer::last_step() const {
-  std::optional<StepRecord> record;
-  {
+  const std::optional<ReducerStepRecord> record = take_step_record();
+  if (!record) {
     std::lock_guard lock(mutex_);
-    if (!step_record_) return last_step_;
-    record = std::move(step_record_);
-    step_record_.reset();
+    return last_step_;
   }
-  // Outside the lock: on NCCL this blocks until the device has run the all-reduces. A failed one
-  // already threw from finalize() or will from the next collective; its times are what it has.
-  for (const std::shared_ptr<Work>& work : record->works) {
-    try {
-      work->synchronize();
-    } catch (const std::exception&) {
-    }
-  }
-  ReducerStepStats stats = stats_of(*record);
+  ReducerStepStats stats = stats_of(*record);  // outside the lock: on NCCL it waits
   std::lock_guard lock(mutex_);
   last_step_ = stats;
   return stats;

@@ -93,6 +93,19 @@ struct BucketTiming {
   double ended_ms = 0;       ///< its all-reduce finished
 };
 
+/// What a finished step leaves for its timings (Reducer::take_step_record): sizes and arrival
+/// times now, the collectives' times once they have run.
+struct ReducerStepRecord {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point backward_end;            ///< when finalize() started
+  Clock::time_point finalized;               ///< when finalize() returned
+  std::vector<BucketTiming> buckets;         ///< sizes and ready_ms so far
+  std::vector<std::shared_ptr<Work>> works;  ///< per bucket
+
+  /// Every bucket's collective has ended (never blocks): stats_of() then waits for nothing.
+  bool collectives_done() const;
+};
+
 struct ReducerStepStats {
   std::vector<BucketTiming> buckets;
   double comm_ms = 0;          ///< time all-reduces ran, summed over buckets
@@ -144,6 +157,13 @@ class Reducer {
   /// Timings of the last finished step. On NCCL, whose all-reduces may still be running on the
   /// device when backward() returns, this first waits for them (Work::synchronize()).
   ReducerStepStats last_step() const;
+  /// The last finished step's record, taken without waiting for anything; nullopt when no step
+  /// finished since the last take (or last_step()). For timed loops that must not wait for the
+  /// device every step (Note [Phase timing] in apps/bench_cifar/timed_steps.h): they read it
+  /// with stats_of() once record.collectives_done(), or after synchronising the device.
+  std::optional<ReducerStepRecord> take_step_record() const;
+  /// The timings of `record`, waiting for its collectives first (Work::synchronize()).
+  static ReducerStepStats stats_of(const ReducerStepRecord& record);
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -174,16 +194,7 @@ class Reducer {
   void wait_for_buckets();
   bool rebuild_due() const;
 
-  /// What last_step() needs of a finished step; turned into ReducerStepStats on demand, when
-  /// every all-reduce has ended (on NCCL only once the device has run them).
-  struct StepRecord {
-    Clock::time_point backward_end;            ///< when finalize() started
-    Clock::time_point finalized;               ///< when finalize() returned
-    std::vector<BucketTiming> buckets;         ///< sizes and ready_ms so far
-    std::vector<std::shared_ptr<Work>> works;  ///< per bucket
-  };
   void record_step(Clock::time_point backward_end);
-  static ReducerStepStats stats_of(const StepRecord& record);
   std::string names_of_pending() const;
 
   std::vector<Tensor> parameters_;
@@ -218,7 +229,10 @@ class Reducer {
   int divisor_ = 1;                    ///< ranks the gradients are averaged over
   StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
   StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
-  mutable std::optional<StepRecord> step_record_;  ///< the last step, until last_step() reads it
+  /// The last step, until last_step() or take_step_record() reads it; turned into
+  /// ReducerStepStats on demand, when every all-reduce has ended (on NCCL only once the device
+  /// has run them).
+  mutable std::optional<ReducerStepRecord> step_record_;
   mutable ReducerStepStats last_step_;
 };
 

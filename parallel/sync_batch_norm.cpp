@@ -22,6 +22,8 @@ class ProcessGroupReducer final : public nn::StatisticsReducer {
       TANDEM_FAIL("[SyncBatchNorm] all-reduce of batch statistics failed: ", e.message());
     }
   }
+  int rank() const override { return group_->rank(); }
+  int size() const override { return group_->size(); }
 
  private:
   std::shared_ptr<ProcessGroup> group_;

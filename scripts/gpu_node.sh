@@ -41,12 +41,13 @@
 #   ctest-gpu    180  ctest -L gpu -j 8, 2 threads a test; nothing may skip but two-GPU tests
 #   train-single  90  train_cifar --devices cuda:0: 3 epochs of 10,000 images, tested on 2,000
 #   train-bf16    90  the same with --precision bf16
-#   bench-gpu     90  bench_cifar's ResNet-20 step, batch 128, fp32 and bf16, NCHW and channels-last
+#   bench-gpu     90  bench_cifar's ResNet-20 step, batch 128, fp32 and bf16, NCHW and channels-last;
+#                     bench_cuda_batch_norm (bf16 own kernels beside fp32 cuDNN)
 #   pytorch-gpu   90  scripts/pytorch_gpu_step.py: PyTorch's step, the same rows, the same GPU
 #   train-dp      60  one epoch, --mode dp --devices cuda:0,cuda:0 (two replicas on one GPU)
 #   train-ddp-bf16    60  --mode ddp --backend nccl --nproc 1 --grad-compression bf16
 #   train-ddp-syncbn  60  --mode ddp --backend nccl --nproc 1 --sync-bn
-#   racecheck     60  compute-sanitizer racecheck on BFloat16CudaGpu.BatchNorm*
+#   racecheck     60  compute-sanitizer racecheck on BatchNormCudaGpu.*
 #   memcheck     120  compute-sanitizer memcheck on the kernels' own tests (K5)
 #   compare-cpu  150  (CPU only; --steps) scripts/compare_pytorch.sh's ResNet-20 rows on 2 cores
 #   torch-store   60  (CPU only; --steps) Tandem's TorchStore client against PyTorch's TCPStore
@@ -74,7 +75,7 @@ declare -A limit_s=([environment]=60 [ctest-gpu]=180 [train-single]=90 [train-bf
   [racecheck]=60 [memcheck]=120 [compare-cpu]=150 [torch-store]=60)
 bundle="" out="" mode="" build_dir="$root/build-gpu" arch="${TANDEM_CUDA_ARCH:-}" cifar=""
 jobs="$(nproc)" steps="$default_steps" budget_s=570 reserve_s=10 min_step_s=15
-targets="engine_tests nn_tests data_tests parallel_tests comm_tests apps_tests train_cifar bench_cifar tandem-run"
+targets="engine_tests nn_tests data_tests parallel_tests comm_tests apps_tests train_cifar bench_cifar tandem-run bench_cuda_batch_norm"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build | --test | --all | --check-carry)

@@ -52,6 +52,11 @@ void add_timing_flags(CLI::App& app, BenchOptions& o) {
                  "timed training steps (forward, cross-entropy, backward, SGD) per configuration")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  app.add_flag("--phase-sync", o.phase_sync,
+               "wait for the devices after the forward, backward and optimizer phases of every "
+               "timed step, so the phase times are the host's (on GPUs this stops the host from "
+               "queueing ahead and slows the step); by default the phases are timed with device "
+               "events and the devices are waited for only around the timed steps");
   app.add_option("--repeats", o.repeats,
                  "measure each configuration this many times, in rounds over the whole matrix, "
                  "and report the median images/s with its min-max: 3 is the fewest whose median "
@@ -252,6 +257,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
   if (o.setup.allow_slow_bf16) args.push_back("--allow-slow-bf16");
+  if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
   return args;
 }

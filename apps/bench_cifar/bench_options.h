@@ -67,6 +67,9 @@ struct BenchOptions {
   SetupOptions setup = default_bench_setup();
   int warmup = 2;
   int steps = 5;
+  /// Wait for the devices after every phase of a timed step, as before 2026-11-27 (Note [Phase
+  /// timing] in apps/bench_cifar/timed_steps.h).
+  bool phase_sync = false;
   /// Measurements of each configuration, in rounds over the matrix (Note [Repeats] in
   /// apps/bench_cifar/repeats.h): the report shows their median and min–max.
   int repeats = 3;

@@ -51,6 +51,7 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"arch", o.setup.arch},
           {"warmup", o.warmup},
           {"steps", o.steps},
+          {"phase_sync", o.phase_sync},
           {"repeats", o.repeats},
           {"threads", o.threads},
           {"bucket_cap_mb", o.setup.ddp.reducer.bucket_cap_mb},

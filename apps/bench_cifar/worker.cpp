@@ -3,15 +3,14 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
+#include "apps/bench_cifar/timed_steps.h"
 #include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
-#include "engine/elapsed.h"
 #include "engine/error.h"
 #include "engine/tandem.h"
 #include "parallel/data_parallel.h"
@@ -19,8 +18,6 @@
 
 namespace tandem::apps::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 // Distinct batches cycled through: enough that no step reuses the previous one's memory, few
 // enough that the pool adds little to the peak RSS.
@@ -49,108 +46,6 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
     pool.push_back({batch.images.to(device).contiguous(format), batch.labels.to(device)});
   }
   return pool;
-}
-
-// Per-bucket sums over the timed steps, for the per-bucket means.
-struct BucketTotals {
-  std::vector<BucketStat> buckets;
-  int steps = 0;  ///< steps whose bucket layout matched the last one's
-
-  void add(const parallel::ReducerStepStats& step) {
-    // The layout changes once (the rebuild at step 2, Note [Bucket ordering]); a warm-up of 0
-    // can time a step from before it, which the per-bucket means leave out.
-    if (buckets.size() != step.buckets.size()) {
-      buckets.assign(step.buckets.size(), BucketStat{});
-      steps = 0;
-    }
-    for (size_t k = 0; k < step.buckets.size(); ++k) {
-      const parallel::BucketTiming& b = step.buckets[k];
-      buckets[k].parameters = b.parameters;
-      buckets[k].bytes = static_cast<double>(b.bytes);
-      buckets[k].ready_ms += b.ready_ms;
-      buckets[k].started_ms += b.started_ms;
-      buckets[k].ended_ms += b.ended_ms;
-    }
-    ++steps;
-  }
-
-  std::vector<BucketStat> means() const {
-    std::vector<BucketStat> out = buckets;
-    const double n = std::max(1, steps);
-    for (BucketStat& b : out) {
-      b.ready_ms /= n;
-      b.started_ms /= n;
-      b.ended_ms /= n;
-    }
-    return out;
-  }
-};
-
-// What the wrapper reports of its last step: DataParallel's phases, or DDP's communication.
-void add_wrapper_timings(const TrainingSetup& s, Measurement& step, BucketTotals& buckets) {
-  if (s.dp) {
-    const parallel::DataParallelTimings& t = s.dp->last_timings();
-    step.scatter_ms = t.scatter_ms;
-    step.replicate_ms = t.replicate_ms;
-    step.apply_ms = t.apply_ms;
-    step.gather_ms = t.gather_ms;
-    step.reduce_ms = t.reduce_ms;
-  }
-  if (s.ddp) {
-    const parallel::ReducerStepStats& r = s.ddp->reducer().last_step();
-    step.comm_ms = r.comm_ms;
-    step.hidden_fraction = r.hidden_fraction;
-    step.wait_ms = r.wait_ms;
-    step.grad_bytes_per_step = static_cast<double>(r.payload_bytes);
-    buckets.add(r);
-  }
-}
-
-void synchronize(const std::vector<Device>& devices) {
-  for (const Device& device : devices) runtime_for(device).synchronize(device);
-}
-
-// Runs the warm-up and timed steps; fills the timing fields of `m`.
-void run_steps(const BenchOptions& o, const BenchConfig& config, TrainingSetup& s,
-               const std::vector<data::Batch>& pool, parallel::ProcessGroup* group,
-               Measurement& m) {
-  Measurement sums;
-  BucketTotals buckets;
-  Clock::time_point start;
-  for (int i = 0; i < o.warmup + o.steps; ++i) {
-    if (i == o.warmup) {
-      if (group) group->barrier()->wait();  // the ranks start the clock together
-      synchronize(s.devices);
-      start = Clock::now();
-    }
-    const data::Batch& batch = pool[static_cast<size_t>(i) % pool.size()];
-    const auto t0 = Clock::now();
-    s.optimizer->zero_grad();
-    // Note [Loss per step]: the loss lives only for its own step, so its graph's memory goes with
-    // it.
-    Tensor loss = cross_entropy(s.model->forward(batch.images), batch.labels);
-    synchronize(s.devices);
-    const auto t1 = Clock::now();
-    loss.backward();
-    synchronize(s.devices);
-    const auto t2 = Clock::now();
-    s.optimizer->step();
-    synchronize(s.devices);
-    const auto t3 = Clock::now();
-    if (i + 1 == o.warmup + o.steps) m.final_loss = loss.item();
-    if (i < o.warmup) continue;
-    Measurement step;
-    step.forward_ms = milliseconds_between(t0, t1);
-    step.backward_ms = milliseconds_between(t1, t2);
-    step.optimizer_ms = milliseconds_between(t2, t3);
-    add_wrapper_timings(s, step, buckets);
-    add_step(sums, step);
-  }
-  const double elapsed_ms = milliseconds_between(start, Clock::now());
-  m.ms_per_step = elapsed_ms / o.steps;
-  m.images_per_s = static_cast<double>(config.batch) * o.steps / (elapsed_ms / 1e3);
-  set_step_means(m, sums, o.steps);
-  m.buckets = buckets.means();
 }
 
 // Peak resident set size of this process so far, MiB.
@@ -241,7 +136,8 @@ Measurement measure(const BenchOptions& o, int& rank) {
                       : pool.front().labels.size(0);
   for (const Tensor& p : setup.network->parameters())
     m.parameter_bytes += static_cast<double>(p.nbytes());
-  run_steps(o, config, setup, pool, group.get(), m);
+  run_timed_steps({.warmup = o.warmup, .steps = o.steps, .phase_sync = o.phase_sync}, config.batch,
+                  setup, pool, group.get(), m);
   m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.device());
   if (group) group->barrier()->wait();  // no rank leaves while another still needs it
   return m;

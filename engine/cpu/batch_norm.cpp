@@ -1,7 +1,8 @@
 // Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
 // cached per shape. Statistics are per channel over (N, H, W). Channels-last tensors go to
 // batch_norm_channels_last.cpp; bfloat16 NCHW ones run the float32 primitive on a widened copy
-// (engine/cpu/float_types.h), so their statistics are float32's on the same values.
+// (engine/cpu/float_types.h), so their statistics are float32's on the same values. The running
+// statistics move after the batch's are known, on every path (update_running below).
 
 #include <bit>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "engine/cpu/dnnl_context.h"
 #include "engine/cpu/float_types.h"
 #include "engine/ops/factory.h"
+#include "engine/running_statistics.h"
 
 namespace tandem::cpu {
 namespace {
@@ -59,11 +61,9 @@ std::shared_ptr<const BatchNormPrimitives> primitives_for(const Tensor& x, float
   return cache.get(key, [&] { return create(x.shape(), format, eps); });
 }
 
-}  // namespace
-
-void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
-                                             const Tensor& beta, float eps, Tensor& y,
-                                             Tensor& save_mean, Tensor& save_var) {
+// Batch statistics into save_mean and save_var (biased), y normalised with them.
+void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
+                      Tensor& y, Tensor& save_mean, Tensor& save_var) {
   if (x.memory_format() == MemoryFormat::ChannelsLast) {  // Note [Channels-last batch norm]
     return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, y, save_mean,
                                                       save_var);
@@ -71,7 +71,7 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
   check_kernel_dtypes("batch_norm", x.dtype(), {&y});
   if (x.dtype() == DType::BFloat16) {
     Tensor y_float = float_like(y);
-    batch_norm_forward_training(widened(x), gamma, beta, eps, y_float, save_mean, save_var);
+    forward_training(widened(x), gamma, beta, eps, y_float, save_mean, save_var);
     return narrow_into(y_float, y);
   }
   const auto p = primitives_for(x, eps);
@@ -82,6 +82,35 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
                 {DNNL_ARG_DST, ctx::wrap(y)},
                 {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
                 {DNNL_ARG_VARIANCE, ctx::wrap(save_var)}});
+}
+
+// Note [Running statistics] (engine/running_statistics.h): oneDNN keeps none, so they move here,
+// one channel at a time, with the arithmetic the CUDA kernels share.
+void update_running(const BatchNormRunning& running, const Tensor& x, const Tensor& mean,
+                    const Tensor& var) {
+  if (!running.mean.defined()) return;
+  const int64_t count = x.size(0) * x.size(2) * x.size(3);
+  float* running_mean = running.mean.data<float>();
+  float* running_var = running.var.data<float>();
+  const float* batch_mean = mean.data<float>();
+  const float* batch_var = var.data<float>();
+  for (int64_t c = 0; c < mean.numel(); ++c) {
+    running_mean[c] = running_average(running_mean[c], batch_mean[c], running.momentum);
+    running_var[c] =
+        running_average(running_var[c], unbiased_variance(batch_var[c], count), running.momentum);
+  }
+}
+
+}  // namespace
+
+// Note [Batch-norm statistics] (engine/backend.h): the CPU's saved spread is the biased
+// variance, what oneDNN's backward takes.
+void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
+                                             const Tensor& beta, const BatchNormRunning& running,
+                                             float eps, Tensor& y, Tensor& save_mean,
+                                             Tensor& save_var) {
+  forward_training(x, gamma, beta, eps, y, save_mean, save_var);
+  update_running(running, x, save_mean, save_var);
 }
 
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
@@ -141,9 +170,11 @@ bool CpuBackend::fuses_batch_norm_relu(const Tensor& x) const {
 }
 
 void CpuBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
-                                                  const Tensor& beta, float eps, Tensor& y,
-                                                  Tensor& save_mean, Tensor& save_var) {
+                                                  const Tensor& beta,
+                                                  const BatchNormRunning& running, float eps,
+                                                  Tensor& y, Tensor& save_mean, Tensor& save_var) {
   channels_last::batch_norm_forward_training(x, gamma, beta, eps, true, y, save_mean, save_var);
+  update_running(running, x, save_mean, save_var);
 }
 
 void CpuBackend::batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,

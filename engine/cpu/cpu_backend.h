@@ -1,6 +1,6 @@
 #pragma once
-/// The CPU backend: oneDNN for convolution, batch-norm, pooling and GEMM; plain
-/// C++ with OpenMP for elementwise ops, reductions, softmax/loss and SGD. The
+/// The CPU backend: oneDNN for convolution, batch-norm and GEMM; plain C++ with
+/// OpenMP for elementwise ops, pooling, reductions, softmax/loss and SGD. The
 /// methods are defined across the files of this folder, one per op family.
 
 #include "engine/backend.h"
@@ -12,7 +12,8 @@ class CpuBackend final : public Backend {
   Allocator& allocator(Device device) override;
   bool channels_last_kernels() const override { return true; }
   int device_count() override;
-  void synchronize(Device) override {}
+  /// The host clock now (Note [Timing marks]).
+  std::unique_ptr<TimingMark> mark_time(Device device) override;
   StreamRef current_stream(Device device) override { return {.device = device}; }
   void wait_for(const StreamRef&) override {}
 
@@ -43,8 +44,8 @@ class CpuBackend final : public Backend {
 
   // batch_norm.cpp
   void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   float eps, Tensor& y, Tensor& save_mean,
-                                   Tensor& save_var) override;
+                                   const BatchNormRunning& running, float eps, Tensor& y,
+                                   Tensor& save_mean, Tensor& save_var) override;
   void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
                                     float eps, Tensor& y) override;
@@ -53,8 +54,8 @@ class CpuBackend final : public Backend {
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
   bool fuses_batch_norm_relu(const Tensor& x) const override;
   void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        float eps, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_var) override;
+                                        const BatchNormRunning& running, float eps, Tensor& y,
+                                        Tensor& save_mean, Tensor& save_var) override;
   void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_var, float eps, Tensor& grad_x,
@@ -80,6 +81,9 @@ class CpuBackend final : public Backend {
   // sgd.cpp
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                 const SgdStepOptions& options) override;
+
+ private:
+  void synchronize_device(Device) override {}  // CPU work is done when its call returns
 };
 
 CpuBackend& backend();

@@ -66,14 +66,18 @@ void map_binary(const Tensor& a, const Tensor& b, Tensor& out, Fn fn) {
   });
 }
 
+// Note [NaN through ReLU and max pooling]: as in PyTorch, a NaN goes through ReLU (relu(NaN) =
+// NaN, and its backward passes the gradient where the output is NaN) and wins its max-pooling
+// window. `v > 0 ? v : 0` would turn it into 0, so a diverging run (most likely in bfloat16)
+// could keep a finite loss while NaN weights sit behind ReLUs, and nobody would notice. The
+// comparisons are written so that NaN fails them (`v < 0`, `y <= 0`); they still compile to a
+// compare and a blend per vector. The CUDA bodies (engine/cuda/kernels/elementwise.h, pool.h)
+// use the same forms. relu(-0) is -0, as in PyTorch on the CPU.
 // Lambdas rather than functions, so that each map_binary instantiation inlines its op.
-constexpr auto relu = [](float v) { return v > 0.0f ? v : 0.0f; };
+constexpr auto relu = [](float v) { return v < 0.0f ? 0.0f : v; };
 constexpr auto add = [](float x, float y) { return x + y; };
-constexpr auto relu_backward = [](float g, float y) { return y > 0.0f ? g : 0.0f; };
-constexpr auto add_relu = [](float x, float y) {
-  const float sum = x + y;
-  return sum > 0.0f ? sum : 0.0f;
-};
+constexpr auto relu_backward = [](float g, float y) { return y <= 0.0f ? 0.0f : g; };
+constexpr auto add_relu = [](float x, float y) { return relu(x + y); };
 
 // The ops that take bfloat16 (Note [bfloat16 activations]): bfloat16 operands, bfloat16 result.
 void binary_bfloat16(BinaryOp op, const Tensor& a, const Tensor& b, Tensor& out) {

@@ -8,6 +8,7 @@
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"
+#include "engine/cuda/runtime/timing_mark.h"
 
 namespace tandem {
 namespace {
@@ -36,10 +37,15 @@ int CudaBackend::device_count() {
   return cuda::device_count();
 }
 
-void CudaBackend::synchronize(Device device) {
+void CudaBackend::synchronize_device(Device device) {
   TANDEM_CHECK(device.is_cuda(), "[synchronize] CUDA backend asked for ", device);
   DeviceGuard guard(device.index);
   CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::unique_ptr<TimingMark> CudaBackend::mark_time(Device device) {
+  TANDEM_CHECK(device.is_cuda(), "[mark_time] CUDA backend asked for ", device);
+  return cuda::mark_time(device.index);
 }
 
 StreamRef CudaBackend::current_stream(Device device) {

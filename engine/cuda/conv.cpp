@@ -254,6 +254,9 @@ std::vector<ConvAlgoChoice> search(cudnnHandle_t handle, const ConvCall& call, i
   options.fallback = fallback<Direction>(handle, call, Direction::kFallback, math);
   options.deterministic_fallback =
       fallback<Direction>(handle, call, Direction::kDeterministicFallback, math);
+  // Find, the heuristics and the fallbacks' workspace probes may each have left a detail behind
+  // (NOT_SUPPORTED for a bfloat16 ALGO_0, say) that a later, unrelated CUDNN_CHECK would quote.
+  forget_cudnn_error_detail();
   return rank_algorithms(results.data(), static_cast<int>(results.size()), options);
 }
 

@@ -32,7 +32,7 @@ class CudaBackend final : public Backend {
   // backend.cpp
   Allocator& allocator(Device device) override;
   int device_count() override;
-  void synchronize(Device device) override;
+  std::unique_ptr<TimingMark> mark_time(Device device) override;
   StreamRef current_stream(Device device) override;
   void wait_for(const StreamRef& producer) override;
 
@@ -65,24 +65,25 @@ class CudaBackend final : public Backend {
   void conv2d_backward_weight(const Tensor& grad_y, const Tensor& x, const Conv2dOptions& options,
                               Tensor& grad_w, Tensor& grad_bias) override;
 
-  // batch_norm.cpp
+  // batch_norm.cpp: save_inv_std is 1 / sqrt(var + eps) (Note [Batch-norm statistics] in
+  // engine/backend.h).
   void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                   float eps, Tensor& y, Tensor& save_mean,
-                                   Tensor& save_var) override;
+                                   const BatchNormRunning& running, float eps, Tensor& y,
+                                   Tensor& save_mean, Tensor& save_inv_std) override;
   void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& running_mean, const Tensor& running_var,
                                     float eps, Tensor& y) override;
   void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
-                           const Tensor& save_mean, const Tensor& save_var, float eps,
+                           const Tensor& save_mean, const Tensor& save_inv_std, float eps,
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
   /// bfloat16 only (Note [Own batch-norm kernels] in batch_norm.cpp); float32 stays on cuDNN.
   bool fuses_batch_norm_relu(const Tensor& x) const override;
   void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                        float eps, Tensor& y, Tensor& save_mean,
-                                        Tensor& save_var) override;
+                                        const BatchNormRunning& running, float eps, Tensor& y,
+                                        Tensor& save_mean, Tensor& save_inv_std) override;
   void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                 const Tensor& gamma, const Tensor& save_mean,
-                                const Tensor& save_var, float eps, Tensor& grad_x,
+                                const Tensor& save_inv_std, float eps, Tensor& grad_x,
                                 Tensor& grad_gamma, Tensor& grad_beta) override;
 
   // pool.cpp
@@ -103,6 +104,8 @@ class CudaBackend final : public Backend {
                               const Tensor& labels, Tensor& grad_logits) override;
 
  private:
+  void synchronize_device(Device device) override;  // backend.cpp
+
   std::atomic<bool> allow_tf32_{false};
   std::atomic<bool> cudnn_benchmark_{true};
 };

@@ -1,6 +1,6 @@
-// Elementwise kernels: unary ops, broadcasting binary ops, the conv bias add, the fused SGD
-// update (one tensor or many per launch) and the batch-norm statistic conversions. Their bodies
-// are in kernels/elementwise.h and kernels/sgd.h (Note [Kernel bodies] in kernels/grid.h).
+// Elementwise kernels: unary ops, broadcasting binary ops, the conv bias add and the fused SGD
+// update (one tensor or many per launch). Their bodies are in kernels/elementwise.h and
+// kernels/sgd.h (Note [Kernel bodies] in kernels/grid.h).
 
 #include "engine/cuda/kernels/elementwise.h"
 #include "engine/cuda/kernels/launch.h"
@@ -145,18 +145,6 @@ void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdPa
     sgd_step_multi_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(chunk, params);
     CUDA_CHECK_LAUNCH();
   });
-}
-
-void inv_std_to_var(const float* inv_std, float eps, float* var, int64_t c, cudaStream_t stream) {
-  if (c == 0) return;
-  launch_grid_stride(InvStdToVarBody{inv_std, eps, var, c}, stream);
-  CUDA_CHECK_LAUNCH();
-}
-
-void var_to_inv_std(const float* var, float eps, float* inv_std, int64_t c, cudaStream_t stream) {
-  if (c == 0) return;
-  launch_grid_stride(VarToInvStdBody{var, eps, inv_std, c}, stream);
-  CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tandem::cuda::kernels

@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
 #include "engine/backend.h"
 #include "engine/ops/checks.h"
@@ -37,12 +36,6 @@ void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   ops::check_same_device("batch_norm2d", {&x, &gamma, &beta, &running_mean, &running_var});
 }
 
-// running = (1 - momentum) * running + momentum * batch, in place (modules hold these tensors).
-void update_running(const Tensor& running, const Tensor& batch, float momentum) {
-  Tensor target = running;
-  target.copy_(add(mul(running, 1.0f - momentum), mul(batch, momentum)));
-}
-
 Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& running_mean, const Tensor& running_var,
                         const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
@@ -54,28 +47,24 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   const Tensor cx = x.detach().contiguous(ops::kernel_format(x.device(), format));
   const TensorOptions on_device{.device = x.device()};
   Tensor out = empty_like(cx);
+  // The batch statistics, saved for backward in the backend's own form (Note [Batch-norm
+  // statistics] in engine/backend.h).
   Tensor mean = empty({x.size(1)}, on_device);
-  Tensor var = empty({x.size(1)}, on_device);
+  Tensor spread = empty({x.size(1)}, on_device);
+  const BatchNormRunning running{running_mean, running_var, options.momentum};
   Backend& backend = backend_for(x.device());
   const bool fused = options.fuse_relu && backend.fuses_batch_norm_relu(cx);
   if (fused) {
-    backend.batch_norm_relu_forward_training(cx, g, b, options.eps, out, mean, var);
+    backend.batch_norm_relu_forward_training(cx, g, b, running, options.eps, out, mean, spread);
   } else {
-    backend.batch_norm_forward_training(cx, g, b, options.eps, out, mean, var);
-  }
-  if (running_mean.defined()) {
-    NoGradGuard no_grad;
-    update_running(running_mean, mean, options.momentum);
-    // PyTorch keeps the unbiased variance in running_var.
-    update_running(running_var, mul(var, static_cast<float>(count) / static_cast<float>(count - 1)),
-                   options.momentum);
+    backend.batch_norm_forward_training(cx, g, b, running, options.eps, out, mean, spread);
   }
   // The fused op's backward needs its output (where the ReLU passed); a detached handle, so the
   // graph holds no cycle.
   const Tensor y = fused ? out.detach() : Tensor();
   autograd::record(
       fused ? "batch_norm2d_relu" : "batch_norm2d", {&x, &gamma, &beta}, {&out},
-      [cx, y, g, mean, var, eps = options.eps](const Grads& grads, const Needs& needs) {
+      [cx, y, g, mean, spread, eps = options.eps](const Grads& grads, const Needs& needs) {
         Tensor grad_x = empty_like(cx);
         Tensor grad_gamma = empty_like(g);
         Tensor grad_beta = empty_like(g);
@@ -83,10 +72,11 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
         const Tensor grad_y = grads[0].contiguous(cx.memory_format());
         Backend& backend = backend_for(cx.device());
         if (y.defined()) {
-          backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, var, eps, grad_x, grad_gamma,
+          backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, spread, eps, grad_x, grad_gamma,
                                            grad_beta);
         } else {
-          backend.batch_norm_backward(grad_y, cx, g, mean, var, eps, grad_x, grad_gamma, grad_beta);
+          backend.batch_norm_backward(grad_y, cx, g, mean, spread, eps, grad_x, grad_gamma,
+                                      grad_beta);
         }
         return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
                      needs[2] ? grad_beta : Tensor()};
@@ -100,9 +90,12 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
                          const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
   TANDEM_CHECK(running_mean.defined(),
                "[batch_norm2d] inference needs running_mean and running_var");
-  // Snapshots: the module may update its running stats before this graph's backward runs.
-  const Tensor mean = running_mean.detach().clone();
-  const Tensor var = running_var.detach().clone();
+  // Snapshots for backward: the module may update its running stats before this graph's
+  // backward runs. Without a graph (evaluation under NoGradGuard) there is nothing to keep, and
+  // two copies per batch norm saved.
+  const bool graph = autograd::any_requires_grad({&x, &gamma, &beta});
+  const Tensor mean = graph ? running_mean.detach().clone() : running_mean;
+  const Tensor var = graph ? running_var.detach().clone() : running_var;
   const MemoryFormat format = x.memory_format();
   const Tensor cx = x.detach().contiguous(ops::kernel_format(x.device(), format));
   Tensor out = empty_like(cx);

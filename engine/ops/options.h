@@ -1,5 +1,6 @@
 #pragma once
-/// The options of the ops that take more than tensors: convolution, pooling, SGD. Shared by the
+/// The options of the ops that take more than tensors: convolution, pooling, batch norm's running
+/// statistics, SGD. Shared by the
 /// op front-ends and the backends' kernels (engine/backend.h), and by their callers in nn/.
 
 #include <cstdint>
@@ -27,6 +28,15 @@ struct SgdStepOptions {
   float weight_decay = 0.0f;
   bool nesterov = false;
   bool first_step = false;  ///< momentum buffer is initialised to the gradient, as PyTorch does
+};
+
+/// The running statistics that a training batch norm updates in place (torch.nn.BatchNorm2d's
+/// buffers): running = (1 - momentum) * running + momentum * batch, the variance entering
+/// unbiased (Note [Running statistics] in engine/running_statistics.h). Tensors are handles.
+struct BatchNormRunning {
+  Tensor mean;  ///< (C) float32 (1-D, so contiguous); undefined: none are kept
+  Tensor var;   ///< (C) float32; defined with mean
+  float momentum = 0.1f;
 };
 
 /// One parameter of a multi-tensor SGD step. Tensors are handles (they alias the caller's

@@ -165,6 +165,10 @@ step_bench_gpu() {
       --json "$logs/bench-gpu-$format.json" || return
   done
   note "$(python3 "$kit/figures.py" "$logs/bench-gpu-nchw.json" "$logs/bench-gpu-channels-last.json")"
+  # G1's evidence: bf16 batch norm (own kernels) beside fp32 (cuDNN) on ResNet-20's and -18's
+  # shapes, GPU event times (a few seconds); a failure here does not fail the step's rows above.
+  "$build_dir/microbench/bench_cuda_batch_norm" --benchmark_format=console ||
+    echo "bench_cuda_batch_norm failed (status $?)"
 }
 
 # PyTorch in its own environment (the caller's loader path: its pinned CUDA libraries).
@@ -184,9 +188,9 @@ sanitize() {
     "$build_dir/tests/engine_tests" --gtest_filter="$filter" || return
   note "$(grep -E '^(=+ )?(ERROR SUMMARY|RACECHECK SUMMARY)' "$logs/$step_name.log" | tail -1)"
 }
-step_racecheck() { sanitize racecheck 'BFloat16CudaGpu.BatchNorm*'; }
+step_racecheck() { sanitize racecheck 'BatchNormCudaGpu.*'; }
 step_memcheck() {
-  sanitize memcheck 'BFloat16CudaGpu.*:HalfGpu.*:LabelCheckGpu.*:CudaBackendGpu.*:UploadGpu.*:CudaStreamGpu.*:CudaPinnedGpu.*:-*TwoDevices*'
+  sanitize memcheck 'BFloat16CudaGpu.*:BatchNormCudaGpu.*:HalfGpu.*:LabelCheckGpu.*:CudaBackendGpu.*:UploadGpu.*:CudaStreamGpu.*:CudaPinnedGpu.*:-*TwoDevices*'
 }
 
 # CPU-only, not in the default steps (K4): they spend no GPU, only the lease's minutes.

@@ -194,6 +194,10 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   EXPECT_TRUE(worker.real);
   EXPECT_EQ(worker.data_dir, "/data");
   EXPECT_EQ(worker.device_type, DeviceType::Cpu);
+  EXPECT_FALSE(worker.phase_sync);
+  BenchOptions synced = parent;
+  synced.phase_sync = true;
+  EXPECT_TRUE(parse(worker_arguments(synced, config, "r.json")).phase_sync);
   const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
 }

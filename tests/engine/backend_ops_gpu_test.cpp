@@ -424,10 +424,17 @@ TEST(CudaPathsGpu, EveryOpMatchesCpuWithTf32Allowed) {
   compare_every_case(1e-2);
 }
 
+// Review 2026-11-27 G5: 1e-3, not kSummed. cuDNN documents no error bound per algorithm, and its
+// heuristics may rank FFT or Winograd first in FMA math: both compute in transformed domains
+// whose extra float32 rounding steps (forward transform, pointwise product, inverse transform)
+// lose about a decimal digit against a direct sum of a few hundred products. Only the
+// measured search (cudnnFind, the default) picks by time among all, so it is the heuristics run
+// that needs the margin; a failure names the algorithm (TANDEM_CUDNN_LOG=1, set for the gpu
+// tests in tests/CMakeLists.txt).
 TEST(CudaPathsGpu, EveryOpMatchesCpuWithCudnnHeuristics) {
   TANDEM_SKIP_WITHOUT_CUDA();
   const CudaSettings settings(/*allow_tf32=*/false, /*cudnn_benchmark=*/false);
-  compare_every_case(0.0);
+  compare_every_case(1e-3);
 }
 
 // 2^28 + 3 elements: more than the largest grid (2^20 blocks of 256 threads), so every thread of

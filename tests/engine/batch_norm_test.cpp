@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/backend.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"
@@ -89,6 +90,41 @@ TEST(BatchNorm, RunningStatisticsFollowPyTorch) {
   for (size_t c = 0; c < 2; ++c) {
     EXPECT_NEAR(rm[c], expected_mean[c], 1e-5);
     EXPECT_NEAR(rv[c], expected_var[c], 1e-5);
+  }
+}
+
+// Note [Running statistics]: the CPU backend updates them with the arithmetic of the elementwise
+// ops that the front-end composed before (mul, mul, add; the unbiased factor a float32 mul), bit
+// for bit, on every path: oneDNN on NCHW float32 and bfloat16, the own channels-last kernels with
+// and without the fused ReLU.
+TEST(BatchNorm, RunningStatisticsAreWhatTheComposedOpsGave) {
+  struct Case {
+    const char* what;
+    DType dtype;
+    MemoryFormat format;
+    bool relu;
+  };
+  const Case cases[] = {{"nchw", DType::Float32, MemoryFormat::Contiguous, false},
+                        {"nchw bfloat16", DType::BFloat16, MemoryFormat::Contiguous, false},
+                        {"channels-last", DType::Float32, MemoryFormat::ChannelsLast, false},
+                        {"channels-last relu", DType::Float32, MemoryFormat::ChannelsLast, true}};
+  const float momentum = 0.3f;
+  for (const Case& c : cases) {
+    const Tensor x = random({5, 3, 3, 4}, 21, false, 1.5f).to(c.dtype).contiguous(c.format);
+    Tensor running_mean = random({3}, 22), running_var = add(random({3}, 23), 3.0f);
+    const Tensor mean_before = running_mean.clone(), var_before = running_var.clone();
+    batch_norm2d(x, Tensor(), Tensor(), running_mean, running_var,
+                 {.momentum = momentum, .fuse_relu = c.relu});
+    // The batch statistics as the backend computes them, without running statistics.
+    Tensor mean = empty({3}), var = empty({3}), y = empty_like(x);
+    backend_for(Device::cpu())
+        .batch_norm_forward_training(x, ones({3}), zeros({3}), {}, 1e-5f, y, mean, var);
+    const float unbiased = 60.0f / 59.0f;  // count 5 * 3 * 4
+    const Tensor expected_mean = add(mul(mean_before, 1.0f - momentum), mul(mean, momentum));
+    const Tensor expected_var =
+        add(mul(var_before, 1.0f - momentum), mul(mul(var, unbiased), momentum));
+    EXPECT_EQ(running_mean.to_vector<float>(), expected_mean.to_vector<float>()) << c.what;
+    EXPECT_EQ(running_var.to_vector<float>(), expected_var.to_vector<float>()) << c.what;
   }
 }
 

@@ -3,7 +3,8 @@
 // float32 too and rounds each bfloat16 output once, so elementwise results agree bit for bit
 // and everything that sums agrees within a bfloat16 ulp or two (cuDNN's and cuBLAS's float32
 // summation orders differ from the CPU's). Forward and backward, convolution and GEMM included.
-// The kernel bodies are also checked without a GPU (tests/engine/cuda_kernels).
+// Batch norm has a file of its own (cuda_batch_norm_gpu_test.cpp). The kernel bodies are also
+// checked without a GPU (tests/engine/cuda_kernels).
 
 #include <gtest/gtest.h>
 
@@ -16,11 +17,22 @@
 #include "engine/tandem.h"
 #include "tests/support/cuda_skip.h"
 
+#if TANDEM_WITH_CUDA
+#include <cudnn.h>
+#endif
+
 namespace tandem {
 namespace {
 
 constexpr double kBFloat16Tolerance = 1.0 / 128;  // a bfloat16 ulp is 2^-8..2^-7 relative
-constexpr float kEps = 1e-5f;
+// Review 2026-11-27 G5: cuDNN's bfloat16 results, 2^-6 (two to four bfloat16 ulps, as PyTorch's
+// default bfloat16 rtol of 1.6e-2). cuDNN gives no error bound per algorithm; its Developer Guide
+// ("Mixed Precision Numerical Accuracy") warns that where the compute and output precisions
+// differ, accuracy varies from one algorithm to another, an algorithm without workspace keeping
+// its partial sums in the output type. So a bfloat16 dgrad or wgrad that cudnnFind picks (split-K,
+// or partial sums rounded to bfloat16 between passes) can round more than once, where the
+// reference rounds once. Own kernels keep kBFloat16Tolerance.
+constexpr double kCudnnBFloat16Tolerance = 1.0 / 64;
 
 Backend& cpu() {
   return backend_for(Device::cpu());
@@ -139,68 +151,6 @@ TEST(BFloat16CudaGpu, PoolingForwardAndBackwardMatchTheCpu) {
   expect_close(gavg_grad, avg_grad, kBFloat16Tolerance, "adaptive_avg_pool2d_backward");
 }
 
-// Training forward and backward, batch norm alone and fused with ReLU: x, y and the gradients of
-// x bfloat16; gamma, beta, statistics and their gradients float32.
-TEST(BFloat16CudaGpu, BatchNormTrainingWithAndWithoutReluMatchesTheCpu) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Shape shape{32, 16, 16, 16};
-  const Tensor x = draw(shape, 8, -3.0f, 5.0f), grad_y = draw(shape, 9);
-  const Tensor gamma = draw({16}, 10, 0.5f, 2.0f), beta = draw({16}, 11);
-  const Tensor ggamma = gamma.to(Device::cuda(0)), gbeta = beta.to(Device::cuda(0));
-  ASSERT_TRUE(gpu().fuses_batch_norm_relu(on_gpu(x)));
-  for (const bool relu : {false, true}) {
-    const std::string what = relu ? "batch_norm_relu" : "batch_norm";
-    Tensor y = empty(shape), mean = empty({16}), var = empty({16});
-    cpu().batch_norm_forward_training(x, gamma, beta, kEps, y, mean, var);
-    Tensor grad = grad_y;
-    if (relu) {
-      Tensor relu_y = empty(shape);
-      cpu().unary(UnaryOp::Relu, y, 0.0f, relu_y);
-      y = relu_y;
-      grad = empty(shape);
-      cpu().binary(BinaryOp::ReluBackward, grad_y, y, grad);
-    }
-    Tensor grad_x = empty(shape), grad_gamma = empty({16}), grad_beta = empty({16});
-    cpu().batch_norm_backward(grad, x, gamma, mean, var, kEps, grad_x, grad_gamma, grad_beta);
-
-    const Tensor gx = on_gpu(x), ggrad_y = on_gpu(grad_y);
-    Tensor gy = gpu_empty(shape), gmean = gpu_empty({16}, DType::Float32);
-    Tensor gvar = gpu_empty({16}, DType::Float32), ggrad_x = gpu_empty(shape);
-    Tensor ggrad_gamma = gpu_empty({16}, DType::Float32);
-    Tensor ggrad_beta = gpu_empty({16}, DType::Float32);
-    if (relu) {
-      gpu().batch_norm_relu_forward_training(gx, ggamma, gbeta, kEps, gy, gmean, gvar);
-      gpu().batch_norm_relu_backward(ggrad_y, gy, gx, ggamma, gmean, gvar, kEps, ggrad_x,
-                                     ggrad_gamma, ggrad_beta);
-    } else {
-      gpu().batch_norm_forward_training(gx, ggamma, gbeta, kEps, gy, gmean, gvar);
-      gpu().batch_norm_backward(ggrad_y, gx, ggamma, gmean, gvar, kEps, ggrad_x, ggrad_gamma,
-                                ggrad_beta);
-    }
-    expect_close(gy, y, 2 * kBFloat16Tolerance, what + " y");
-    expect_close(gmean, mean, 1e-4, what + " mean");
-    expect_close(gvar, var, 1e-4, what + " var");
-    expect_close(ggrad_x, grad_x, 2 * kBFloat16Tolerance, what + " grad_x");
-    // The gradients of gamma and beta are float32 sums of the same rounded values; y of the
-    // fused op decides which grad_y count, so one near-zero y may flip: a looser bound there.
-    expect_close(ggrad_gamma, grad_gamma, relu ? 1e-2 : 1e-3, what + " grad_gamma");
-    expect_close(ggrad_beta, grad_beta, relu ? 1e-2 : 1e-3, what + " grad_beta");
-  }
-}
-
-TEST(BFloat16CudaGpu, BatchNormInferenceMatchesTheCpu) {
-  TANDEM_SKIP_WITHOUT_CUDA();
-  const Shape shape{8, 16, 9, 9};
-  const Tensor x = draw(shape, 12), gamma = draw({16}, 13), beta = draw({16}, 14);
-  const Tensor running_mean = draw({16}, 15), running_var = draw({16}, 16, 0.5f, 3.0f);
-  Tensor y = empty(shape), gy = gpu_empty(shape);
-  cpu().batch_norm_forward_inference(x, gamma, beta, running_mean, running_var, kEps, y);
-  const Device cuda = Device::cuda(0);
-  gpu().batch_norm_forward_inference(on_gpu(x), gamma.to(cuda), beta.to(cuda),
-                                     running_mean.to(cuda), running_var.to(cuda), kEps, gy);
-  expect_close(gy, y, kBFloat16Tolerance, "batch_norm inference");
-}
-
 // cuDNN with CUDNN_DATA_BFLOAT16 tensors and filters, float32 compute; a float32 bias.
 TEST(BFloat16CudaGpu, ConvolutionForwardAndBackwardMatchTheCpu) {
   TANDEM_SKIP_WITHOUT_CUDA();
@@ -224,11 +174,32 @@ TEST(BFloat16CudaGpu, ConvolutionForwardAndBackwardMatchTheCpu) {
     gpu().conv2d_forward(on_gpu(x), on_gpu(w), bias.to(cuda), options, gy);
     gpu().conv2d_backward_input(on_gpu(grad_y), on_gpu(w), options, ggrad_x);
     gpu().conv2d_backward_weight(on_gpu(grad_y), on_gpu(x), options, ggrad_w, ggrad_bias);
-    expect_close(gy, y, kBFloat16Tolerance, what + " forward");
-    expect_close(ggrad_x, grad_x, kBFloat16Tolerance, what + " backward input");
-    expect_close(ggrad_w, grad_w, kBFloat16Tolerance, what + " backward weight");
+    expect_close(gy, y, kCudnnBFloat16Tolerance, what + " forward");
+    expect_close(ggrad_x, grad_x, kCudnnBFloat16Tolerance, what + " backward input");
+    expect_close(ggrad_w, grad_w, kCudnnBFloat16Tolerance, what + " backward weight");
     expect_close(ggrad_bias, grad_bias, 1e-4, what + " bias gradient");  // float32 sums
   }
+}
+
+// Review 2026-11-27 G7: the algorithm search probes bfloat16 algorithms cuDNN does not support,
+// and those probes fail on purpose; it must leave none of their detail behind for a later,
+// unrelated CUDNN_CHECK to quote (cuDNN keeps the last one per thread).
+TEST(BFloat16CudaGpu, AConvolutionSearchLeavesNoCudnnErrorDetailBehind) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+#if TANDEM_WITH_CUDA
+  // A shape no other test uses, so that all three searches run here, on this thread.
+  const Conv2dOptions options{.stride = 1, .padding = 1};
+  const Tensor x = draw({3, 5, 11, 13}, 25), w = draw({7, 5, 3, 3}, 26, -0.3f, 0.3f);
+  const Tensor grad_y = draw({3, 7, 11, 13}, 27);
+  Tensor gy = gpu_empty({3, 7, 11, 13}), ggrad_x = gpu_empty(x.shape());
+  Tensor ggrad_w = gpu_empty(w.shape()), no_bias;
+  gpu().conv2d_forward(on_gpu(x), on_gpu(w), Tensor(), options, gy);
+  gpu().conv2d_backward_input(on_gpu(grad_y), on_gpu(w), options, ggrad_x);
+  gpu().conv2d_backward_weight(on_gpu(grad_y), on_gpu(x), options, ggrad_w, no_bias);
+  char detail[512] = {0};
+  cudnnGetLastErrorString(detail, sizeof(detail));
+  EXPECT_STREQ(detail, "") << "a later cuDNN error would quote this";
+#endif
 }
 
 // cublasGemmEx: a and b bfloat16, c float32, every transpose, with alpha and beta.

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "engine/autograd/node.h"
 #include "engine/tandem.h"
@@ -77,6 +78,46 @@ TEST(Elementwise, InPlaceScalarAddCountsInInt64) {
   EXPECT_THROW(add_(counter, 0.5), Error);  // int64 takes whole numbers
   Tensor bytes = zeros({1}, {.dtype = DType::UInt8});
   EXPECT_THROW(add_(bytes, 1.0), Error);
+}
+
+// Note [NaN through ReLU and max pooling]: the values PyTorch 1.13 gives on the CPU, in float32
+// and bfloat16 (whose NaN and -0 are exact).
+TEST(Elementwise, ReluAndAddReluPassNaNThroughLikePyTorch) {
+  const float nan = std::nanf("");
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    // torch.relu([-0., nan, -1, 2]) = [-0., nan, 0, 2]; backward of ones: [0, 1, 0, 1].
+    const Tensor x =
+        from_vector<float>({-0.0f, nan, -1.0f, 2.0f}, {4}).to(dtype).set_requires_grad(true);
+    const Tensor y = relu(x);
+    const std::vector<float> out = y.to(DType::Float32).to_vector<float>();
+    EXPECT_TRUE(std::signbit(out[0]) && out[0] == 0.0f) << out[0];
+    EXPECT_TRUE(std::isnan(out[1]));
+    EXPECT_EQ(out[2], 0.0f);
+    EXPECT_EQ(out[3], 2.0f);
+    y.backward(ones({4}, {.dtype = dtype}));
+    EXPECT_EQ(x.grad().to(DType::Float32).to_vector<float>(), (std::vector<float>{0, 1, 0, 1}));
+    // A NaN gradient stops where the output is not positive: torch gives [0, nan].
+    const Tensor z = from_vector<float>({-1.0f, 1.0f}, {2}).to(dtype).set_requires_grad(true);
+    relu(z).backward(full({2}, nan, {.dtype = dtype}));
+    const std::vector<float> through = z.grad().to(DType::Float32).to_vector<float>();
+    EXPECT_EQ(through[0], 0.0f);
+    EXPECT_TRUE(std::isnan(through[1]));
+    // torch.relu(a + b) = [nan, nan, inf, 0]; backward of ones: [1, 1, 1, 0] to both.
+    const float inf = std::numeric_limits<float>::infinity();
+    const Tensor a =
+        from_vector<float>({nan, -1.0f, 1.0f, 1.0f}, {4}).to(dtype).set_requires_grad(true);
+    const Tensor b =
+        from_vector<float>({1.0f, nan, inf, -3.0f}, {4}).to(dtype).set_requires_grad(true);
+    const Tensor joined = add_relu(a, b);
+    const std::vector<float> sums = joined.to(DType::Float32).to_vector<float>();
+    EXPECT_TRUE(std::isnan(sums[0]) && std::isnan(sums[1])) << sums[0] << " " << sums[1];
+    EXPECT_EQ(sums[2], inf);
+    EXPECT_EQ(sums[3], 0.0f);
+    joined.backward(ones({4}, {.dtype = dtype}));
+    EXPECT_EQ(a.grad().to(DType::Float32).to_vector<float>(), (std::vector<float>{1, 1, 1, 0}));
+    EXPECT_EQ(b.grad().to(DType::Float32).to_vector<float>(), (std::vector<float>{1, 1, 1, 0}));
+  }
 }
 
 TEST(ElementwiseGrad, AddSubWithBroadcast) {

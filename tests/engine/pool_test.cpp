@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <functional>
 #include <numeric>
 #include <ostream>
@@ -41,22 +43,27 @@ void PrintTo(const PoolCase& p, std::ostream* out) {
 
 class MaxPoolAgainstReference : public ::testing::TestWithParam<PoolCase> {};
 
+// Both layouts: the CPU backend pools channels-last tensors as they are.
 TEST_P(MaxPoolAgainstReference, ForwardAndBackward) {
   const PoolCase p = GetParam();
-  const Tensor x = distinct_values({p.n, p.c, p.h, p.w}, 1, true);
-  const Tensor y =
-      max_pool2d(x, {.kernel_size = p.kernel, .stride = p.stride, .padding = p.padding});
-  Generator generator(2);
-  const Tensor grad_y = randn(y.shape(), generator);
-  sum(mul(y, grad_y)).backward();
-  std::vector<float> expected_grad;
-  const auto expected =
-      testing::reference_max_pool2d(p.n, p.c, p.h, p.w, p.kernel, p.stride, p.padding,
-                                    x.to_vector<float>(), grad_y.to_vector<float>(), expected_grad);
-  EXPECT_EQ(y.to_vector<float>(), expected);
-  const auto grad = x.grad().to_vector<float>();
-  ASSERT_EQ(grad.size(), expected_grad.size());
-  for (size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(grad[i], expected_grad[i], 1e-5f) << i;
+  for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    SCOPED_TRACE(memory_format_name(format));
+    const Tensor values = distinct_values({p.n, p.c, p.h, p.w}, 1, false);
+    const Tensor x = values.contiguous(format).set_requires_grad(true);
+    const Tensor y =
+        max_pool2d(x, {.kernel_size = p.kernel, .stride = p.stride, .padding = p.padding});
+    Generator generator(2);
+    const Tensor grad_y = randn(y.shape(), generator);
+    sum(mul(y, grad_y)).backward();
+    std::vector<float> expected_grad;
+    const auto expected = testing::reference_max_pool2d(p.n, p.c, p.h, p.w, p.kernel, p.stride,
+                                                        p.padding, values.to_vector<float>(),
+                                                        grad_y.to_vector<float>(), expected_grad);
+    EXPECT_EQ(y.contiguous().to_vector<float>(), expected);
+    const auto grad = x.grad().contiguous().to_vector<float>();
+    ASSERT_EQ(grad.size(), expected_grad.size());
+    for (size_t i = 0; i < grad.size(); ++i) EXPECT_NEAR(grad[i], expected_grad[i], 1e-5f) << i;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MaxPoolAgainstReference,
@@ -65,6 +72,60 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MaxPoolAgainstReference,
                                            PoolCase{2, 1, 5, 5, 2, 2, 0},  // odd input, floor size
                                            PoolCase{1, 2, 6, 6, 3, 1, 1},  // overlapping windows
                                            PoolCase{3, 4, 8, 8, 3, 2, 1}));  // batch 3, 3x3/2
+
+// Ties in a window: the first maximum in row-major order takes the gradient, in both layouts
+// and dtypes (as PyTorch and the CUDA kernel do).
+TEST(MaxPool, TheFirstMaximumOfAWindowWins) {
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+      // Channel 0: a tie of 5s at (0, 1) and (1, 0); channel 1: all equal.
+      const Tensor x = from_vector<float>({1, 5, 5, 2, 3, 3, 3, 3}, {1, 2, 2, 2})
+                           .to(dtype)
+                           .contiguous(format)
+                           .set_requires_grad(true);
+      const Tensor y = max_pool2d(x, {.kernel_size = 2, .stride = 2});
+      y.backward(ones(y.shape(), {.dtype = dtype}));
+      EXPECT_EQ(y.to(DType::Float32).contiguous().to_vector<float>(), (std::vector<float>{5, 3}));
+      EXPECT_EQ(x.grad().to(DType::Float32).contiguous().to_vector<float>(),
+                (std::vector<float>{0, 1, 0, 0, 1, 0, 0, 0}))
+          << dtype_name(dtype) << " " << memory_format_name(format);
+    }
+  }
+}
+
+// Note [NaN through ReLU and max pooling]: a NaN wins its window and takes the window's
+// gradient; of two, the last one (PyTorch 1.13 gives index 2 for [[1, nan], [nan, 2]]).
+TEST(MaxPool, ANaNWinsItsWindowLikePyTorch) {
+  const float nan = std::nanf("");
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + memory_format_name(format));
+      // Channels: a NaN first, a NaN last, two NaNs, none; 16 channels so that channels-last
+      // runs whole vectors.
+      std::vector<float> values;
+      for (int64_t c = 0; c < 16; ++c) {
+        std::vector<float> window = {1, 2, 3, 4};
+        if (c % 4 == 0) window[0] = nan;
+        if (c % 4 == 1) window[3] = nan;
+        if (c % 4 == 2) window[1] = window[2] = nan;
+        values.insert(values.end(), window.begin(), window.end());
+      }
+      const Tensor x =
+          from_vector(values, {1, 16, 2, 2}).to(dtype).contiguous(format).set_requires_grad(true);
+      const Tensor y = max_pool2d(x, {.kernel_size = 2, .stride = 2});
+      y.backward(ones(y.shape(), {.dtype = dtype}));
+      const std::vector<float> out = y.to(DType::Float32).contiguous().to_vector<float>();
+      const std::vector<float> grad = x.grad().to(DType::Float32).contiguous().to_vector<float>();
+      for (int64_t c = 0; c < 16; ++c) {
+        const int winner = std::array<int, 4>{0, 3, 2, 3}[c % 4];
+        EXPECT_EQ(std::isnan(out[c]), c % 4 != 3) << "channel " << c << ": " << out[c];
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(grad[c * 4 + k], k == winner ? 1.0f : 0.0f) << "channel " << c << ", " << k;
+        }
+      }
+    }
+  }
+}
 
 TEST(MaxPoolGrad, FiniteDifferences) {
   const Tensor x = distinct_values({1, 2, 5, 6}, 3, true);

@@ -190,6 +190,29 @@ TEST(Reducer, WithoutOverlapEveryAllReduceStartsAfterBackward) {
   EXPECT_EQ(stats.hidden_fraction, 0.0);
 }
 
+// A timed loop takes each step's record without waiting (Note [Phase timing] in
+// apps/bench_cifar/timed_steps.h) and reads it later: the same timings last_step() gives.
+TEST(Reducer, AStepRecordIsTakenOnceAndReadLater) {
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
+  EXPECT_FALSE(model.reducer().take_step_record().has_value()) << "no step yet";
+  sum(model.forward(input_rows(4, 1))).backward();
+  const std::optional<ReducerStepRecord> record = model.reducer().take_step_record();
+  ASSERT_TRUE(record.has_value());
+  EXPECT_FALSE(model.reducer().take_step_record().has_value()) << "taken once";
+  EXPECT_TRUE(record->collectives_done()) << "Gloo's all-reduces end before backward returns";
+  const ReducerStepStats stats = Reducer::stats_of(*record);
+  ASSERT_EQ(stats.buckets.size(), 6u);
+  EXPECT_GT(stats.payload_bytes, 0u);
+  for (const BucketTiming& bucket : stats.buckets) EXPECT_GE(bucket.ended_ms, bucket.started_ms);
+  // The next step's record goes to whoever reads first; last_step() after a take keeps the
+  // stats it read before (none here).
+  EXPECT_TRUE(model.reducer().last_step().buckets.empty());
+  sum(model.forward(input_rows(4, 1))).backward();
+  EXPECT_EQ(model.reducer().last_step().buckets.size(), 6u);
+  EXPECT_FALSE(model.reducer().take_step_record().has_value());
+}
+
 TEST(Reducer, SecondBackwardWithoutForwardOnlyAccumulatesLocally) {
   // As in PyTorch: only a DDP forward arms the hooks; finalize() disarms them.
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),

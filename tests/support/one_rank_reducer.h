@@ -9,6 +9,8 @@ namespace tandem::testing {
 class OneRankReducer final : public nn::StatisticsReducer {
  public:
   void sum_over_ranks(Tensor&) override { ++calls; }
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
   int calls = 0;
 };
 

@@ -151,7 +151,8 @@ Values reference_max_pool2d(int64_t n, int64_t c, int64_t h, int64_t w, int64_t 
             const int64_t row = i * stride - padding + r, col = j * stride - padding + t;
             if (row < 0 || row >= h || col < 0 || col >= w) continue;
             const int64_t at = (plane * h + row) * w + col;
-            if (x[at] > best) best = x[at], best_at = at;
+            // As PyTorch: the first maximum wins, and any NaN wins over numbers (the last one).
+            if (best_at < 0 || x[at] > best || std::isnan(x[at])) best = x[at], best_at = at;
           }
         const size_t out = (plane * p + i) * q + j;
         y[out] = best;

@@ -1,8 +1,8 @@
 #pragma once
-/// Bodies of the elementwise kernels (elementwise.cu): unary ops, broadcasting binary ops, the
-/// conv bias add and the batch-norm statistic conversions. One template instance per op, so the
-/// op is a compile-time constant inside each kernel, and per element type (Note [Element types]
-/// in types.h). Note [Kernel bodies] in grid.h.
+/// Bodies of the elementwise kernels (elementwise.cu): unary ops, broadcasting binary ops and the
+/// conv bias add. One template instance per op, so the op is a compile-time constant inside each
+/// kernel, and per element type (Note [Element types] in types.h). Note [Kernel bodies] in
+/// grid.h.
 
 #include <cmath>
 #include <cstdint>
@@ -17,7 +17,8 @@ TANDEM_HD inline float apply_unary(float v, float s) {
   if constexpr (kOp == Unary::Neg) {
     return -v;
   } else if constexpr (kOp == Unary::Relu) {
-    return v > 0.0f ? v : 0.0f;
+    // NaN goes through (Note [NaN through ReLU and max pooling] in engine/cpu/elementwise.cpp).
+    return v < 0.0f ? 0.0f : v;
   } else if constexpr (kOp == Unary::Exp) {
     return expf(v);
   } else if constexpr (kOp == Unary::Log) {
@@ -47,10 +48,11 @@ TANDEM_HD inline float apply_binary(T x, T y) {
   } else if constexpr (kOp == Binary::Div) {
     return x / y;
   } else if constexpr (kOp == Binary::ReluBackward) {
-    return y > 0.0f ? x : 0.0f;  // x: grad, y: output
+    return y <= 0.0f ? 0.0f : x;  // x: grad, y: output; a NaN output passes the gradient
   } else {
     static_assert(kOp == Binary::AddRelu);
-    return fmaxf(x + y, 0.0f);
+    const float sum = x + y;
+    return sum < 0.0f ? 0.0f : sum;  // not fmaxf, which returns 0 for NaN
   }
 }
 
@@ -131,27 +133,6 @@ struct AddChannelBiasBody {
   int64_t k, pq;
   int64_t n;
   TANDEM_HD void operator()(int64_t i) const { y[i] = narrow<T>(widen(y[i]) + bias[(i / pq) % k]); }
-};
-
-/// var: (n) = 1 / inv_std² - eps, from inv_std: (n)
-struct InvStdToVarBody {
-  const float* inv_std;
-  float eps;
-  float* var;
-  int64_t n;
-  TANDEM_HD void operator()(int64_t i) const {
-    // max(0, ·): rounding may push a zero variance a hair below 0.
-    var[i] = fmaxf(1.0f / (inv_std[i] * inv_std[i]) - eps, 0.0f);
-  }
-};
-
-/// inv_std: (n) = 1 / sqrt(var + eps), from var: (n)
-struct VarToInvStdBody {
-  const float* var;
-  float eps;
-  float* inv_std;
-  int64_t n;
-  TANDEM_HD void operator()(int64_t i) const { inv_std[i] = 1.0f / sqrtf(var[i] + eps); }
 };
 
 }  // namespace tandem::cuda::kernels

@@ -22,6 +22,10 @@ template <typename T>
 TANDEM_HD inline T max_of(T a, T b) {
   return a < b ? b : a;
 }
+// isnan for device code and the host compiler alike: only a NaN differs from itself.
+TANDEM_HD inline bool is_nan(float v) {
+  return v != v;
+}
 
 /// Blocks for n elements at one element per thread, capped: kernels loop (grid-stride) over the
 /// rest, so a huge tensor never needs more than 2^20 blocks.

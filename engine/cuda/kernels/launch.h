@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/cuda/kernels/norm_plan.h"
 #include "engine/cuda/kernels/sum_plan.h"
 #include "engine/cuda/kernels/types.h"
 
@@ -60,10 +61,6 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, int64_t n
 void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdParams& params,
                     cudaStream_t stream);
 
-/// var: (C) = 1 / inv_std² - eps, the inverse of inv_std: (C) = 1 / sqrt(var + eps).
-void inv_std_to_var(const float* inv_std, float eps, float* var, int64_t c, cudaStream_t stream);
-void var_to_inv_std(const float* var, float eps, float* inv_std, int64_t c, cudaStream_t stream);
-
 // --- reduce.cu
 
 /// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes()
@@ -92,24 +89,33 @@ void cross_entropy_backward(const float* grad_loss, const float* log_probs, cons
                             int64_t rows, int64_t cols, float* grad_logits, cudaStream_t stream);
 
 // --- batch_norm.cu: x, y and their gradients of `type` (float32 or bfloat16); gamma, beta,
-// statistics and their gradients float32. Shape (N, C, HW).
+// statistics and their gradients float32. Shape (N, C, HW). The training kernels take the plan
+// of plan_norm (kernels/norm_plan.h), its pack from norm_pack over the call's activations, and
+// `workspace`: norm_workspace_floats(plan, C) floats of device scratch.
 
-/// y = gamma * (x - mean) / sqrt(var + eps) + beta with the batch's statistics, then max(y, 0)
-/// when `relu`; save_mean, save_var: (C) the batch mean and biased variance.
+/// y = gamma * (x - mean) * inv_std + beta with the batch's statistics, then max(y, 0) when
+/// `relu`; save_mean, save_inv_std: (C) the batch mean and 1 / sqrt(var + eps), var biased;
+/// `running`'s statistics, when given, move towards the batch's (Note [Running statistics] in
+/// engine/running_statistics.h). Three kernels (Note [Batch-norm kernels] in
+/// kernels/batch_norm.h).
 void batch_norm_forward_training(ElementType type, const void* x, const NormShape& s,
-                                 const float* gamma, const float* beta, float eps, bool relu,
-                                 void* y, float* save_mean, float* save_var, cudaStream_t stream);
-/// y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta.
-void batch_norm_forward_inference(ElementType type, const void* x, const NormShape& s,
+                                 const NormPlan& plan, const float* gamma, const float* beta,
+                                 float eps, bool relu, const RunningStatisticsPointers& running,
+                                 void* y, float* save_mean, float* save_inv_std, float* workspace,
+                                 cudaStream_t stream);
+/// y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta; `pack` from norm_pack;
+/// inv_std: (C) device scratch. Two kernels: the factor per channel, then the full grid.
+void batch_norm_forward_inference(ElementType type, const void* x, const NormShape& s, int pack,
                                   const float* gamma, const float* beta, const float* running_mean,
-                                  const float* running_var, float eps, void* y,
+                                  const float* running_var, float eps, float* inv_std, void* y,
                                   cudaStream_t stream);
-/// The gradients of batch_norm_forward_training; y is the fused ReLU's output (grad_y counts
-/// only where y > 0), or null for batch norm alone.
+/// The gradients of batch_norm_forward_training from its saved statistics; y is the fused
+/// ReLU's output (grad_y counts only where y > 0), or null for batch norm alone. Three kernels.
 void batch_norm_backward(ElementType type, const void* grad_y, const void* y, const void* x,
-                         const NormShape& s, const float* gamma, const float* save_mean,
-                         const float* save_var, float eps, void* grad_x, float* grad_gamma,
-                         float* grad_beta, cudaStream_t stream);
+                         const NormShape& s, const NormPlan& plan, const float* gamma,
+                         const float* save_mean, const float* save_inv_std, void* grad_x,
+                         float* grad_gamma, float* grad_beta, float* workspace,
+                         cudaStream_t stream);
 
 // --- pool.cu: x, y and their gradients of `type`, float32 or bfloat16
 

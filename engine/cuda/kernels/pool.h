@@ -35,7 +35,10 @@ struct MaxPool2dForwardBody {
     for (int64_t h = max_of<int64_t>(h0, 0); h < min_of(h0 + s.kernel, s.h); ++h) {
       for (int64_t w = max_of<int64_t>(w0, 0); w < min_of(w0 + s.kernel, s.w); ++w) {
         const float v = widen(in[h * s.w + w]);
-        if (best_index < 0 || v > best) {  // strict: the first maximum in row-major order wins
+        // Strict: the first maximum in row-major order wins. A NaN always wins (the last one
+        // of the window), as in PyTorch (Note [NaN through ReLU and max pooling] in
+        // engine/cpu/elementwise.cpp).
+        if (best_index < 0 || v > best || is_nan(v)) {
           best = v;
           best_index = h * s.w + w;
         }

@@ -27,6 +27,20 @@ struct SumPlan {
   int64_t chunk = 0;        ///< terms per split (the last split may have fewer, never none)
 };
 
+/// Blocks per output for `outputs` reductions of `terms` terms each (> 0): enough blocks for four
+/// per multiprocessor, but none with fewer than `min_terms` terms (nor more than kMaxSplits per
+/// output). Batch norm's statistics split the same way (norm_plan.h).
+inline SumPlan split_reduction(int64_t outputs, int64_t terms, int sm_count, int64_t min_terms) {
+  SumPlan plan;
+  const int64_t target_blocks = 4LL * std::max(sm_count, 1);
+  const int64_t wanted = (target_blocks + outputs - 1) / outputs;
+  const int64_t affordable = (terms + min_terms - 1) / min_terms;
+  const int64_t splits = std::clamp<int64_t>(std::min(wanted, affordable), 1, kMaxSplits);
+  plan.chunk = (terms + splits - 1) / splits;
+  plan.splits = (terms + plan.chunk - 1) / plan.chunk;
+  return plan;
+}
+
 inline SumPlan plan_sum(const ReduceLayout& layout, int sm_count) {
   SumPlan plan;
   const int64_t threads_to_fill = 4LL * sm_count * kThreads;
@@ -35,13 +49,7 @@ inline SumPlan plan_sum(const ReduceLayout& layout, int sm_count) {
     plan.per_thread = true;
     return plan;
   }
-  const int64_t target_blocks = 4LL * sm_count;
-  const int64_t wanted = (target_blocks + layout.outputs - 1) / layout.outputs;
-  const int64_t affordable = (layout.reduce_count + kMinTermsPerBlock - 1) / kMinTermsPerBlock;
-  const int64_t splits = std::clamp<int64_t>(std::min(wanted, affordable), 1, kMaxSplits);
-  plan.chunk = (layout.reduce_count + splits - 1) / splits;
-  plan.splits = (layout.reduce_count + plan.chunk - 1) / plan.chunk;
-  return plan;
+  return split_reduction(layout.outputs, layout.reduce_count, sm_count, kMinTermsPerBlock);
 }
 
 /// Bytes of device scratch that sum() needs for `layout` on a device with `sm_count`

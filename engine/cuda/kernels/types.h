@@ -99,4 +99,12 @@ struct NormShape {
   int64_t n, c, hw;
 };
 
+/// The running statistics a training batch norm updates in place (Note [Running statistics] in
+/// engine/running_statistics.h): mean and var (C) float32, both null when there are none.
+struct RunningStatisticsPointers {
+  float* mean = nullptr;
+  float* var = nullptr;
+  float momentum = 0.0f;
+};
+
 }  // namespace tandem::cuda::kernels

@@ -1,10 +1,11 @@
-// The bodies of elementwise.cu (unary, binary contiguous and broadcast, the conv bias add, the
-// batch-norm statistic conversions) on a CPU grid, against the CPU backend.
+// The bodies of elementwise.cu (unary, binary contiguous and broadcast, the conv bias add) on a
+// CPU grid, against the CPU backend.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +119,36 @@ void check_every_binary_op(const BroadcastCase& c, uint64_t seed) {
                                         ib.to(DType::Float32), c, what + " equal float");
 }
 
+// Note [NaN through ReLU and max pooling]: NaN, infinities and signed zeros, bit for bit as the
+// CPU backend, which follows PyTorch.
+TEST(UnaryBodies, ReluPassesNaNAndKeepsSignedZerosLikeTheCpuBackend) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> values = {nan, -nan, -0.0f, 0.0f, -inf, inf, -1.5f, 2.5f};
+  const Tensor in = from_vector(values, {static_cast<int64_t>(values.size())});
+  Tensor expected = empty_like(in), actual = empty_like(in);
+  cpu().unary(UnaryOp::Relu, in, 0.0f, expected);
+  run_grid_stride(
+      k::UnaryBody<k::Unary::Relu>{in.data<float>(), 0.0f, actual.data<float>(), in.numel()});
+  expect_all_equal(actual.to_vector<float>(), expected.to_vector<float>(), "relu");
+  EXPECT_TRUE(std::isnan(actual.to_vector<float>()[0]));
+}
+
+TEST(BinaryBodies, AddReluAndReluBackwardPassNaNLikeTheCpuBackend) {
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  // Every pair of these: NaN on either side, inf - inf, zeros of both signs.
+  const std::vector<float> values = {nan, -0.0f, 0.0f, -inf, inf, -1.5f, 2.5f};
+  std::vector<float> a, b;
+  for (const float x : values) {
+    for (const float y : values) a.push_back(x), b.push_back(y);
+  }
+  const auto n = static_cast<int64_t>(a.size());
+  const BroadcastCase c{{n}, {n}, {n}};
+  check_binary<k::Binary::AddRelu, float>(BinaryOp::AddRelu, from_vector(a, {n}),
+                                          from_vector(b, {n}), c, "add_relu with NaN");
+  check_binary<k::Binary::ReluBackward, float>(BinaryOp::ReluBackward, from_vector(a, {n}),
+                                               from_vector(b, {n}), c, "relu' with NaN");
+}
+
 TEST(BinaryBodies, ContiguousMatchTheCpuBackendForEveryOp) {
   for (const int64_t n : {1, 257, 3000}) check_every_binary_op({{n}, {n}, {n}}, n);
 }
@@ -157,25 +188,6 @@ TEST(UnaryBodies, Int64ScalarAddMatchesTheCpuBackend) {
       run_grid_stride(k::AddScalarInt64Body{actual.data<int64_t>(), 3, actual.data<int64_t>(), n},
                       grid);
       EXPECT_EQ(actual.to_vector<int64_t>(), expected.to_vector<int64_t>());
-    }
-  }
-}
-
-TEST(BatchNormStatBodies, InvStdAndVarConvertBothWays) {
-  const float eps = 1e-5f;
-  std::vector<float> var = random_tensor({500}, 1, 0.0f, 10.0f).to_vector<float>();
-  var[0] = 0.0f;  // a zero variance must come back as 0, not a hair below
-  var[1] = 1e-9f;
-  const auto c = static_cast<int64_t>(var.size());
-  for (const CpuGrid& grid : grids_for(c)) {
-    std::vector<float> inv_std(var.size()), back(var.size());
-    run_grid_stride(k::VarToInvStdBody{var.data(), eps, inv_std.data(), c}, grid);
-    run_grid_stride(k::InvStdToVarBody{inv_std.data(), eps, back.data(), c}, grid);
-    for (size_t i = 0; i < var.size(); ++i) {
-      const double exact = 1.0 / std::sqrt(static_cast<double>(var[i]) + eps);
-      ASSERT_NEAR(inv_std[i], exact, 1e-6 * exact) << i;
-      ASSERT_GE(back[i], 0.0f) << i;
-      ASSERT_NEAR(back[i], var[i], 1e-5 * std::max(1.0f, var[i])) << i;
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -90,6 +91,12 @@ TEST(MaxPoolBodies, MatchTheReferenceWithTiesAndPaddingOnRandomShapes) {
   }
 }
 
+// The CPU backend's max-pool workspace: the same int32 argmax per output as the CUDA kernel's.
+std::vector<int32_t> cpu_argmax(const Tensor& workspace) {
+  const auto* at = static_cast<const int32_t*>(workspace.data_ptr());
+  return {at, at + workspace.numel() / static_cast<int64_t>(sizeof(int32_t))};
+}
+
 TEST(MaxPoolBodies, MatchTheCpuBackendOnRandomShapes) {
   std::mt19937_64 random(29);
   for (int round = 0; round < 100; ++round) {
@@ -103,7 +110,33 @@ TEST(MaxPoolBodies, MatchTheCpuBackendOnRandomShapes) {
     const MaxPoolRun run =
         run_max_pool(s, x.to_vector<float>(), grad_y.to_vector<float>(), round % 2 == 0);
     expect_all_equal(run.y, y.to_vector<float>(), describe(s));
-    expect_all_near(run.grad_x, grad_x.to_vector<float>(), 1e-6, describe(s));
+    expect_all_equal(run.argmax, cpu_argmax(workspace), describe(s));
+    expect_all_equal(run.grad_x, grad_x.to_vector<float>(), describe(s));  // same order of adds
+  }
+}
+
+// Note [NaN through ReLU and max pooling]: with NaNs among ties and padding, the body and the CPU
+// backend pick the same window element (a NaN over any number, the last of several NaNs), bit
+// for bit, as PyTorch does.
+TEST(MaxPoolBodies, ANaNWinsItsWindowAsOnTheCpuBackend) {
+  std::mt19937_64 random(31);
+  for (int round = 0; round < 100; ++round) {
+    const k::PoolShape s = random_max_pool(random);
+    std::vector<float> values(static_cast<size_t>(s.n * s.c * s.h * s.w));
+    for (float& v : values) {
+      const int64_t pick = random_int(random, 0, 4);
+      v = pick == 0 ? std::nanf("") : static_cast<float>(pick - 3);  // NaN, -2, -1, 0, 1
+    }
+    const Tensor x = from_vector(values, {s.n, s.c, s.h, s.w});
+    const Tensor grad_y = random_tensor({s.n, s.c, s.p, s.q}, round + 2000);
+    const Pool2dOptions options{.kernel_size = s.kernel, .stride = s.stride, .padding = s.padding};
+    Tensor y = empty({s.n, s.c, s.p, s.q}), workspace, grad_x = empty({s.n, s.c, s.h, s.w});
+    cpu().max_pool2d_forward(x, options, y, workspace);
+    cpu().max_pool2d_backward(grad_y, x, y, workspace, options, grad_x);
+    const MaxPoolRun run = run_max_pool(s, values, grad_y.to_vector<float>(), round % 2 == 0);
+    expect_all_equal(run.y, y.to_vector<float>(), describe(s));
+    expect_all_equal(run.argmax, cpu_argmax(workspace), describe(s));
+    expect_all_equal(run.grad_x, grad_x.to_vector<float>(), describe(s));
   }
 }
 

@@ -320,13 +320,14 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 // --- events
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int /*flags*/) {
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   FAKE_ENTER("");
   touch_context(s);
   const uintptr_t handle = s.next_event_handle;
   s.next_event_handle += 0x10;
   EventState created;
   created.device = thread_state(s).device;
+  created.timing = (flags & cudaEventDisableTiming) == 0;
   created.name = numbered('E', (handle - 0x9000) / 0x10);
   s.trace.back().detail = created.name + " of cuda:" + std::to_string(created.device);
   s.events.emplace(handle, std::move(created));
@@ -375,8 +376,21 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
                                                                : finish(s, cudaErrorNotReady);
 }
 
-cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t /*start*/, cudaEvent_t /*end*/) {
-  FAKE_ENTER("");
+// As the runtime: both events with timing, of one device, recorded, and passed (else
+// cudaErrorNotReady). The time itself is always 1 ms.
+cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
+  FAKE_ENTER(handle_name(start) + " " + handle_name(end));
+  const EventState* from = find_event(s, start);
+  const EventState* to = find_event(s, end);
+  if (from == nullptr || to == nullptr) return finish(s, cudaErrorInvalidResourceHandle);
+  if (!from->timing || !to->timing || from->device != to->device || !from->recorded.stream ||
+      !to->recorded.stream) {
+    s.violations.push_back("cudaEventElapsedTime: " + from->name + " and " + to->name +
+                           " need timing, one device and a record each");
+    return finish(s, cudaErrorInvalidResourceHandle);
+  }
+  using tandem::fake_cuda::detail::reached;
+  if (!reached(from->recorded) || !reached(to->recorded)) return finish(s, cudaErrorNotReady);
   *milliseconds = 1.0f;
   return cudaSuccess;
 }
@@ -433,6 +447,29 @@ cudaError_t cudaFreeHost(void* ptr) {
     return finish(s, cudaErrorInvalidValue);
   }
   std::free(ptr);
+  return cudaSuccess;
+}
+
+// --- copies: queued (cudaMemcpy waits for the device's work first, as a copy on the legacy
+// default stream does), but they move no bytes: device memory is fake, so the host must never
+// read what a copy would bring.
+
+cudaError_t cudaMemcpyAsync(void* /*dst*/, const void* /*src*/, size_t count,
+                            cudaMemcpyKind /*kind*/, cudaStream_t stream) {
+  FAKE_ENTER("");
+  return tandem::fake_cuda::detail::queue_kernel(s, stream, std::to_string(count) + " bytes");
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* /*dst*/, int /*dst_device*/, const void* /*src*/,
+                                int /*src_device*/, size_t count, cudaStream_t stream) {
+  FAKE_ENTER("");
+  return tandem::fake_cuda::detail::queue_kernel(s, stream, std::to_string(count) + " bytes");
+}
+
+cudaError_t cudaMemcpy(void* /*dst*/, const void* /*src*/, size_t count, cudaMemcpyKind /*kind*/) {
+  FAKE_ENTER(std::to_string(count) + " bytes");
+  touch_context(s);
+  run_device(s, thread_state(s).device);
   return cudaSuccess;
 }
 

@@ -81,6 +81,23 @@ bool reached(const Mark& mark) {
   return !mark.stream || mark.stream->completed >= mark.count;
 }
 
+cudaError_t queue_kernel(State& s, cudaStream_t stream, const std::string& what) {
+  const auto target = find_stream(s, stream);
+  if (!target) {
+    s.violations.push_back(what + " queued on an unknown stream");
+    return finish(s, cudaErrorInvalidResourceHandle);
+  }
+  const int device = thread_state(s).device;
+  if (target->device != device) {
+    s.violations.push_back(what + " queued on " + describe(*target) +
+                           " while cuda:" + std::to_string(device) + " is current");
+  }
+  s.trace.back().detail = what + " on " + describe(*target);
+  touch_context(s);
+  target->items.push_back({});
+  return cudaSuccess;
+}
+
 }  // namespace detail
 
 using detail::state;
@@ -194,15 +211,11 @@ void launch(cudaStream_t stream) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const cudaError_t scripted = detail::enter(s, "launch", "");
-  const auto target = detail::find_stream(s, stream);
-  if (scripted != cudaSuccess || !target) {
-    if (!target) s.violations.push_back("kernel launched on an unknown stream");
-    detail::finish(s, scripted != cudaSuccess ? scripted : cudaErrorInvalidResourceHandle);
+  if (scripted != cudaSuccess) {
+    detail::finish(s, scripted);
     return;
   }
-  s.trace.back().detail = detail::describe(*target);
-  detail::touch_context(s);
-  target->items.push_back({});
+  detail::queue_kernel(s, stream, "kernel");
 }
 
 }  // namespace tandem::fake_cuda

@@ -1,11 +1,14 @@
 #pragma once
 /// A fake CUDA runtime for unit tests of the CUDA host code (device guards, streams, events,
-/// the caching and pinned allocators) on machines without a GPU.
+/// the caching and pinned allocators, and the CUDA backend's launches) on machines without a GPU.
 ///
 /// Note [Fake CUDA runtime]: fake_cuda_api.cpp defines the few libcudart functions that
 /// engine/cuda/{device,stream,caching_allocator,pinned_allocator,cuda_check}.cpp call, compiled
 /// against the real CUDA headers and linked instead of libcudart, so the engine's own sources
-/// run unmodified. It models what those files rely on:
+/// run unmodified. fake_cuda_launch.cpp adds the entry points of nvcc's launch code, and
+/// fake_cudnn.cpp a cuDNN, so that the whole CUDA backend runs on it too
+/// (tests/engine/cuda_backend_host): every kernel launch and cuDNN call is traced with its
+/// arguments, and none computes anything. It models what those files rely on:
 /// - a per-thread current device (0 on a new thread) and last error (cudaGetLastError clears it;
 ///   every failing call sets it);
 /// - primary contexts: created by cudaSetDevice and by any call that needs one on the current
@@ -16,9 +19,12 @@
 ///   their stream has run up to the point where they were recorded; a destroyed stream's handle
 ///   is handed to the next new stream, as a driver may do;
 /// - a cudaMalloc budget per device (cudaErrorMemoryAllocation beyond it);
+/// - device memory as addresses only: nothing may read or write it on the host, and copies
+///   (queued like kernels) move no bytes;
 /// - a trace of every call with the calling thread's device, errors scripted per function, and
 ///   violations of the API's rules (an event recorded on another device's stream, cudaFree
-///   while work is still queued on the device, an unknown handle).
+///   while work is still queued on the device, an unknown handle, work queued on a stream of a
+///   device that is not current).
 /// Every function is thread-safe (one mutex), so the tests also run under ThreadSanitizer.
 
 #include <cuda_runtime_api.h>

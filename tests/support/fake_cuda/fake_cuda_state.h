@@ -44,6 +44,7 @@ struct EventState {
   int device = 0;
   std::string name;    ///< "E5"
   Mark recorded = {};  ///< no stream: never recorded (complete)
+  bool timing = true;  ///< created without cudaEventDisableTiming
 };
 
 struct DeviceMemory {
@@ -99,5 +100,8 @@ void run_until(StreamState& stream, int64_t count);
 /// Runs every stream, created and default, to the end of its queue (the caller holds s.mutex).
 void run_every_stream(State& s);
 bool reached(const Mark& mark);
+/// Queues one kernel's work on `stream` for the call just entered, whose detail becomes "`what`
+/// on S2 of cuda:0"; an unknown stream, or one of a device that is not current, is a violation.
+cudaError_t queue_kernel(State& s, cudaStream_t stream, const std::string& what);
 
 }  // namespace tandem::fake_cuda::detail
