@@ -106,13 +106,14 @@ TANDEM_LOOP_BODY void affine_rows_body(const T* x, const float* scale, const flo
 }
 
 // The gradient reaching batch norm's output: grad_y, or zero where the fused ReLU's output y
-// (null: no ReLU) is not positive.
+// (null: no ReLU) is zero or less; a NaN output passes it, as ReLU's own backward does (Note [NaN
+// through ReLU and max pooling] in elementwise.cpp).
 // grad_y is loaded whatever y says: a load only where y > 0 vectorises as a masked load, which
 // AVX2 and AVX-512F have for 32-bit elements but not for bfloat16's 16 (that loop ran scalar).
 template <typename T>
 inline float through_relu(const T* grad_y, const T* y, int64_t i) {
   const float g = widen(grad_y[i]);
-  return y == nullptr || widen(y[i]) > 0.0f ? g : 0.0f;
+  return y != nullptr && widen(y[i]) <= 0.0f ? 0.0f : g;  // a NaN output passes g
 }
 
 // grad_x[r, c] = g[r, c] * a[c] + x[r, c] * b[c] + d[c], g = grad_y through the ReLU

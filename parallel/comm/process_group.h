@@ -1,34 +1,55 @@
 #pragma once
-/// ProcessGroup: the collectives that DistributedDataParallel's Reducer needs (all-reduce,
-/// broadcast, all-gather, barrier) over the ranks of a job, each returning an asynchronous Work.
-///
-/// Note [Collective order]: a group runs its collectives one at a time, in the order they were
-/// submitted. Every rank must submit the same collectives in the same order (as with MPI, NCCL
-/// and PyTorch); a rank that issues a different one, or none, makes the others time out.
-///
-/// Tensors are reduced in place and must stay alive and untouched until the Work completes; the
-/// Work keeps a reference to them, so dropping the caller's handle early is safe.
+/// ProcessGroup: the collectives and point-to-point operations of torch.distributed over the
+/// ranks of a job, each returning an asynchronous Work (work.h).
 ///
 ///   auto group = init_process_group("gloo", from_environment());
 ///   auto work = group->allreduce({bucket}, ReduceOp::Avg);   // returns at once
 ///   ...                                                      // backward goes on
 ///   work->wait();                                            // bucket holds the average
 ///
-/// Note [Work wait and synchronize]: wait() means "the result is ready for what the calling
-/// thread does next", synchronize() means "the collective has finished, and the host knows".
-/// For a backend that runs collectives on the host (Gloo) both block until the Work is done.
-/// For NCCL, whose collectives run on a CUDA stream, wait() only makes the calling thread's
-/// current stream of the device wait for the collective's end event (the host goes on, and
-/// kernels queued next run after it: PyTorch's WorkNCCL::wait), while synchronize() blocks the
-/// host until the collective has run (or failed, or timed out). Use synchronize() before the
-/// host itself needs the collective done: before timing it, or where a failure must surface
-/// now. Reading a CUDA result back (to_vector, item) after wait() is already safe: that copy
-/// runs on the current stream, behind the wait. A barrier's wait() always blocks the host.
+/// | torch.distributed                  | ProcessGroup                                        |
+/// | ---------------------------------- | --------------------------------------------------- |
+/// | all_reduce(t, op)                  | allreduce({t}, op)                                  |
+/// | broadcast(t, src)                  | broadcast({t}, root)                                |
+/// | reduce(t, dst, op)                 | reduce({t}, root, op)                               |
+/// | all_gather(list, t)                | allgather(outputs, input)                           |
+/// | all_gather_into_tensor(out, t)     | allgather_into_tensor(output, input)                |
+/// | gather(t, list, dst)               | gather(outputs, input, root)                        |
+/// | scatter(t, list, src)              | scatter(output, inputs, root)                       |
+/// | reduce_scatter(t, list, op)        | reduce_scatter(output, inputs, op)                  |
+/// | reduce_scatter_tensor(out, t, op)  | reduce_scatter_tensor(output, input, op)            |
+/// | all_to_all(outs, ins)              | alltoall(outputs, inputs)                           |
+/// | all_to_all_single(out, in, os, is) | alltoall_single(output, input, os, is)              |
+/// | barrier()                          | barrier()                                           |
+/// | isend / irecv / send / recv        | isend / irecv / send / recv (with tags)             |
+/// | new_group(ranks)                   | new_group(world, ranks) or world.new_group(ranks)   |
+///
+/// Note [Collective order]: a group runs its collectives one at a time, in the order they were
+/// submitted. Every rank of the group must submit the same collectives in the same order (as
+/// with MPI, NCCL and PyTorch); a rank that issues a different one, or none, makes the others
+/// time out, unless the group's consistency check catches it first (Note [Collective
+/// consistency]). Point-to-point operations are not collectives: on Gloo they start at once,
+/// beside the queued collectives, and match the peer's by (peer, tag) in the order each side
+/// posted them; on NCCL they join the collectives' queue (Note [NCCL point-to-point]).
+///
+/// Tensors are reduced and written in place and must stay alive and untouched until the Work
+/// completes; the Work keeps a reference to them, so dropping the caller's handle early is safe.
+/// Every argument is checked on the caller's thread: a wrong tensor throws from the call itself,
+/// never from wait(), and queues nothing. Dtypes: float32, bfloat16, float16 and int64 (not
+/// uint8); reductions as in reduce_op_supports(). A 16-bit reduction widens both operands to
+/// float, combines them and rounds back, once per step (NCCL's native bfloat16/float16 do the
+/// same); Avg is, on Gloo, the sum scaled by 1/size in float and rounded once more, on NCCL its
+/// own ncclAvg.
+///
+/// Note [Flat collectives]: a backend implements each collective once, on flat buffers (the
+/// protected run_* hooks); the list forms (allgather, gather, scatter, reduce_scatter, alltoall)
+/// are written once, here, on top of them: inputs are concatenated into one buffer on the
+/// caller's thread, and outputs are copied out of one by a then() continuation, on the thread
+/// that waits. So the list forms cost one copy more than the flat ones (which PyTorch's Gloo
+/// costs too) and their outputs hold the result only after wait(), which is the rule anyway.
 
 #include <chrono>
-#include <condition_variable>
-#include <exception>
-#include <functional>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,91 +57,26 @@
 
 #include "engine/tensor.h"
 #include "parallel/comm/launch_env.h"
+#include "parallel/comm/work.h"
 
 namespace tandem::parallel {
 
 enum class ReduceOp {
   Sum,
-  Avg,  ///< sum / size; float tensors only
+  Avg,      ///< sum / size; float tensors only
+  Product,  ///< products of 16-bit floats round once per multiplication
+  Min,
+  Max,
 };
 
+/// "sum", "avg", "product", "min", "max".
 const char* reduce_op_name(ReduceOp op);
+/// Whether `op` reduces tensors of `dtype`: every op float32, bfloat16 and float16; every op
+/// but Avg int64 (whose sums and products wrap around on overflow); none uint8.
+bool reduce_op_supports(ReduceOp op, DType dtype);
 
-/// One asynchronous collective. A backend creates it when the collective is submitted and
-/// finishes it when the collective has run.
-class Work {
- public:
-  using Clock = std::chrono::steady_clock;
-
-  /// `description` names the collective in messages, e.g. "[gloo] allreduce #3 on rank 1 of 2";
-  /// `default_timeout` bounds wait() without an argument.
-  Work(std::string description, std::chrono::milliseconds default_timeout);
-  virtual ~Work();
-  Work(const Work&) = delete;
-  Work& operator=(const Work&) = delete;
-
-  /// Makes the result ready for the calling thread (Note [Work wait and synchronize]) and
-  /// rethrows the collective's error. On a host backend (Gloo) this blocks until the collective
-  /// is done and throws a tandem::Error naming the collective when `timeout` passes first (the
-  /// collective itself goes on in the background until its own timeout, the group's
-  /// options.timeout). On NCCL it orders the current stream after the collective and returns;
-  /// errors found later surface from synchronize() and from the group's next collective.
-  virtual void wait(std::chrono::milliseconds timeout);
-  void wait() { wait(default_timeout_); }
-  /// Blocks the host until the collective is done (and, like wait(), orders the calling thread's
-  /// later work after it); rethrows its error; throws naming the collective when `timeout`
-  /// passes first.
-  virtual void synchronize(std::chrono::milliseconds timeout);
-  void synchronize() { synchronize(default_timeout_); }
-  /// Done, successfully or not; never blocks.
-  virtual bool completed() const;
-  /// Done with an error (wait() would throw it).
-  virtual bool failed() const;
-
-  /// When the collective started running and when it ended; a default-constructed time_point
-  /// until then. For DDP's overlap instrumentation. Gloo: when its thread ran it. NCCL: when
-  /// the group's watchdog saw the device reach and pass it (host times, late by up to the
-  /// watchdog's poll interval, about 1 ms).
-  virtual Clock::time_point started_at() const;
-  virtual Clock::time_point ended_at() const;
-
-  const std::string& description() const { return description_; }
-  std::chrono::milliseconds default_timeout() const { return default_timeout_; }
-
-  // --- for backends
-  void mark_started();
-  /// Completes the Work; `error` (may be null) is what wait() rethrows. Only the first call
-  /// counts.
-  void mark_completed(std::exception_ptr error = nullptr);
-
- protected:
-  /// The end of synchronize() once its wait of `timeout` is over, without waiting: throws that
-  /// the Work did not complete within `timeout`, or rethrows its error.
-  void finish_synchronize(std::chrono::milliseconds timeout) const;
-
- private:
-  const std::string description_;
-  const std::chrono::milliseconds default_timeout_;
-  mutable std::mutex mutex_;  // guards everything below
-  std::condition_variable done_;
-  bool completed_ = false;
-  std::exception_ptr error_;
-  Clock::time_point started_at_{};
-  Clock::time_point ended_at_{};
-};
-
-/// Throws "[<backend>] <op>: tensor <index> is uint8; supported: float32, bfloat16, float16[,
-/// int64]" unless collectives take `dtype` (int64 only where `allow_int64`: sums, copies).
-void check_collective_dtype(const char* backend, const std::string& op, size_t index, DType dtype,
-                            bool allow_int64);
-
-/// A Work that finishes what `work` started: its first wait() or synchronize() waits for `work`
-/// and then runs `continuation` on the calling thread (once; not when `work` failed). Like
-/// PyTorch's Future.then(), for communication hooks that post-process a collective's result
-/// (Note [Gradient compression]). On NCCL the continuation queues its kernels on the calling
-/// thread's current stream, behind the wait; synchronize() does not wait for those kernels.
-/// completed(), started_at() and ended_at() are `work`'s.
-std::shared_ptr<Work> then(std::shared_ptr<Work> work, std::function<void()> continuation);
+/// irecv()'s source for "whichever rank sends first" (PyTorch's recv with src=None).
+inline constexpr int kAnySource = -1;
 
 struct ProcessGroupOptions {
   /// Bounds every collective and the rendezvous: a dead or silent peer turns into an error after
@@ -132,6 +88,14 @@ struct ProcessGroupOptions {
   /// set, init_process_group() picks loopback for one-machine jobs and this machine's hostname
   /// otherwise; GLOO_SOCKET_IFNAME in the environment also works, as in PyTorch.
   std::string hostname{};
+  /// Note [Collective consistency]: before each collective the ranks compare what they were
+  /// asked to run (collective, root, reduce op, dtypes, element counts; for alltoall who sends
+  /// whom how many), and a difference fails that collective on every rank with one line naming
+  /// each rank's call, instead of a hang, a crash in the transport or wrong data. PyTorch does
+  /// this only under TORCH_DISTRIBUTED_DEBUG=DETAIL. It costs one small all-gather per
+  /// collective (two for alltoall); turn it off for latency-bound benchmarks. Gloo only: NCCL
+  /// cannot compare on the host without blocking, so it does not check.
+  bool check_consistency = true;
 };
 
 class ProcessGroup {
@@ -141,8 +105,11 @@ class ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
+  /// This process's rank in the group, 0..size()-1; -1 on a rank outside a sub-group (which
+  /// refuses every operation: see new_group()).
   int rank() const { return rank_; }
   int size() const { return size_; }
+  bool is_member() const { return rank_ >= 0; }
   const ProcessGroupOptions& options() const { return options_; }
   virtual std::string backend_name() const = 0;
   /// The device this group's collectives take tensors on: cpu for Gloo, the rank's GPU
@@ -150,24 +117,147 @@ class ProcessGroup {
   /// order, used-parameter counts) there.
   virtual Device tensor_device() const = 0;
 
+  // --- collectives (Note [Collective order]); roots are ranks of this group
+
   /// Reduces each tensor across ranks, in place: every tensor is its own all-reduce (a list is a
-  /// batch, not one reduction over the list). Tensors: contiguous float32, bfloat16 or float16
-  /// (or int64 with Sum); a 16-bit sum adds in float and rounds once per addition.
-  virtual std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) = 0;
+  /// batch, not one reduction over the list).
+  std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op = ReduceOp::Sum);
   /// Copies each tensor of rank `root` into the same tensor on every other rank, in place.
-  /// Tensors: contiguous float32, bfloat16, float16 or int64.
-  virtual std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) = 0;
-  /// outputs[r] receives rank r's `input`; outputs must hold size() contiguous tensors of the
-  /// input's shape and dtype and stay alive until the Work completes.
-  virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root);
+  /// Reduces each tensor across ranks into rank `root`'s tensor, in place; the other ranks'
+  /// tensors keep their values (PyTorch leaves them undefined).
+  std::shared_ptr<Work> reduce(std::vector<Tensor> tensors, int root, ReduceOp op = ReduceOp::Sum);
+  /// outputs[r] receives rank r's `input`: size() tensors of the input's shape and dtype.
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input);
+  /// `output` (contiguous, size() × input.numel() elements of the input's dtype, any shape)
+  /// receives rank r's `input` at elements [r·n, (r+1)·n).
+  std::shared_ptr<Work> allgather_into_tensor(Tensor output, Tensor input);
+  /// On rank `root`, outputs[r] receives rank r's `input` (size() tensors of its shape and
+  /// dtype); on the other ranks `outputs` must be empty.
+  std::shared_ptr<Work> gather(std::vector<Tensor> outputs, const Tensor& input, int root);
+  /// `output` receives inputs[r] of rank `root` on rank r: on root, size() tensors of the
+  /// output's shape and dtype; on the other ranks `inputs` must be empty.
+  std::shared_ptr<Work> scatter(Tensor output, const std::vector<Tensor>& inputs, int root);
+  /// `output` on rank r receives the reduction over ranks of their inputs[r] (size() tensors of
+  /// the output's shape and dtype). The inputs keep their values.
+  std::shared_ptr<Work> reduce_scatter(Tensor output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op = ReduceOp::Sum);
+  /// The flat form (torch's reduce_scatter_tensor): `input` (contiguous, size() × n elements)
+  /// is size() consecutive chunks of n; `output` (contiguous, n elements) on rank r receives
+  /// the reduction over ranks of chunk r. Sharded data parallel calls it bucket by bucket, each
+  /// bucket padded to a multiple of size(). The input keeps its values.
+  std::shared_ptr<Work> reduce_scatter_tensor(Tensor output, Tensor input,
+                                              ReduceOp op = ReduceOp::Sum);
+  /// outputs[r] receives rank r's inputs[this rank]. size() inputs and size() outputs of one
+  /// dtype, of any sizes, as long as each rank's inputs[s] has as many elements as rank s's
+  /// outputs[r] (Note [Collective consistency] checks that on Gloo).
+  std::shared_ptr<Work> alltoall(std::vector<Tensor> outputs, std::vector<Tensor> inputs);
+  /// torch's all_to_all_single: `input` (contiguous) is split along dim 0 into size() parts,
+  /// part s going to rank s, and `output` (contiguous, the same dtype and row size) receives
+  /// rank r's part for this rank as its r-th part. Without split sizes every part has
+  /// dim0 / size() rows (dim 0 divisible by size()); with them input_split_sizes[s] rows go to
+  /// rank s and output_split_sizes[r] rows come from rank r (uneven all-to-all), summing to
+  /// input.size(0) and output.size(0).
+  std::shared_ptr<Work> alltoall_single(Tensor output, Tensor input,
+                                        const std::vector<int64_t>& output_split_sizes = {},
+                                        const std::vector<int64_t>& input_split_sizes = {});
   /// Completes once every rank has reached it (and every earlier collective has run).
-  virtual std::shared_ptr<Work> barrier() = 0;
+  std::shared_ptr<Work> barrier();
+
+  // --- point-to-point
+
+  /// Sends `tensor` (contiguous) to rank `dst` of this group; it must stay untouched until the
+  /// Work completes. The receiver's irecv() with the same tag (≥ 0) and as many elements of the
+  /// same dtype gets it; messages between two ranks with one tag arrive in the order sent.
+  /// NCCL ignores tags (it has none).
+  std::shared_ptr<Work> isend(Tensor tensor, int dst, int tag = 0);
+  /// Receives into `tensor` (contiguous) from rank `src` of this group, or from whichever rank
+  /// sends with `tag` first when `src` is kAnySource (Gloo only; Work::source_rank() then says
+  /// who).
+  std::shared_ptr<Work> irecv(Tensor tensor, int src, int tag = 0);
+  /// isend(tensor, dst, tag)->wait().
+  void send(Tensor tensor, int dst, int tag = 0);
+  /// irecv(tensor, src, tag)->wait(); returns the rank it came from.
+  int recv(Tensor tensor, int src, int tag = 0);
+
+  // --- sub-groups
+
+  /// A group of `ranks` (ranks of this group, distinct, any order; the new group numbers them
+  /// in ascending order, as PyTorch does) with its own connections (Gloo context, NCCL
+  /// communicator), so its collectives and this group's interleave safely. EVERY rank of this
+  /// group must call new_group(), with the same ranks, in the same order relative to its other
+  /// new_group() calls (as in PyTorch): the k-th call of every rank meets under the k-th
+  /// prefix of this group's store. The members wait here until all of them have joined (bounded
+  /// by options.timeout); a rank outside gets a group whose rank() is -1 and that refuses every
+  /// operation with one line (PyTorch's GroupMember.NON_GROUP_MEMBER, which does nothing
+  /// instead). A sub-group may outlive this group.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks);
+
+ protected:
+  /// What a backend implements (Note [Flat collectives]). The arguments are checked already;
+  /// `op` names the user's call for messages and Work descriptions ("allgather" also when it
+  /// runs as run_allgather). Each returns at once with a Work. Element counts are per rank, in
+  /// elements of the tensors' dtype.
+  virtual std::shared_ptr<Work> run_allreduce(const std::string& op, std::vector<Tensor> tensors,
+                                              ReduceOp reduce_op) = 0;
+  virtual std::shared_ptr<Work> run_broadcast(const std::string& op, std::vector<Tensor> tensors,
+                                              int root) = 0;
+  /// The other ranks' tensors must keep their values.
+  virtual std::shared_ptr<Work> run_reduce(const std::string& op, std::vector<Tensor> tensors,
+                                           int root, ReduceOp reduce_op) = 0;
+  /// output: size() × input.numel() elements.
+  virtual std::shared_ptr<Work> run_allgather(const std::string& op, Tensor output,
+                                              Tensor input) = 0;
+  /// output: size() × input.numel() elements on root; undefined elsewhere.
+  virtual std::shared_ptr<Work> run_gather(const std::string& op, Tensor output, Tensor input,
+                                           int root) = 0;
+  /// input: size() × output.numel() elements on root; undefined elsewhere.
+  virtual std::shared_ptr<Work> run_scatter(const std::string& op, Tensor output, Tensor input,
+                                            int root) = 0;
+  /// input: size() × output.numel() elements.
+  virtual std::shared_ptr<Work> run_reduce_scatter(const std::string& op, Tensor output,
+                                                   Tensor input, ReduceOp reduce_op) = 0;
+  /// input_counts[s] elements of input go to rank s, in rank order; output_counts[r] elements
+  /// of output come from rank r.
+  virtual std::shared_ptr<Work> run_alltoall(const std::string& op, Tensor output, Tensor input,
+                                             std::vector<int64_t> output_counts,
+                                             std::vector<int64_t> input_counts) = 0;
+  virtual std::shared_ptr<Work> run_barrier(const std::string& op) = 0;
+  virtual std::shared_ptr<Work> run_send(Tensor tensor, int dst, int tag) = 0;
+  /// src may be kAnySource; the Work sets its source_rank().
+  virtual std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) = 0;
+  /// The member `rank` of `size` of the `index`-th sub-group of this group (new_group()
+  /// counted it); its store keys go under a prefix of this group's own for that index.
+  virtual std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size) = 0;
+  /// Throws "[<backend>] <op>: tensor <index> is on cuda:0; <why this group takes only ...>"
+  /// unless `tensor` is defined, on tensor_device() and dense.
+  virtual void check_placement(const std::string& op, size_t index, const Tensor& tensor) const = 0;
+
+  /// For the group a non-member gets from new_group(): rank() is -1; `ranks` are the members'
+  /// ranks in the parent group, for messages.
+  struct NonMember {
+    std::vector<int> ranks;
+  };
+  ProcessGroup(NonMember non_member, ProcessGroupOptions options);
 
  private:
+  /// Throws "[<backend>] <op>: rank ... is not a member of this group ..." on a non-member.
+  void check_member(const std::string& op) const;
+  /// check_placement, the dtype and, with `reduce_op`, whether it reduces that dtype.
+  void check_tensors(const std::string& op, const std::vector<Tensor>& tensors,
+                     const ReduceOp* reduce_op) const;
+  void check_root(const std::string& op, int root) const;
+
   const int rank_;
   const int size_;
   const ProcessGroupOptions options_;
+  const std::vector<int> members_in_parent_;  // a non-member's group only: who is in it
+  std::mutex subgroups_mutex_;                // guards subgroups_made_
+  int subgroups_made_ = 0;  // new_group() calls so far: numbers the next sub-group
 };
+
+/// The free form of world.new_group(ranks), as torch.distributed.new_group(ranks) reads.
+std::shared_ptr<ProcessGroup> new_group(ProcessGroup& world, const std::vector<int>& ranks);
 
 /// Copies `tensors` of rank `root` into the same tensors on every other rank, as one broadcast
 /// per dtype of all of them flattened into one buffer (PyTorch's _broadcast_coalesced) rather

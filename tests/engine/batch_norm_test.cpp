@@ -128,6 +128,28 @@ TEST(BatchNorm, RunningStatisticsAreWhatTheComposedOpsGave) {
   }
 }
 
+// Note [NaN through ReLU and max pooling]: the ReLU fused into batch norm lets a NaN through as
+// ReLU itself does: a NaN in one channel's input makes that channel's statistics and outputs NaN,
+// not 0, and leaves the other channels alone.
+TEST(BatchNorm, ANaNGoesThroughTheFusedRelu) {
+  for (const MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    std::vector<float> values = random({2, 2, 3, 3}, 31).to_vector<float>();
+    values[9 + 4] = NAN;  // image 0, channel 1
+    const Tensor x = from_vector(values, {2, 2, 3, 3}).contiguous(format);
+    Tensor running_mean = zeros({2}), running_var = ones({2});
+    const std::vector<float> y =
+        batch_norm2d(x, ones({2}), zeros({2}), running_mean, running_var, {.fuse_relu = true})
+            .contiguous()
+            .to_vector<float>();
+    for (int n = 0; n < 2; ++n) {
+      for (int i = 0; i < 9; ++i) {
+        EXPECT_FALSE(std::isnan(y[n * 18 + i])) << "channel 0, image " << n << ", value " << i;
+        EXPECT_TRUE(std::isnan(y[n * 18 + 9 + i])) << "channel 1, image " << n << ", value " << i;
+      }
+    }
+  }
+}
+
 TEST(BatchNorm, InferenceUsesRunningStatistics) {
   const Tensor x = random({2, 2, 3, 3}, 4);
   const Tensor gamma = from_vector<float>({2, 0.5f}, {2});

@@ -148,7 +148,7 @@ TANDEM_HD void batch_norm_normalize_packs(int64_t thread, int64_t threads, const
     Pack<T, V> out;
     for (int k = 0; k < V; ++k) {
       const float v = (widen(in.v[k]) - m) * scale + shift;
-      out.v[k] = narrow<T>(relu ? fmaxf(v, 0.0f) : v);
+      out.v[k] = narrow<T>(relu && v < 0.0f ? 0.0f : v);  // NaN goes through (not fmaxf)
     }
     store_pack<V>(y + i * V, out);
   }

@@ -2,7 +2,8 @@
 /// Bodies of the training batch norm's backward (batch_norm.cu), the three steps of Note
 /// [Batch-norm kernels] in batch_norm.h: partials of Σg and Σg * (x - mean) per chunk of a
 /// channel, their finalize per channel, grad_x over the full grid. g is grad_y, or, for the
-/// fused batch norm + ReLU, grad_y where the forward's output y > 0 and 0 elsewhere.
+/// fused batch norm + ReLU, grad_y, or 0 where the forward's output y is 0 or less (a NaN y passes
+/// it, as ReLU's backward).
 ///
 /// grad_x = gamma * inv_std * (g - mean(g) - x_hat * mean(g * x_hat)) with x_hat = (x - mean) *
 /// inv_std, so x_hat * mean(g * x_hat) = (x - mean) * Σg(x - mean) * inv_std² / count: per
@@ -19,12 +20,12 @@
 
 namespace tandem::cuda::kernels {
 
-/// The gradient batch norm sees: grad_y, masked by y > 0 when y (the fused ReLU's output) is
+/// The gradient batch norm sees: grad_y, zeroed where y <= 0 when y (the fused ReLU's output) is
 /// given.
 template <int V, typename T>
 TANDEM_HD inline float masked_gradient(const Pack<T, V>& grad_y, const Pack<T, V>& y, bool relu,
                                        int k) {
-  return relu && !(widen(y.v[k]) > 0.0f) ? 0.0f : widen(grad_y.v[k]);
+  return relu && widen(y.v[k]) <= 0.0f ? 0.0f : widen(grad_y.v[k]);
 }
 
 /// Block (c, split) of the backward's statistics kernel: grad_y, x and y (or null): (N, C, HW)

@@ -258,6 +258,24 @@ TEST(BatchNormBodies, ResultsDoNotDependOnTheOrderOfBlocks) {
   expect_all_equal(second.grad_gamma, first.grad_gamma, "grad_gamma");
 }
 
+// Note [NaN through ReLU and max pooling]: a NaN in one channel's input makes that channel's
+// outputs NaN through the fused ReLU (fmaxf would make them 0), and its gradients NaN too.
+TEST(BatchNormBodies, ANaNGoesThroughTheFusedRelu) {
+  NormCase c = make_case({2, 2, 3, 3}, false, 7);
+  std::vector<float> x = c.x.to_vector<float>();
+  x[9 + 4] = NAN;  // image 0, channel 1
+  c.x = from_vector(x, c.shape);
+  const BodyResults<float> r =
+      run_bodies<1, float>(c, plan_with_chunk({2, 2, 9}, 1, 4), true, {{2, 32}});
+  for (int n = 0; n < 2; ++n) {
+    for (int i = 0; i < 9; ++i) {
+      EXPECT_FALSE(std::isnan(r.y[n * 18 + i])) << "channel 0, image " << n << ", value " << i;
+      EXPECT_TRUE(std::isnan(r.y[n * 18 + 9 + i])) << "channel 1, image " << n << ", value " << i;
+      EXPECT_TRUE(std::isnan(r.grad_x[n * 18 + 9 + i])) << "channel 1, image " << n;
+    }
+  }
+}
+
 // The finalize moves the running statistics with the CPU backend's arithmetic: given the same
 // batch mean, the running mean is the same float.
 TEST(BatchNormBodies, FinalizeMovesTheRunningMeanAsTheCpuBackendDoes) {
