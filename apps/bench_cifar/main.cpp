@@ -52,14 +52,14 @@ bool on_cpus(const BenchOptions& options) {
 // sees by how much, after one line saying why. Emulated bf16 (no bfloat16 instructions) stays
 // refused: it takes several times as long and shows nothing new.
 void run_slow_bf16_rows_with_a_note(BenchOptions& options) {
-  if (!has_bf16_rows(options) || !on_cpus(options) || options.allow_slow_bf16) return;
+  if (!has_bf16_rows(options) || !on_cpus(options) || options.setup.allow_slow_bf16) return;
   const tandem::Bf16Verdict verdict = tandem::cpu_bf16_verdict();
   if (verdict.speed != tandem::Bf16Speed::Slower) return;
   std::fprintf(stderr,
                "bench_cifar: note: bf16 is slower than fp32 on this CPU (%s); its rows show by how "
                "much, and train_cifar refuses it unless --allow-slow-bf16\n",
                verdict.reason.c_str());
-  options.allow_slow_bf16 = true;
+  options.setup.allow_slow_bf16 = true;
 }
 
 // Note [Convolution peak]: measured once, before the matrix, with the rows' thread budget.

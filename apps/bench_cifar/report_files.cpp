@@ -48,20 +48,20 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"devices", o.devices},
           {"device_type", name_in(kDeviceTypeSpellings, o.device_type)},
           {"batch_sizes", o.batch_sizes},
-          {"arch", o.arch},
+          {"arch", o.setup.arch},
           {"warmup", o.warmup},
           {"steps", o.steps},
           {"phase_sync", o.phase_sync},
           {"repeats", o.repeats},
           {"threads", o.threads},
-          {"bucket_cap_mb", o.bucket_cap_mb},
-          {"first_bucket_mb", o.first_bucket_mb},
+          {"bucket_cap_mb", o.setup.ddp.reducer.bucket_cap_mb},
+          {"first_bucket_mb", o.setup.ddp.reducer.first_bucket_mb},
           {"overlap", name_in(overlap_rows_spellings(), o.overlaps)},
           {"grad_compression", names(o.compressions, parallel::grad_compression_name)},
           {"dp_replicas", names(o.dp_replicas, replicas_name)},
           {"precision", names(o.precisions, nn::precision_name)},
           {"data", o.real ? o.data_dir : "synthetic"},
-          {"seed", o.seed}};
+          {"seed", o.setup.seed}};
 }
 
 ordered_json peak_to_json(const ConvPeak& peak) {
@@ -161,7 +161,7 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
       {"grad_compression", name_or_null(c.compression, parallel::grad_compression_name)},
       {"dp_replicas", name_or_null(c.dp_replicas, replicas_name)},
       {"precision", nn::precision_name(c.precision)},
-      {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
+      {"bucket_cap_mb", ddp ? ordered_json(options.setup.ddp.reducer.bucket_cap_mb) : nullptr}};
   // Where it ran (device … local_batch), as the worker reported it.
   const ordered_json where = where_json(row.measured.value_or(Measurement{}));
   for (const auto& [key, value] : where.items()) j[key] = row.measured ? value : nullptr;

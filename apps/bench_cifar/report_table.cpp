@@ -149,9 +149,10 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %s, %d threads in all, "
                "ddp buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
                "%s\n\n",
-               o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
+               o.setup.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
                o.repeats > 1 ? format("median of %d repeats", o.repeats).c_str() : "1 run",
-               info.threads, o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb),
+               info.threads, o.setup.ddp.reducer.bucket_cap_mb,
+               std::min(o.setup.ddp.reducer.first_bucket_mb, o.setup.ddp.reducer.bucket_cap_mb),
                info.cpu.c_str(), info.cpus, info.cuda ? ", GPUs present" : ", no GPU",
                info.load_average, info.date.c_str(), info.version.c_str());
   if (info.conv_peak) {
@@ -188,7 +189,7 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
 }
 
 void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {
-  std::fprintf(out, "\nPROJECTION (not measured): %s on multi-GPU nodes\n", o.arch.c_str());
+  std::fprintf(out, "\nPROJECTION (not measured): %s on multi-GPU nodes\n", o.setup.arch.c_str());
   std::fprintf(out, "  compute: as measured on %s at each per-GPU batch (global batch fixed)\n",
                report.compute_device.empty() ? "?" : report.compute_device.c_str());
   std::string links;

@@ -37,14 +37,14 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
   const int64_t images = batches * config.batch;
   const data::CifarDataset dataset =
       o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train, images)
-             : data::synthetic_cifar10(images, o.seed);
+             : data::synthetic_cifar10(images, o.setup.seed);
   TANDEM_CHECK(dataset.size() >= images, "[bench_cifar] ", o.data_dir, " holds ", dataset.size(),
                " training images, fewer than the ", images, " needed");
   std::vector<data::Batch> pool;
   for (int64_t k = 0; k < batches; ++k) {
     std::vector<int64_t> indices(local);
     for (int64_t i = 0; i < local; ++i) indices[i] = k * config.batch + rank * local + i;
-    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), o.seed);
+    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), o.setup.seed);
     pool.push_back({batch.images.to(device).contiguous(format), batch.labels.to(device)});
   }
   return pool;
@@ -121,20 +121,8 @@ Measurement measure(const BenchOptions& o, int& rank) {
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);
   }
-  TrainingSetup setup = make_training_setup(
-      {.mode = config.mode,
-       .arch = o.arch,
-       .seed = o.seed,
-       .memory_format = o.memory_format,
-       .sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
-       .dp = {.persistent_replicas = config.dp_replicas != Replicas::Rebuilt},
-       .ddp = {.reducer = {.first_bucket_mb = o.first_bucket_mb,
-                           .bucket_cap_mb = o.bucket_cap_mb,
-                           .overlap = config.overlap != Overlap::Off}},
-       .grad_compression = config.compression.value_or(parallel::GradCompression::None),
-       .precision = config.precision,
-       .allow_slow_bf16 = o.allow_slow_bf16},
-      devices_of(config, gpus, group.get()), group);
+  TrainingSetup setup =
+      make_training_setup(setup_options(o, config), devices_of(config, gpus, group.get()), group);
   const std::vector<data::Batch> pool =
       make_pool(o, config, rank, world, setup.device(), setup.memory_format);
   Measurement m;

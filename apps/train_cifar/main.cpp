@@ -98,7 +98,7 @@ int run(int argc, char** argv) {
   apps::validate_launch(options, parallel::process_environment());
   std::shared_ptr<parallel::ProcessGroup> group;
   int local_ranks = 1;
-  if (options.mode == apps::Mode::Distributed) {
+  if (options.setup.mode == apps::Mode::Distributed) {
     if (!apps::started_by_hand(options) && !parallel::launched_distributed()) {
       return launch_local_ranks(options, argc, argv);
     }
