@@ -10,6 +10,7 @@
 
 #include "engine/error.h"
 #include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/mpi_process_group.h"
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/socket.h"
@@ -182,8 +183,11 @@ void check_world_size(Store& store, const DistributedEnv& env, std::chrono::mill
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options) {
-  TANDEM_CHECK(backend == "gloo" || backend == "nccl", "[process_group] unknown backend '", backend,
-               "'; choose gloo (CPU tensors) or nccl (CUDA tensors)");
+  TANDEM_CHECK(backend == "gloo" || backend == "nccl" || backend == "mpi",
+               "[process_group] unknown backend '", backend,
+               "'; choose gloo (CPU tensors), nccl (CUDA tensors) or mpi (under mpirun)");
+  // MPI's ranks know each other through mpirun: no store.
+  if (backend == "mpi") return make_mpi_process_group(env, std::move(options));
   // One GPU per process (Note [NCCL device]), bound to this thread before the store is touched,
   // so a machine without one fails at once.
   const int device =

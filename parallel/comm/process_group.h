@@ -227,7 +227,10 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) = 0;
   /// The member `rank` of `size` of the `index`-th sub-group of this group (new_group()
   /// counted it); its store keys go under a prefix of this group's own for that index.
-  virtual std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size) = 0;
+  /// `ranks`: the members, ranks of this group in ascending order (MPI makes their
+  /// communicator from them).
+  virtual std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size,
+                                                      const std::vector<int>& ranks) = 0;
   /// Throws "[<backend>] <op>: tensor <index> is on cuda:0; <why this group takes only ...>"
   /// unless `tensor` is defined, on tensor_device() and dense.
   virtual void check_placement(const std::string& op, size_t index, const Tensor& tensor) const = 0;
@@ -265,7 +268,8 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
 /// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
 /// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does), then
 /// builds the backend's group. backend: "gloo" (CPU tensors) or "nccl" (CUDA tensors on
-/// cuda:<env.local_rank>; in a build without CUDA an error that says so).
+/// cuda:<env.local_rank>; in a build without CUDA an error that says so), or "mpi" (ranks
+/// started by mpirun, which need no store: make_mpi_process_group() in mpi_process_group.h).
 /// The returned group keeps the store (and, on rank 0, the server) alive.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
