@@ -54,6 +54,8 @@ struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
   DeviceType device_type = DeviceType::Auto;
+  /// ddp's process group; nullopt: nccl on GPUs, else gloo. mpi: mpirun starts the ranks.
+  std::optional<Backend> backend{};
   std::vector<int64_t> batch_sizes{128};  ///< global
   std::string arch = SetupOptions{}.arch;
   int warmup = 2;

@@ -3,7 +3,7 @@
 //
 // In ddp mode outside a launcher, this process starts --nproc copies of itself through
 // tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun it is one
-// rank of the job.
+// rank of the job. --backend mpi runs under mpirun only (or alone, as a job of one).
 
 #include <unistd.h>
 
@@ -24,6 +24,7 @@
 #include "engine/threads.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/launcher.h"
+#include "parallel/comm/mpi_process_group.h"
 
 namespace {
 
@@ -62,23 +63,36 @@ int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv)
   return parallel::launch(launch).exit_code;
 }
 
+// --backend mpi: mpirun starts the ranks, and MPI says where this one sits (no store). Outside
+// mpirun this process is an MPI job of one; more ranks need mpirun.
+parallel::DistributedEnv mpi_job(const apps::TrainOptions& options) {
+  TANDEM_CHECK(options.nproc == 1 || parallel::launched_distributed() || !parallel::mpi_available(),
+               "[train_cifar] --backend mpi: mpirun starts the ranks, not --nproc: mpirun -np ",
+               options.nproc, " train_cifar --mode ddp --backend mpi ...");
+  return parallel::mpi_environment();
+}
+
 int run(int argc, char** argv) {
   apps::TrainOptions options;
   if (!apps::parse_train_options(argc, argv, options)) return 0;
   apps::validate_launch(options, parallel::process_environment());
   std::shared_ptr<parallel::ProcessGroup> group;
+  int local_ranks = 1;
   if (options.mode == apps::Mode::Distributed) {
-    if (!parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
-    const parallel::DistributedEnv env = parallel::from_environment();
+    const apps::Backend backend = apps::ddp_backend(options.backend);
+    const bool mpi = backend == apps::Backend::Mpi;
+    if (!mpi && !parallel::launched_distributed()) return launch_local_ranks(options, argc, argv);
+    const parallel::DistributedEnv env = mpi ? mpi_job(options) : parallel::from_environment();
+    local_ranks = env.local_world_size;
     if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       set_num_threads(parallel::threads_per_local_rank(env, cores));  // mpirun, srun
     }
     group = parallel::init_process_group(
-        apps::backend_name(apps::ddp_backend(options.backend)), env,
+        apps::backend_name(backend), env,
         {.timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000))});
   }
-  apps::Trainer trainer(options, group);
+  apps::Trainer trainer(options, group, local_ranks);
   const apps::RunSummary summary = trainer.run();
   return summary.interrupted ? 128 + static_cast<int>(stopping_signal) : 0;
 }

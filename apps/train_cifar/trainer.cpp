@@ -1,5 +1,6 @@
 #include "apps/train_cifar/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -38,11 +39,13 @@ std::atomic<bool>& training_started() {
   return flag;
 }
 
-Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group)
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
+                 int local_ranks)
     : options_(options),
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
+      local_ranks_(std::max(1, local_ranks)),
       resume_path_(resume_source(options)),
       log_(rank_ == 0 ? options.log_json : "", !resume_path_.empty()) {
   validate(options_, world_);

@@ -55,8 +55,10 @@ struct RunSummary {
 class Trainer {
  public:
   /// group: this process's process group in ddp mode, else null. Its tensor_device() is where
-  /// the rank trains (its GPU under NCCL).
-  Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group);
+  /// the rank trains (its GPU under NCCL). local_ranks: the ddp ranks on this machine, this one
+  /// included (the cores they share).
+  Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
+          int local_ranks = 1);
   ~Trainer();
 
   RunSummary run();
@@ -111,6 +113,7 @@ class Trainer {
   std::shared_ptr<parallel::ProcessGroup> group_;
   int rank_ = 0;
   int world_ = 1;
+  int local_ranks_ = 1;  ///< ddp: the ranks on this machine
   /// The checkpoint this run resumes from (resume_source(): --resume auto resolved once), or "".
   std::string resume_path_;
   TrainingSetup setup_;  ///< devices, network, its wrapper and SGD

@@ -8,7 +8,6 @@
 #include "apps/train_cifar/trainer.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
-#include "parallel/comm/launch_env.h"
 
 namespace tandem::apps {
 namespace {
@@ -69,7 +68,7 @@ void Trainer::print_header() {
 void Trainer::print_warnings() const {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool ddp = options_.mode == Mode::Distributed;
-  const int local_ranks = ddp ? parallel::from_environment().local_world_size : 1;
+  const int local_ranks = ddp ? local_ranks_ : 1;
   const int threads = num_threads() * local_ranks;
   if (threads > cores) {
     const std::string who = ddp ? counted(local_ranks, "rank") + " × " +
