@@ -57,6 +57,7 @@ int run(int argc, char** argv) {
   int warmup = 3;
   int iterations = 20;
   std::string backend = "gloo";
+  bool check_consistency = true;
   CLI::App app{"All-reduce bandwidth of a process group (run under tandem-run)", "bench_allreduce"};
   app.add_option("--backend", backend, "gloo (host memory) or nccl (each rank's GPU)")
       ->check(CLI::IsMember({"gloo", "nccl"}))
@@ -64,20 +65,25 @@ int run(int argc, char** argv) {
   app.add_option("--sizes-mib", sizes_mib, "buffer sizes in MiB")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed all-reduces per size")->capture_default_str();
   app.add_option("--iterations", iterations, "timed all-reduces per size")->capture_default_str();
+  app.add_flag("!--no-consistency-check", check_consistency,
+               "skip Gloo's comparison of the ranks' calls before each all-reduce (Note "
+               "[Collective consistency]), to see what it costs");
   CLI11_PARSE(app, argc, argv);
-  auto group = init_process_group(backend, from_environment());
+  auto group = init_process_group(backend, from_environment(),
+                                  {.check_consistency = check_consistency});
   std::vector<Row> rows;
   rows.reserve(sizes_mib.size());
   for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));
   if (group->rank() == 0) {
     const int n = group->size();
-    std::printf("%s all-reduce, %d ranks, float32 on %s, %d iterations after %d warm-up\n",
-                backend.c_str(), n, group->tensor_device().str().c_str(), iterations, warmup);
+    std::printf("%s all-reduce, %d ranks, float32 on %s, %d iterations after %d warm-up%s\n",
+                backend.c_str(), n, group->tensor_device().str().c_str(), iterations, warmup,
+                check_consistency ? "" : ", no consistency check");
     std::printf("%10s %12s %14s %14s\n", "size MiB", "time ms", "algbw GB/s", "busbw GB/s");
     for (const Row& row : rows) {
       const double bytes = row.mib * 1024 * 1024;
       const double algbw = bytes / (row.ms / 1000.0) / 1e9;
-      std::printf("%10.0f %12.2f %14.3f %14.3f\n", row.mib, row.ms, algbw,
+      std::printf("%10g %12.3f %14.3f %14.3f\n", row.mib, row.ms, algbw,
                   algbw * 2.0 * (n - 1) / n);
     }
   }

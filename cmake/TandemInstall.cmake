@@ -21,16 +21,18 @@ set(TANDEM_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/tandem")
 # are too common for a prefix's include/ (/usr/local/include/data/...), so they go one level down,
 # into include/tandem/, which is the include directory the exported targets carry.
 # Public are the headers of the five libraries except the backends' insides: engine/cpu,
-# engine/no_cuda and engine/cuda (they include oneDNN, cuDNN, kernel bodies), and NCCL's insides
-# parallel/comm/nccl_{api,work}.h. The CUDA backend adds its runtime headers (devices, streams,
-# allocators, CUDA_CHECK), which name only CUDA's runtime and cuBLAS types: the engine links both
+# engine/no_cuda and engine/cuda (they include oneDNN, cuDNN, kernel bodies), NCCL's insides
+# parallel/comm/nccl_{api,work,call}.h and the Gloo group's gloo_{point_to_point,reduce_scatter}.h.
+# The CUDA backend adds its runtime headers (devices, streams, allocators, CUDA_CHECK), which name
+# only CUDA's runtime and cuBLAS types: the engine links both
 # publicly for them. Every header is found by a glob, so a new one is installed without a line
 # here; the install test checks that whatever an installed header includes was installed too.
 function(tandem_public_headers target)
   cmake_parse_arguments(arg "" "" "GLOBS;EXTRA" ${ARGN})
   list(TRANSFORM arg_GLOBS PREPEND "${PROJECT_SOURCE_DIR}/")
   file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" ${arg_GLOBS})
-  list(FILTER headers EXCLUDE REGEX "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/nccl_(api|work)\\.h$")
+  list(FILTER headers EXCLUDE REGEX
+       "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/(nccl_(api|work|call)|gloo_(point_to_point|reduce_scatter))\\.h$")
   list(APPEND headers ${arg_EXTRA})
   list(TRANSFORM headers PREPEND "${PROJECT_SOURCE_DIR}/")
   target_sources(${target} PUBLIC FILE_SET HEADERS BASE_DIRS "${PROJECT_SOURCE_DIR}" FILES ${headers})

@@ -81,7 +81,10 @@ elif [ "$sanitize" = "thread" ]; then
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
-  suites+="|NcclStateMachine"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
+  suites+="|NcclStateMachine|NcclCollectives"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
+  # Gloo's point-to-point waiter threads, sub-groups' threads, the consistency check's exchange
+  # (the many-collective jobs GlooCollectivesMultiprocess add no thread of their own).
+  suites+="|GlooOneRank|GlooPointToPointMultiprocess|GlooSubgroupMultiprocess|GlooConsistencyMultiprocess"
   suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi

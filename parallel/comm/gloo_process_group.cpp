@@ -1,20 +1,17 @@
+// The Gloo group itself: rendezvous, sub-groups, the queue and its thread (Note [Gloo thread]).
+// The collectives are in gloo_collectives.cpp, the consistency check in gloo_consistency.cpp,
+// point-to-point in gloo_point_to_point.cpp.
 #include "parallel/comm/gloo_process_group.h"
 
-#include <gloo/allgather.h>
-#include <gloo/allreduce.h>
-#include <gloo/barrier.h>
-#include <gloo/broadcast.h>
-#include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
 #include <csignal>
-#include <cstring>
-#include <type_traits>
 
 #include "engine/error.h"
+#include "parallel/comm/gloo_point_to_point.h"
 #include "parallel/comm/socket.h"
 
 namespace tandem::parallel {
@@ -79,103 +76,26 @@ std::shared_ptr<gloo::transport::Device> create_device(const ProcessGroupOptions
   }
 }
 
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
-
-// Note [Half all-reduce]: Gloo has no bfloat16 type, and its float16 sum is its own. A 16-bit
-// sum widens both operands to float, adds, and rounds back: one rounding per add, as NCCL's
-// native bfloat16/float16 sums do. out may alias a or b (every element is read before written).
-template <typename Half>
-void half_sum(void* out, const void* a, const void* b, size_t n) {
-  auto* result = static_cast<Half*>(out);
-  const auto* x = static_cast<const Half*>(a);
-  const auto* y = static_cast<const Half*>(b);
-  for (size_t i = 0; i < n; ++i) {
-    result[i] = Half(static_cast<float>(x[i]) + static_cast<float>(y[i]));
-  }
-}
-
-// Gloo's element-wise sum for one dtype.
-template <typename T>
-gloo::AllreduceOptions::Func sum_function() {
-  if constexpr (kIsHalf<T>) {
-    return &half_sum<T>;
-  } else {
-    return [](void* out, const void* a, const void* b, size_t n) { gloo::sum<T>(out, a, b, n); };
-  }
-}
-
-template <typename T>
-void allreduce_one(const std::shared_ptr<gloo::Context>& context, const Tensor& tensor,
-                   uint32_t tag, std::chrono::milliseconds timeout) {
-  gloo::AllreduceOptions options(context);
-  options.setOutput(tensor.data<T>(), static_cast<size_t>(tensor.numel()));
-  options.setReduceFunction(sum_function<T>());
-  options.setTag(tag);
-  options.setTimeout(timeout);
-  gloo::allreduce(options);
-}
-
-template <typename T>
-void broadcast_one(const std::shared_ptr<gloo::Context>& context, const Tensor& tensor, int root,
-                   uint32_t tag, std::chrono::milliseconds timeout) {
-  gloo::BroadcastOptions options(context);
-  options.setOutput(tensor.data<T>(), static_cast<size_t>(tensor.numel()));
-  options.setRoot(root);
-  options.setTag(tag);
-  options.setTimeout(timeout);
-  gloo::broadcast(options);
-}
-
-// Gloo gathers into one buffer (rank r's part at offset r); the outputs are separate tensors.
-template <typename T>
-void allgather_into(const std::shared_ptr<gloo::Context>& context, std::vector<Tensor>& outputs,
-                    const Tensor& input, uint32_t tag, std::chrono::milliseconds timeout) {
-  const size_t n = static_cast<size_t>(input.numel());
-  std::vector<T> gathered(n * outputs.size());
-  gloo::AllgatherOptions options(context);
-  options.setInput(input.data<T>(), n);
-  options.setOutput(gathered.data(), gathered.size());
-  options.setTag(tag);
-  options.setTimeout(timeout);
-  gloo::allgather(options);
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    std::memcpy(outputs[r].data<T>(), gathered.data() + r * n, n * sizeof(T));
-  }
-}
-
-// Avg's last step: × factor in float (a 16-bit type then rounds once, back to itself).
-template <typename T>
-void scale(const Tensor& tensor, float factor) {
-  T* data = tensor.data<T>();
-  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = T(static_cast<float>(data[i]) * factor);
-}
-
-// Calls body(T{}) with the element type T of `dtype`, one of those check_tensors() lets through.
-template <typename Body>
-void with_element_type(DType dtype, Body&& body) {
-  switch (dtype) {
-    case DType::Float32: return body(float{});
-    case DType::Int64: return body(int64_t{});
-    case DType::BFloat16: return body(BFloat16{});
-    case DType::Float16: return body(Float16{});
-    case DType::UInt8: break;
-  }
-  TANDEM_FAIL("[gloo] no collective for ", dtype_name(dtype), " tensors");
+// Each rank counts the groups it created on this store; as every rank creates them in the same
+// order, the k-th group of every rank meets under the same prefix, apart from earlier groups.
+std::shared_ptr<Store> next_group_store(std::shared_ptr<Store> store, int rank) {
+  TANDEM_CHECK(store != nullptr, "[gloo] GlooProcessGroup needs a store");
+  const int64_t generation = store->add("gloo/groups_of_rank" + std::to_string(rank), 1);
+  return std::make_shared<PrefixStore>("gloo/" + std::to_string(generation) + "/",
+                                       std::move(store));
 }
 
 }  // namespace
 
 GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int size,
                                    ProcessGroupOptions options)
-    : ProcessGroup(rank, size, std::move(options)) {
-  TANDEM_CHECK(store != nullptr, "[gloo] GlooProcessGroup needs a store");
+    : GlooProcessGroup(ScopedStore{next_group_store(std::move(store), rank)}, rank, size,
+                       std::move(options)) {}
+
+GlooProcessGroup::GlooProcessGroup(ScopedStore store, int rank, int size,
+                                   ProcessGroupOptions options)
+    : ProcessGroup(rank, size, std::move(options)), store_(std::move(store.store)) {
   ignore_sigpipe();
-  // Each rank counts the groups it created on this store; as every rank creates them in the same
-  // order, the k-th group of every rank meets under the same prefix, apart from earlier groups.
-  const int64_t generation = store->add("gloo/groups_of_rank" + std::to_string(rank), 1);
-  store_ =
-      std::make_shared<PrefixStore>("gloo/" + std::to_string(generation) + "/", std::move(store));
   auto device = create_device(this->options());
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(this->options().timeout);
@@ -192,6 +112,7 @@ GlooProcessGroup::GlooProcessGroup(std::shared_ptr<Store> store, int rank, int s
     TANDEM_FAIL("[gloo] rendezvous failed on rank ", rank, " of ", size, ": ", message_of(e));
   }
   context_ = std::move(context);
+  waiters_ = std::make_unique<GlooWaiters>();
   worker_ = std::thread([this] { worker_loop(); });
 }
 
@@ -202,95 +123,47 @@ GlooProcessGroup::~GlooProcessGroup() {
   }
   queued_.notify_all();
   if (worker_.joinable()) worker_.join();
+  waiters_.reset();  // ends the pending point-to-point operations, before their context goes
 }
 
-void GlooProcessGroup::check_tensors(const std::string& op, const std::vector<Tensor>& tensors,
-                                     bool allow_int64) {
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const Tensor& t = tensors[i];
-    TANDEM_CHECK(t.defined(), "[gloo] ", op, ": tensor ", i, " is undefined");
-    TANDEM_CHECK(t.device().is_cpu(), "[gloo] ", op, ": tensor ", i, " is on ", t.device().str(),
-                 "; the Gloo process group takes CPU tensors for now (staging CUDA tensors "
-                 "through pinned memory is not written yet)");
-    TANDEM_CHECK(t.is_dense(), "[gloo] ", op, ": tensor ", i,
-                 " is not dense (collectives work in place on contiguous or channels-last "
-                 "tensors)");
-    check_collective_dtype("gloo", op, i, t.dtype(), allow_int64);
-  }
+// Note [Collective order] holds per group: a sub-group has its own context and thread, so its
+// collectives and this group's interleave freely. Its keys go under this group's, numbered by
+// new_group() (every rank calls it in the same order).
+std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(int index, int rank, int size,
+                                                              const std::vector<int>&) {
+  auto store = std::make_shared<PrefixStore>("sub" + std::to_string(index) + "/", store_);
+  return std::shared_ptr<GlooProcessGroup>(
+      new GlooProcessGroup(ScopedStore{std::move(store)}, rank, size, options()));
 }
 
-std::shared_ptr<Work> GlooProcessGroup::allreduce(std::vector<Tensor> tensors, ReduceOp op) {
-  check_tensors("allreduce", tensors, /*allow_int64=*/op == ReduceOp::Sum);
-  return enqueue("allreduce", [this, tensors = std::move(tensors), op](uint32_t tag) {
-    for (const Tensor& t : tensors) {
-      if (t.numel() == 0) continue;
-      with_element_type(t.dtype(), [&](auto element) {
-        using T = decltype(element);
-        allreduce_one<T>(context_, t, tag++, options().timeout);
-        // check_tensors() refused int64 for Avg.
-        if constexpr (!std::is_same_v<T, int64_t>) {
-          if (op == ReduceOp::Avg) scale<T>(t, 1.0f / static_cast<float>(size()));
-        }
-      });
-    }
-    return static_cast<uint32_t>(tensors.size());
-  });
+void GlooProcessGroup::check_placement(const std::string& op, size_t index, const Tensor& t) const {
+  TANDEM_CHECK(t.defined(), "[gloo] ", op, ": tensor ", index, " is undefined");
+  TANDEM_CHECK(t.device().is_cpu(), "[gloo] ", op, ": tensor ", index, " is on ", t.device().str(),
+               "; the Gloo process group takes CPU tensors for now (staging CUDA tensors "
+               "through pinned memory is not written yet)");
+  TANDEM_CHECK(t.is_dense(), "[gloo] ", op, ": tensor ", index,
+               " is not dense (collectives work in place on contiguous or channels-last "
+               "tensors)");
 }
 
-std::shared_ptr<Work> GlooProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
-  TANDEM_CHECK(root >= 0 && root < size(), "[gloo] broadcast: root ", root, " is out of range for ",
-               size(), " ranks");
-  check_tensors("broadcast", tensors, /*allow_int64=*/true);
-  return enqueue("broadcast", [this, tensors = std::move(tensors), root](uint32_t tag) {
-    for (const Tensor& t : tensors) {
-      if (t.numel() == 0) continue;
-      with_element_type(t.dtype(), [&](auto element) {
-        broadcast_one<decltype(element)>(context_, t, root, tag++, options().timeout);
-      });
-    }
-    return static_cast<uint32_t>(tensors.size());
-  });
+// --- the queue (Note [Gloo thread])
+
+std::shared_ptr<Work> GlooProcessGroup::make_work(const std::string& what,
+                                                  const std::string& detail) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::make_shared<Work>("[gloo] " + what + " #" + std::to_string(++submitted_) +
+                                    " on rank " + std::to_string(rank()) + " of " +
+                                    std::to_string(size()) + detail,
+                                options().timeout);
 }
 
-std::shared_ptr<Work> GlooProcessGroup::allgather(std::vector<Tensor>& outputs,
-                                                  const Tensor& input) {
-  check_tensors("allgather", {input}, /*allow_int64=*/true);
-  check_tensors("allgather", outputs, /*allow_int64=*/true);
-  TANDEM_CHECK(static_cast<int>(outputs.size()) == size(), "[gloo] allgather: got ", outputs.size(),
-               " output tensors for ", size(), " ranks");
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    TANDEM_CHECK(outputs[r].shape() == input.shape() && outputs[r].dtype() == input.dtype(),
-                 "[gloo] allgather: output ", r, " differs from the input in shape or dtype");
-  }
-  return enqueue("allgather", [this, outputs, input](uint32_t tag) mutable {
-    if (input.numel() == 0) return 0u;
-    with_element_type(input.dtype(), [&](auto element) {
-      allgather_into<decltype(element)>(context_, outputs, input, tag, options().timeout);
-    });
-    return 1u;
-  });
-}
-
-std::shared_ptr<Work> GlooProcessGroup::barrier() {
-  return enqueue("barrier", [this](uint32_t tag) {
-    gloo::BarrierOptions options(context_);
-    options.setTag(tag);
-    options.setTimeout(this->options().timeout);
-    gloo::barrier(options);
-    return 1u;
-  });
-}
-
-std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op,
-                                                std::function<uint32_t(uint32_t)> run) {
-  std::shared_ptr<Work> work;
+std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op, std::string call,
+                                                std::function<uint32_t(uint32_t)> run,
+                                                std::vector<int64_t> alltoall_counts) {
+  std::shared_ptr<Work> work = make_work(op);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    work =
-        std::make_shared<Work>("[gloo] " + op + " #" + std::to_string(++submitted_) + " on rank " +
-                                   std::to_string(rank()) + " of " + std::to_string(size()),
-                               options().timeout);
-    queue_.push_back(Task{work, op, std::move(run)});
+    queue_.push_back(Task{work, op, std::move(call), std::move(alltoall_counts), std::move(run)});
   }
   queued_.notify_one();
   return work;
@@ -310,22 +183,47 @@ void GlooProcessGroup::worker_loop() {
   }
 }
 
+std::string GlooProcessGroup::broken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_;
+}
+
+int64_t GlooProcessGroup::next_message_id(int dst) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (messages_sent_.empty()) messages_sent_.assign(static_cast<size_t>(size()), 0);
+  return messages_sent_[static_cast<size_t>(dst)]++;
+}
+
+void GlooProcessGroup::set_broken(const std::string& failure) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_.empty()) broken_ = failure;
+}
+
 void GlooProcessGroup::run_task(Task& task) {
   task.work->mark_started();
-  if (!broken_.empty()) {
-    task.work->mark_completed(std::make_exception_ptr(Error(
-        "[gloo] " + task.op + " not run on rank " + std::to_string(rank()) + " of " +
-        std::to_string(size()) + ": the group is broken by an earlier failure (" + broken_ + ")")));
+  const std::string where = "on rank " + std::to_string(rank()) + " of " + std::to_string(size());
+  if (const std::string failure = broken(); !failure.empty()) {
+    task.work->mark_completed(std::make_exception_ptr(
+        Error("[gloo] " + task.op + " not run " + where +
+              ": the group is broken by an earlier failure (" + failure + ")")));
     return;
   }
   try {
+    if (options().check_consistency && size() > 1) {
+      const std::string mismatch = check_consistency(task);
+      if (!mismatch.empty()) {
+        // Every rank saw the same exchange and refused: the connections are fine.
+        task.work->mark_completed(
+            std::make_exception_ptr(Error("[gloo] " + task.op + " " + where + ": " + mismatch)));
+        return;
+      }
+    }
     next_tag_ += task.run(next_tag_);
     task.work->mark_completed();
   } catch (const std::exception& e) {
-    broken_ = message_of(e);
+    set_broken(message_of(e));
     task.work->mark_completed(std::make_exception_ptr(
-        Error("[gloo] " + task.op + " failed on rank " + std::to_string(rank()) + " of " +
-              std::to_string(size()) + ": " + message_of(e))));
+        Error("[gloo] " + task.op + " failed " + where + ": " + message_of(e))));
   }
 }
 

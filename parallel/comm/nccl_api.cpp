@@ -26,6 +26,22 @@ class RealNcclApi final : public NcclApi {
                           ncclComm_t comm, cudaStream_t stream) override {
     return ncclAllGather(send, recv, count, type, comm, stream);
   }
+  ncclResult_t reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) override {
+    return ncclReduce(send, recv, count, type, op, root, comm, stream);
+  }
+  ncclResult_t reduce_scatter(const void* send, void* recv, size_t count, ncclDataType_t type,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) override {
+    return ncclReduceScatter(send, recv, count, type, op, comm, stream);
+  }
+  ncclResult_t send(const void* buffer, size_t count, ncclDataType_t type, int peer,
+                    ncclComm_t comm, cudaStream_t stream) override {
+    return ncclSend(buffer, count, type, peer, comm, stream);
+  }
+  ncclResult_t recv(void* buffer, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                    cudaStream_t stream) override {
+    return ncclRecv(buffer, count, type, peer, comm, stream);
+  }
   ncclResult_t group_start() override { return ncclGroupStart(); }
   ncclResult_t group_end() override { return ncclGroupEnd(); }
   ncclResult_t comm_get_async_error(ncclComm_t comm, ncclResult_t* state) override {

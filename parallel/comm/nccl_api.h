@@ -31,6 +31,16 @@ class NcclApi {
                                  int root, ncclComm_t comm, cudaStream_t stream) = 0;
   virtual ncclResult_t all_gather(const void* send, void* recv, size_t count, ncclDataType_t type,
                                   ncclComm_t comm, cudaStream_t stream) = 0;
+  virtual ncclResult_t reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) = 0;
+  /// `count` is each rank's share: recv holds count elements, send size × count.
+  virtual ncclResult_t reduce_scatter(const void* send, void* recv, size_t count,
+                                      ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream) = 0;
+  virtual ncclResult_t send(const void* buffer, size_t count, ncclDataType_t type, int peer,
+                            ncclComm_t comm, cudaStream_t stream) = 0;
+  virtual ncclResult_t recv(void* buffer, size_t count, ncclDataType_t type, int peer,
+                            ncclComm_t comm, cudaStream_t stream) = 0;
   virtual ncclResult_t group_start() = 0;
   virtual ncclResult_t group_end() = 0;
 

@@ -15,6 +15,7 @@
 #include "engine/error.h"
 #include "engine/ops/factory.h"
 #include "parallel/comm/nccl_api.h"
+#include "parallel/comm/nccl_call.h"
 #include "parallel/comm/nccl_work.h"
 #include "parallel/comm/socket.h"
 
@@ -27,18 +28,6 @@ using std::chrono::milliseconds;
 // Note [NCCL watchdog]: how often pending collectives are polled. Also the resolution of
 // Work::started_at()/ended_at() on NCCL.
 constexpr auto kWatchdogPoll = std::chrono::milliseconds(1);
-
-ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::Float32: return ncclFloat32;
-    case DType::Int64: return ncclInt64;
-    case DType::UInt8: return ncclUint8;
-    // NCCL sums these natively: each add widens to float and rounds back once.
-    case DType::BFloat16: return ncclBfloat16;
-    case DType::Float16: return ncclFloat16;
-  }
-  TANDEM_FAIL("[nccl] unknown dtype");
-}
 
 // Queues NCCL calls inside one ncclGroupStart/End on (comm, stream); returns the first failure.
 using Collective = std::function<ncclResult_t(NcclApi& nccl, ncclComm_t comm, cudaStream_t stream)>;
@@ -303,7 +292,12 @@ void NcclProcessGroup::State::shut_down() noexcept {
 
 NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank, int size,
                                    int device, ProcessGroupOptions options, NcclApi& nccl)
+    : NcclProcessGroup(MeetingStore{store}, rank, size, device, std::move(options), nccl) {}
+
+NcclProcessGroup::NcclProcessGroup(MeetingStore meeting, int rank, int size, int device,
+                                   ProcessGroupOptions options, NcclApi& nccl)
     : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>(nccl)) {
+  const std::shared_ptr<Store>& store = meeting.store;
   TANDEM_CHECK(store != nullptr, "[nccl] NcclProcessGroup needs a store");
   check_nccl_device(rank, device);
   int version = 0;
@@ -319,8 +313,12 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
   // Note [NCCL rendezvous]: the k-th group of every rank meets under the same prefix.
   ncclUniqueId id{};
   try {
-    const int64_t generation = store->add("nccl/groups_of_rank" + std::to_string(rank), 1);
-    s.store = std::make_shared<PrefixStore>("nccl/" + std::to_string(generation) + "/", store);
+    if (meeting.scoped) {
+      s.store = store;
+    } else {
+      const int64_t generation = store->add("nccl/groups_of_rank" + std::to_string(rank), 1);
+      s.store = std::make_shared<PrefixStore>("nccl/" + std::to_string(generation) + "/", store);
+    }
     if (rank == 0) {
       s.check(s.nccl.get_unique_id(&id));
       const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
@@ -346,90 +344,25 @@ Device NcclProcessGroup::tensor_device() const {
   return Device::cuda(state_->device);
 }
 
-std::shared_ptr<Work> NcclProcessGroup::allreduce(std::vector<Tensor> tensors, ReduceOp op) {
-  check_nccl_tensors("allreduce", tensors, tensor_device(), /*allow_int64=*/op == ReduceOp::Sum);
-  const ncclRedOp_t nccl_op = op == ReduceOp::Avg ? ncclAvg : ncclSum;
-  return state_->launch(
-      "allreduce", tensors,
-      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
-        for (const Tensor& t : tensors) {
-          if (t.numel() == 0) continue;
-          const ncclResult_t result =
-              nccl.all_reduce(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                              nccl_type(t.dtype()), nccl_op, comm, stream);
-          if (result != ncclSuccess) return result;
-        }
-        return ncclSuccess;
-      },
-      nullptr, /*host_blocking_wait=*/false);
+std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& op,
+                                               const std::vector<Tensor>& used,
+                                               const NcclCall& call, bool host_blocking_wait) {
+  return state_->launch(op, used, call.collective, nullptr, host_blocking_wait);
 }
 
-std::shared_ptr<Work> NcclProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
-  TANDEM_CHECK(root >= 0 && root < size(), "[nccl] broadcast: root ", root, " is out of range for ",
-               size(), " ranks");
-  check_nccl_tensors("broadcast", tensors, tensor_device(), /*allow_int64=*/true);
-  return state_->launch(
-      "broadcast", tensors,
-      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
-        for (const Tensor& t : tensors) {
-          if (t.numel() == 0) continue;
-          const ncclResult_t result =
-              nccl.broadcast(t.data_ptr(), t.data_ptr(), static_cast<size_t>(t.numel()),
-                             nccl_type(t.dtype()), root, comm, stream);
-          if (result != ncclSuccess) return result;
-        }
-        return ncclSuccess;
-      },
-      nullptr, /*host_blocking_wait=*/false);
+// A communicator of its own, met through the parent's store (the parent's keys are this
+// group's keys): see the sub-groups in nccl_process_group.h.
+std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(int index, int rank, int size,
+                                                              const std::vector<int>&) {
+  auto store = std::make_shared<PrefixStore>("sub" + std::to_string(index) + "/", state_->store);
+  return std::shared_ptr<NcclProcessGroup>(
+      new NcclProcessGroup(MeetingStore{std::move(store), /*scoped=*/true}, rank, size,
+                           state_->device, options(), state_->nccl));
 }
 
-// NCCL gathers into one buffer (rank r's part at offset r); the outputs are separate tensors, so
-// the parts are copied out on the NCCL stream, before the end event.
-std::shared_ptr<Work> NcclProcessGroup::allgather(std::vector<Tensor>& outputs,
-                                                  const Tensor& input) {
-  check_nccl_tensors("allgather", {input}, tensor_device(), /*allow_int64=*/true);
-  check_nccl_tensors("allgather", outputs, tensor_device(), /*allow_int64=*/true);
-  TANDEM_CHECK(static_cast<int>(outputs.size()) == size(), "[nccl] allgather: got ", outputs.size(),
-               " output tensors for ", size(), " ranks");
-  for (size_t r = 0; r < outputs.size(); ++r) {
-    TANDEM_CHECK(outputs[r].shape() == input.shape() && outputs[r].dtype() == input.dtype(),
-                 "[nccl] allgather: output ", r, " differs from the input in shape or dtype");
-  }
-  const int64_t n = input.numel();
-  // Allocated on the caller's current stream; launch() record_stream()s it on NCCL's.
-  const Tensor gathered = empty({n * size()}, {.dtype = input.dtype(), .device = tensor_device()});
-  std::vector<Tensor> used(outputs);
-  used.push_back(input);
-  used.push_back(gathered);
-  const size_t part_bytes = input.nbytes();
-  return state_->launch(
-      "allgather", used,
-      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
-        if (n == 0) return ncclSuccess;
-        return nccl.all_gather(input.data_ptr(), gathered.data_ptr(), static_cast<size_t>(n),
-                               nccl_type(input.dtype()), comm, stream);
-      },
-      [&](cudaStream_t stream) {
-        if (n == 0) return;
-        const auto* base = static_cast<const uint8_t*>(gathered.data_ptr());
-        for (size_t r = 0; r < outputs.size(); ++r) {
-          CUDA_CHECK(cudaMemcpyAsync(outputs[r].data_ptr(), base + r * part_bytes, part_bytes,
-                                     cudaMemcpyDeviceToDevice, stream));
-        }
-      },
-      /*host_blocking_wait=*/false);
-}
-
-// PyTorch's NCCL barrier: a one-element all-reduce whose wait() blocks the host.
-std::shared_ptr<Work> NcclProcessGroup::barrier() {
-  const Tensor token = zeros({1}, {.device = tensor_device()});
-  return state_->launch(
-      "barrier", {token},
-      [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t stream) {
-        return nccl.all_reduce(token.data_ptr(), token.data_ptr(), 1, ncclFloat32, ncclSum, comm,
-                               stream);
-      },
-      nullptr, /*host_blocking_wait=*/true);
+void NcclProcessGroup::check_placement(const std::string& op, size_t index,
+                                       const Tensor& tensor) const {
+  check_nccl_placement(op, index, tensor, tensor_device());
 }
 
 }  // namespace tandem::parallel

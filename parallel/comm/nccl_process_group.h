@@ -43,6 +43,18 @@
 /// broken: later collectives fail at once, naming the first failure. Because wait() does not
 /// block, a failure after it surfaces from synchronize() or from the group's next collective;
 /// the results of an aborted collective are undefined.
+///
+/// Note [NCCL point-to-point]: isend()/irecv() are ncclSend/ncclRecv launched like collectives,
+/// on the group's stream in submission order (PyTorch's NCCL group opens a communicator per pair
+/// of ranks for them; this one does not yet). A send does not finish until its peer's receive
+/// has started, so Note [Collective order] applies to them too: two ranks must post a send and
+/// its receive at the same place among their other operations. NCCL has no tags (they are
+/// ignored) and no receive from any source (refused). gather, scatter and alltoall are sends and
+/// receives in one ncclGroupStart/End, as in PyTorch; a rank's own part is a device copy.
+///
+/// Sub-groups (new_group) get a communicator of their own: the sub-group's rank 0 makes a new
+/// ncclUniqueId and sets it in the store under a prefix of its parent's for that sub-group
+/// (Note [NCCL rendezvous]), so creating one is a rendezvous of its members only.
 
 #include <memory>
 #include <string>
@@ -54,7 +66,8 @@
 
 namespace tandem::parallel {
 
-class NcclApi;  // parallel/comm/nccl_api.h
+class NcclApi;    // parallel/comm/nccl_api.h
+struct NcclCall;  // parallel/comm/nccl_call.h
 
 class NcclProcessGroup final : public ProcessGroup {
  public:
@@ -72,15 +85,47 @@ class NcclProcessGroup final : public ProcessGroup {
   std::string backend_name() const override { return "nccl"; }
   Device tensor_device() const override;
 
-  /// Tensors: contiguous CUDA tensors on tensor_device(), float32, bfloat16 or float16 (int64
-  /// too, except for Avg). Avg is NCCL's own (ncclAvg); NCCL sums the 16-bit types natively.
-  /// Arguments are checked on the caller's thread.
-  std::shared_ptr<Work> allreduce(std::vector<Tensor> tensors, ReduceOp op) override;
-  std::shared_ptr<Work> broadcast(std::vector<Tensor> tensors, int root) override;
-  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> barrier() override;
+ protected:
+  /// Tensors: dense CUDA tensors on tensor_device(). Avg, Product, Min and Max are NCCL's own
+  /// (ncclAvg, ncclProd, ncclMin, ncclMax); NCCL reduces the 16-bit types natively.
+  std::shared_ptr<Work> run_allreduce(const std::string& op, std::vector<Tensor> tensors,
+                                      ReduceOp reduce_op) override;
+  std::shared_ptr<Work> run_broadcast(const std::string& op, std::vector<Tensor> tensors,
+                                      int root) override;
+  std::shared_ptr<Work> run_reduce(const std::string& op, std::vector<Tensor> tensors, int root,
+                                   ReduceOp reduce_op) override;
+  std::shared_ptr<Work> run_allgather(const std::string& op, Tensor output, Tensor input) override;
+  std::shared_ptr<Work> run_gather(const std::string& op, Tensor output, Tensor input,
+                                   int root) override;
+  std::shared_ptr<Work> run_scatter(const std::string& op, Tensor output, Tensor input,
+                                    int root) override;
+  std::shared_ptr<Work> run_reduce_scatter(const std::string& op, Tensor output, Tensor input,
+                                           ReduceOp reduce_op) override;
+  std::shared_ptr<Work> run_alltoall(const std::string& op, Tensor output, Tensor input,
+                                     std::vector<int64_t> output_counts,
+                                     std::vector<int64_t> input_counts) override;
+  std::shared_ptr<Work> run_barrier(const std::string& op) override;
+  std::shared_ptr<Work> run_send(Tensor tensor, int dst, int tag) override;
+  std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) override;
+  std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size,
+                                              const std::vector<int>& ranks) override;
+  void check_placement(const std::string& op, size_t index, const Tensor& tensor) const override;
 
  private:
+  /// The store to meet on: the caller's (the group counts its generation on it, Note [NCCL
+  /// rendezvous]) or a sub-group's, already scoped to its keys.
+  struct MeetingStore {
+    std::shared_ptr<Store> store;
+    bool scoped = false;
+  };
+  NcclProcessGroup(MeetingStore store, int rank, int size, int device, ProcessGroupOptions options,
+                   NcclApi& nccl);
+  /// Runs `call` on the group's stream (Note [NCCL stream order]); `used` are the tensors it
+  /// reads or writes; `host_blocking_wait`: wait() blocks the host (a barrier).
+  /// nccl_collectives.cpp calls it for every operation.
+  std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
+                               const NcclCall& call, bool host_blocking_wait = false);
+
   struct State;
   std::unique_ptr<State> state_;
 };
@@ -134,11 +179,9 @@ int bind_nccl_device(int rank, int local_rank, int local_world_size);
 /// new enough for it.)
 void check_nccl_version(int library_version, int header_version);
 
-/// The argument checks of the NCCL collectives, on the caller's thread (no GPU needed):
-/// defined, on `device`, contiguous, float32, bfloat16, float16 or (when allow_int64) int64.
-/// Throws "[nccl] <op>: tensor <i> is on cpu:0; the NCCL process group takes CUDA tensors on
-/// cuda:0 ...".
-void check_nccl_tensors(const std::string& op, const std::vector<Tensor>& tensors, Device device,
-                        bool allow_int64);
+/// The NCCL group's check_placement (no GPU needed): throws "[nccl] <op>: tensor <index> is on
+/// cpu:0; the NCCL process group takes CUDA tensors on cuda:0 (use the gloo backend for CPU
+/// tensors)" unless `tensor` is defined, on `device` and dense.
+void check_nccl_placement(const std::string& op, size_t index, const Tensor& tensor, Device device);
 
 }  // namespace tandem::parallel

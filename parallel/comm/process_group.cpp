@@ -1,3 +1,5 @@
+// ProcessGroup's public operations: the argument checks every backend shares, then the backend's
+// run_* hook (Note [Flat collectives]). The list forms are in list_collectives.cpp.
 #include "parallel/comm/process_group.h"
 
 #include <algorithm>
@@ -5,139 +7,22 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/error.h"
 #include "engine/ops/concat.h"
-#include "parallel/comm/socket.h"
+#include "parallel/comm/collective_checks.h"
 
 namespace tandem::parallel {
-
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Avg: return "avg";
-  }
-  return "?";
-}
-
-// --- Work
-
-Work::Work(std::string description, std::chrono::milliseconds default_timeout)
-    : description_(std::move(description)), default_timeout_(default_timeout) {}
-
-Work::~Work() = default;
-
-void Work::wait(std::chrono::milliseconds timeout) {
-  synchronize(timeout);
-}
-
-void Work::synchronize(std::chrono::milliseconds timeout) {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    // A huge timeout means "forever"; now() + milliseconds::max() would overflow.
-    const bool forever = timeout > std::chrono::hours(24 * 365);
-    if (forever) done_.wait(lock, [&] { return completed_; });
-    if (!forever) done_.wait_for(lock, timeout, [&] { return completed_; });
-  }
-  finish_synchronize(timeout);
-}
-
-void Work::finish_synchronize(std::chrono::milliseconds timeout) const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  TANDEM_CHECK(completed_, description_, " did not complete within ", net::format_duration(timeout),
-               " (a peer may have died or hung, or the ranks issued different collectives)");
-  if (error_) std::rethrow_exception(error_);
-}
-
-bool Work::completed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_;
-}
-
-bool Work::failed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return completed_ && error_ != nullptr;
-}
-
-Work::Clock::time_point Work::started_at() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return started_at_;
-}
-
-Work::Clock::time_point Work::ended_at() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return ended_at_;
-}
-
-void Work::mark_started() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  started_at_ = Clock::now();
-}
-
-void Work::mark_completed(std::exception_ptr error) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (completed_) return;  // the first completion wins (NCCL: a failure vs a late success)
-    ended_at_ = Clock::now();
-    if (started_at_ == Clock::time_point{}) started_at_ = ended_at_;
-    error_ = std::move(error);
-    completed_ = true;
-  }
-  done_.notify_all();
-}
-
-void check_collective_dtype(const char* backend, const std::string& op, size_t index, DType dtype,
-                            bool allow_int64) {
-  const bool supported = dtype == DType::Float32 || dtype == DType::BFloat16 ||
-                         dtype == DType::Float16 || (allow_int64 && dtype == DType::Int64);
-  TANDEM_CHECK(supported, "[", backend, "] ", op, ": tensor ", index, " is ", dtype_name(dtype),
-               allow_int64 ? "; supported: float32, bfloat16, float16, int64"
-                           : "; supported: float32, bfloat16, float16");
-}
-
-// --- then()
-
 namespace {
 
-class ContinuedWork final : public Work {
- public:
-  ContinuedWork(std::shared_ptr<Work> work, std::function<void()> continuation)
-      : Work(work->description(), work->default_timeout()),
-        work_(std::move(work)),
-        continuation_(std::move(continuation)) {}
-
-  void wait(std::chrono::milliseconds timeout) override {
-    work_->wait(timeout);
-    continue_once();
+// "0, 1 and 3".
+std::string numbers(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) text += (i + 1 == ranks.size()) ? " and " : ", ";
+    text += std::to_string(ranks[i]);
   }
-  void synchronize(std::chrono::milliseconds timeout) override {
-    work_->synchronize(timeout);
-    continue_once();
-  }
-  bool completed() const override { return work_->completed(); }
-  bool failed() const override { return work_->failed(); }
-  Clock::time_point started_at() const override { return work_->started_at(); }
-  Clock::time_point ended_at() const override { return work_->ended_at(); }
-
- private:
-  void continue_once() {
-    std::lock_guard<std::mutex> lock(continue_mutex_);
-    if (continued_) return;
-    continued_ = true;  // before running: a continuation that threw is not run twice
-    continuation_();
-  }
-
-  const std::shared_ptr<Work> work_;
-  const std::function<void()> continuation_;
-  std::mutex continue_mutex_;  // guards continued_
-  bool continued_ = false;
-};
-
-}  // namespace
-
-std::shared_ptr<Work> then(std::shared_ptr<Work> work, std::function<void()> continuation) {
-  TANDEM_CHECK(work != nullptr && continuation, "[then] needs a Work and a continuation");
-  return std::make_shared<ContinuedWork>(std::move(work), std::move(continuation));
+  return text;
 }
 
-// --- ProcessGroup
+}  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
     : rank_(rank), size_(size), options_(std::move(options)) {
@@ -147,7 +32,196 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
   TANDEM_CHECK(options_.timeout.count() > 0, "[process_group] timeout must be positive");
 }
 
+ProcessGroup::ProcessGroup(NonMember non_member, ProcessGroupOptions options)
+    : rank_(-1),
+      size_(static_cast<int>(non_member.ranks.size())),
+      options_(std::move(options)),
+      members_in_parent_(std::move(non_member.ranks)) {}
+
 ProcessGroup::~ProcessGroup() = default;
+
+// --- checks
+
+void ProcessGroup::check_member(const std::string& op) const {
+  TANDEM_CHECK(is_member(), "[", backend_name(), "] ", op,
+               ": this rank is not a member of this group (ranks ", numbers(members_in_parent_),
+               " of the group it was made from); new_group() gives the ranks outside a group that "
+               "refuses every operation");
+}
+
+void ProcessGroup::check_tensors(const std::string& op, const std::vector<Tensor>& tensors,
+                                 const ReduceOp* reduce_op) const {
+  const std::string backend = backend_name();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    check_placement(op, i, tensors[i]);
+    if (reduce_op != nullptr) {
+      check_reduce_dtype(backend.c_str(), op, i, tensors[i].dtype(), *reduce_op);
+    } else {
+      check_collective_dtype(backend.c_str(), op, i, tensors[i].dtype());
+    }
+  }
+}
+
+void ProcessGroup::check_root(const std::string& op, int root) const {
+  TANDEM_CHECK(root >= 0 && root < size(), "[", backend_name(), "] ", op, ": root ", root,
+               " is out of range for ", size(), " ranks");
+}
+
+// --- collectives on tensors in place
+
+std::shared_ptr<Work> ProcessGroup::allreduce(std::vector<Tensor> tensors, ReduceOp op) {
+  check_member("allreduce");
+  check_tensors("allreduce", tensors, &op);
+  return run_allreduce("allreduce", std::move(tensors), op);
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast(std::vector<Tensor> tensors, int root) {
+  check_member("broadcast");
+  check_root("broadcast", root);
+  check_tensors("broadcast", tensors, nullptr);
+  return run_broadcast("broadcast", std::move(tensors), root);
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce(std::vector<Tensor> tensors, int root, ReduceOp op) {
+  check_member("reduce");
+  check_root("reduce", root);
+  check_tensors("reduce", tensors, &op);
+  return run_reduce("reduce", std::move(tensors), root, op);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  check_member("barrier");
+  return run_barrier("barrier");
+}
+
+// --- point-to-point
+
+std::shared_ptr<Work> ProcessGroup::isend(Tensor tensor, int dst, int tag) {
+  check_member("isend");
+  check_tensors("isend", {tensor}, nullptr);
+  TANDEM_CHECK(tensor.is_contiguous(), "[", backend_name(),
+               "] isend: the tensor is not contiguous");
+  TANDEM_CHECK(dst >= 0 && dst < size(), "[", backend_name(), "] isend: dst ", dst,
+               " is out of range for ", size(), " ranks");
+  TANDEM_CHECK(dst != rank(), "[", backend_name(), "] isend: dst ", dst,
+               " is this rank; a rank cannot send to itself");
+  TANDEM_CHECK(tag >= 0, "[", backend_name(), "] isend: tag ", tag, " is negative");
+  return run_send(std::move(tensor), dst, tag);
+}
+
+std::shared_ptr<Work> ProcessGroup::irecv(Tensor tensor, int src, int tag) {
+  check_member("irecv");
+  check_tensors("irecv", {tensor}, nullptr);
+  TANDEM_CHECK(tensor.is_contiguous(), "[", backend_name(),
+               "] irecv: the tensor is not contiguous");
+  TANDEM_CHECK(src == kAnySource || (src >= 0 && src < size()), "[", backend_name(),
+               "] irecv: src ", src, " is out of range for ", size(), " ranks (kAnySource is -1)");
+  TANDEM_CHECK(src != rank(), "[", backend_name(), "] irecv: src ", src,
+               " is this rank; a rank cannot receive from itself");
+  TANDEM_CHECK(tag >= 0, "[", backend_name(), "] irecv: tag ", tag, " is negative");
+  return run_recv(std::move(tensor), src, tag);
+}
+
+void ProcessGroup::send(Tensor tensor, int dst, int tag) {
+  isend(std::move(tensor), dst, tag)->wait();
+}
+
+int ProcessGroup::recv(Tensor tensor, int src, int tag) {
+  const std::shared_ptr<Work> work = irecv(std::move(tensor), src, tag);
+  work->wait();
+  return work->source_rank();
+}
+
+// --- sub-groups
+
+namespace {
+
+// What a rank outside new_group()'s ranks gets: ProcessGroup's public operations refuse it
+// before they reach a hook (check_member), so the hooks are never called.
+class NonMemberGroup final : public ProcessGroup {
+ public:
+  NonMemberGroup(std::string backend, Device device, std::vector<int> ranks,
+                 ProcessGroupOptions options)
+      : ProcessGroup(NonMember{std::move(ranks)}, std::move(options)),
+        backend_(std::move(backend)),
+        device_(device) {}
+
+  std::string backend_name() const override { return backend_; }
+  Device tensor_device() const override { return device_; }
+
+ protected:
+  [[noreturn]] static void unreachable() {
+    TANDEM_FAIL("[process_group] a non-member's group ran an operation");
+  }
+  std::shared_ptr<Work> run_allreduce(const std::string&, std::vector<Tensor>, ReduceOp) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_broadcast(const std::string&, std::vector<Tensor>, int) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_reduce(const std::string&, std::vector<Tensor>, int,
+                                   ReduceOp) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_allgather(const std::string&, Tensor, Tensor) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_gather(const std::string&, Tensor, Tensor, int) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_scatter(const std::string&, Tensor, Tensor, int) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_reduce_scatter(const std::string&, Tensor, Tensor, ReduceOp) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_alltoall(const std::string&, Tensor, Tensor, std::vector<int64_t>,
+                                     std::vector<int64_t>) override {
+    unreachable();
+  }
+  std::shared_ptr<Work> run_barrier(const std::string&) override { unreachable(); }
+  std::shared_ptr<Work> run_send(Tensor, int, int) override { unreachable(); }
+  std::shared_ptr<Work> run_recv(Tensor, int, int) override { unreachable(); }
+  std::shared_ptr<ProcessGroup> make_subgroup(int, int, int, const std::vector<int>&) override { unreachable(); }
+  void check_placement(const std::string&, size_t, const Tensor&) const override { unreachable(); }
+
+ private:
+  const std::string backend_;
+  const Device device_;
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks) {
+  check_member("new_group");
+  TANDEM_CHECK(!ranks.empty(), "[", backend_name(), "] new_group: no ranks");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    TANDEM_CHECK(sorted[i] >= 0 && sorted[i] < size(), "[", backend_name(), "] new_group: rank ",
+                 sorted[i], " is out of range for ", size(), " ranks");
+    TANDEM_CHECK(i == 0 || sorted[i] != sorted[i - 1], "[", backend_name(), "] new_group: rank ",
+                 sorted[i], " is listed twice");
+  }
+  int index = 0;
+  {
+    std::lock_guard lock(subgroups_mutex_);
+    index = subgroups_made_++;
+  }
+  const auto mine = std::find(sorted.begin(), sorted.end(), rank());
+  if (mine == sorted.end()) {
+    return std::make_shared<NonMemberGroup>(backend_name(), tensor_device(), std::move(sorted),
+                                            options());
+  }
+  return make_subgroup(index, static_cast<int>(mine - sorted.begin()),
+                       static_cast<int>(sorted.size()), sorted);
+}
+
+std::shared_ptr<ProcessGroup> new_group(ProcessGroup& world, const std::vector<int>& ranks) {
+  return world.new_group(ranks);
+}
+
+// --- broadcast_coalesced
 
 void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root) {
   NoGradGuard no_grad;

@@ -235,9 +235,12 @@ class ProcessGroup {
   /// unless `tensor` is defined, on tensor_device() and dense.
   virtual void check_placement(const std::string& op, size_t index, const Tensor& tensor) const = 0;
 
-  /// For the group a non-member gets from new_group(): rank() is -1.
-  struct NonMember {};
-  ProcessGroup(NonMember, int size, ProcessGroupOptions options);
+  /// For the group a non-member gets from new_group(): rank() is -1; `ranks` are the members'
+  /// ranks in the parent group, for messages.
+  struct NonMember {
+    std::vector<int> ranks;
+  };
+  ProcessGroup(NonMember non_member, ProcessGroupOptions options);
 
  private:
   /// Throws "[<backend>] <op>: rank ... is not a member of this group ..." on a non-member.
@@ -250,8 +253,9 @@ class ProcessGroup {
   const int rank_;
   const int size_;
   const ProcessGroupOptions options_;
-  std::mutex subgroups_mutex_;  // guards subgroups_made_
-  int subgroups_made_ = 0;      // new_group() calls so far: numbers the next sub-group
+  const std::vector<int> members_in_parent_;  // a non-member's group only: who is in it
+  std::mutex subgroups_mutex_;                // guards subgroups_made_
+  int subgroups_made_ = 0;  // new_group() calls so far: numbers the next sub-group
 };
 
 /// The free form of world.new_group(ranks), as torch.distributed.new_group(ranks) reads.

@@ -9,5 +9,6 @@ const char* const kBenchCifarProgram = TANDEM_BENCH_CIFAR;
 const char* const kCifar10Dir = TANDEM_CIFAR10_DIR;
 const char* const kFuzzCorpusDir = TANDEM_FUZZ_CORPUS;
 const char* const kTorchStorePeerScript = TANDEM_TORCH_STORE_PEER;
+const char* const kTorchCollectivesScript = TANDEM_TORCH_COLLECTIVES;
 
 }  // namespace tandem::testing

@@ -11,5 +11,6 @@ extern const char* const kBenchCifarProgram;     ///< this build's apps/bench_ci
 extern const char* const kCifar10Dir;            ///< the real CIFAR-10 (scripts/get_cifar10.sh)
 extern const char* const kFuzzCorpusDir;         ///< tests/fuzz/corpus
 extern const char* const kTorchStorePeerScript;  ///< tests/interop/torch_store_peer.py
+extern const char* const kTorchCollectivesScript;  ///< tests/interop/torch_collectives.py
 
 }  // namespace tandem::testing

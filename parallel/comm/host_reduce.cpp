@@ -1,0 +1,87 @@
+#include "parallel/comm/host_reduce.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "engine/error.h"
+
+namespace tandem::parallel {
+namespace {
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>;
+
+// The arithmetic of one step on T: 16-bit types in float (Note [Half all-reduce]), int64 in
+// uint64 so that overflow wraps instead of being undefined.
+template <typename T>
+using Arithmetic = std::conditional_t<kIsHalf<T>, float,
+                                      std::conditional_t<std::is_same_v<T, int64_t>, uint64_t, T>>;
+
+template <typename T, typename Combine>
+HostReduceFunction elementwise(Combine combine) {
+  return [combine](void* out, const void* a, const void* b, size_t n) {
+    auto* result = static_cast<T*>(out);
+    const auto* x = static_cast<const T*>(a);
+    const auto* y = static_cast<const T*>(b);
+    for (size_t i = 0; i < n; ++i) {
+      result[i] = static_cast<T>(
+          combine(static_cast<Arithmetic<T>>(x[i]), static_cast<Arithmetic<T>>(y[i])));
+    }
+  };
+}
+
+template <typename T>
+HostReduceFunction function_for(ReduceOp op) {
+  // Min and max compare the values themselves: int64 as signed.
+  using Compare = std::conditional_t<kIsHalf<T>, float, T>;
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return elementwise<T>([](auto x, auto y) { return x + y; });
+    case ReduceOp::Product: return elementwise<T>([](auto x, auto y) { return x * y; });
+    case ReduceOp::Min:
+      return elementwise<T>([](auto x, auto y) {
+        return std::min(static_cast<Compare>(x), static_cast<Compare>(y));
+      });
+    case ReduceOp::Max:
+      return elementwise<T>([](auto x, auto y) {
+        return std::max(static_cast<Compare>(x), static_cast<Compare>(y));
+      });
+  }
+  TANDEM_FAIL("[reduce] unknown reduce op");
+}
+
+template <typename T>
+void scale(const Tensor& tensor, float factor) {
+  T* data = tensor.data<T>();
+  for (int64_t i = 0; i < tensor.numel(); ++i) data[i] = T(static_cast<float>(data[i]) * factor);
+}
+
+}  // namespace
+
+HostReduceFunction host_reduce_function(ReduceOp op, DType dtype) {
+  TANDEM_CHECK(reduce_op_supports(op, dtype), "[reduce] ", reduce_op_name(op), " does not reduce ",
+               dtype_name(dtype), " tensors");
+  switch (dtype) {
+    case DType::Float32: return function_for<float>(op);
+    case DType::Int64: return function_for<int64_t>(op);
+    case DType::BFloat16: return function_for<BFloat16>(op);
+    case DType::Float16: return function_for<Float16>(op);
+    case DType::UInt8: break;
+  }
+  TANDEM_FAIL("[reduce] no reduction for ", dtype_name(dtype));
+}
+
+void finish_average(const Tensor& sum, int size) {
+  const float factor = 1.0f / static_cast<float>(size);
+  switch (sum.dtype()) {
+    case DType::Float32: return scale<float>(sum, factor);
+    case DType::BFloat16: return scale<BFloat16>(sum, factor);
+    case DType::Float16: return scale<Float16>(sum, factor);
+    case DType::Int64:
+    case DType::UInt8: break;
+  }
+  TANDEM_FAIL("[reduce] avg of ", dtype_name(sum.dtype()), " tensors");
+}
+
+}  // namespace tandem::parallel
