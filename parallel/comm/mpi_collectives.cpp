@@ -45,8 +45,7 @@ std::shared_ptr<Work> MpiProcessGroup::run_allreduce(const std::string& op,
     }
   });
   if (reduce_op == ReduceOp::Avg) stages.push_back(average(tensors, size()));
-  return collective(op, describe_call("allreduce", tensors, -1, &reduce_op), {},
-                    std::move(stages));
+  return collective(op, describe_call("allreduce", tensors, -1, &reduce_op), {}, std::move(stages));
 }
 
 std::shared_ptr<Work> MpiProcessGroup::run_broadcast(const std::string& op,
@@ -57,8 +56,8 @@ std::shared_ptr<Work> MpiProcessGroup::run_broadcast(const std::string& op,
   Stage post = [comm = shared_->comm, tensors, root](MpiOperation& operation) {
     for (const Tensor& t : tensors) {
       if (t.numel() == 0) continue;
-      check_mpi(MPI_Ibcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
-                           root, comm, next_request(operation)),
+      check_mpi(MPI_Ibcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_datatype(t.dtype()), root,
+                           comm, next_request(operation)),
                 "MPI_Ibcast");
     }
   };
@@ -73,20 +72,19 @@ std::shared_ptr<Work> MpiProcessGroup::run_reduce(const std::string& op,
   wait_for_devices(tensors);
   const bool is_root = rank() == root;
   std::deque<Stage> stages;
-  stages.emplace_back([comm = shared_->comm, tensors, root, reduce_op,
-                       is_root](MpiOperation& operation) {
-    for (const Tensor& t : tensors) {
-      if (t.numel() == 0) continue;
-      void* data = t.data_ptr();
-      check_mpi(MPI_Ireduce(is_root ? MPI_IN_PLACE : data, is_root ? data : nullptr,
-                            static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
-                            mpi_op(reduce_op, t.dtype()), root, comm, next_request(operation)),
-                "MPI_Ireduce");
-    }
-  });
+  stages.emplace_back(
+      [comm = shared_->comm, tensors, root, reduce_op, is_root](MpiOperation& operation) {
+        for (const Tensor& t : tensors) {
+          if (t.numel() == 0) continue;
+          void* data = t.data_ptr();
+          check_mpi(MPI_Ireduce(is_root ? MPI_IN_PLACE : data, is_root ? data : nullptr,
+                                static_cast<int>(t.numel()), mpi_datatype(t.dtype()),
+                                mpi_op(reduce_op, t.dtype()), root, comm, next_request(operation)),
+                    "MPI_Ireduce");
+        }
+      });
   if (reduce_op == ReduceOp::Avg && is_root) stages.push_back(average(tensors, size()));
-  return collective(op, describe_call("reduce", tensors, root, &reduce_op), {},
-                    std::move(stages));
+  return collective(op, describe_call("reduce", tensors, root, &reduce_op), {}, std::move(stages));
 }
 
 std::shared_ptr<Work> MpiProcessGroup::run_allgather(const std::string& op, Tensor output,
@@ -130,8 +128,8 @@ std::shared_ptr<Work> MpiProcessGroup::run_scatter(const std::string& op, Tensor
     if (output.numel() == 0) return;
     const MPI_Datatype type = mpi_datatype(output.dtype());
     const auto n = static_cast<int>(output.numel());
-    check_mpi(MPI_Iscatter(input.defined() ? input.data_ptr() : nullptr, n, type,
-                           output.data_ptr(), n, type, root, comm, next_request(operation)),
+    check_mpi(MPI_Iscatter(input.defined() ? input.data_ptr() : nullptr, n, type, output.data_ptr(),
+                           n, type, root, comm, next_request(operation)),
               "MPI_Iscatter");
   };
   return collective(op, std::move(call), {}, {std::move(post)});
@@ -144,12 +142,11 @@ std::shared_ptr<Work> MpiProcessGroup::run_reduce_scatter(const std::string& op,
   std::deque<Stage> stages;
   stages.emplace_back([comm = shared_->comm, output, input, reduce_op](MpiOperation& operation) {
     if (output.numel() == 0) return;
-    check_mpi(MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(),
-                                        static_cast<int>(output.numel()),
-                                        mpi_datatype(output.dtype()),
-                                        mpi_op(reduce_op, output.dtype()), comm,
-                                        next_request(operation)),
-              "MPI_Ireduce_scatter_block");
+    check_mpi(
+        MPI_Ireduce_scatter_block(input.data_ptr(), output.data_ptr(),
+                                  static_cast<int>(output.numel()), mpi_datatype(output.dtype()),
+                                  mpi_op(reduce_op, output.dtype()), comm, next_request(operation)),
+        "MPI_Ireduce_scatter_block");
   });
   if (reduce_op == ReduceOp::Avg) stages.push_back(average({output}, size()));
   return collective(op, describe_call("reduce_scatter", {output}, -1, &reduce_op), {},
@@ -194,11 +191,11 @@ std::shared_ptr<Work> MpiProcessGroup::run_alltoall(const std::string& op, Tenso
   counts.insert(counts.end(), output_counts.begin(), output_counts.end());
   Stage post = [comm = shared_->comm, output, input, layout](MpiOperation& operation) {
     const MPI_Datatype type = mpi_datatype(input.dtype());
-    check_mpi(MPI_Ialltoallv(input.data_ptr(), layout->send_counts.data(),
-                             layout->send_offsets.data(), type, output.data_ptr(),
-                             layout->receive_counts.data(), layout->receive_offsets.data(), type,
-                             comm, next_request(operation)),
-              "MPI_Ialltoallv");
+    check_mpi(
+        MPI_Ialltoallv(input.data_ptr(), layout->send_counts.data(), layout->send_offsets.data(),
+                       type, output.data_ptr(), layout->receive_counts.data(),
+                       layout->receive_offsets.data(), type, comm, next_request(operation)),
+        "MPI_Ialltoallv");
   };
   return collective(op, std::string("alltoall: ") + dtype_name(input.dtype()), std::move(counts),
                     {std::move(post)});
@@ -223,9 +220,8 @@ std::shared_ptr<Work> MpiProcessGroup::run_send(Tensor tensor, int dst, int tag)
                         next_request(operation)),
               "MPI_Isend");
   };
-  return point_to_point(
-      "isend", " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag),
-      std::move(post), [](MpiOperation&) {});
+  return point_to_point("isend", " to rank " + std::to_string(dst) + ", tag " + std::to_string(tag),
+                        std::move(post), [](MpiOperation&) {});
 }
 
 std::shared_ptr<Work> MpiProcessGroup::run_recv(Tensor tensor, int src, int tag) {
@@ -249,8 +245,8 @@ std::shared_ptr<Work> MpiProcessGroup::run_recv(Tensor tensor, int src, int tag)
     operation.work->set_source_rank(status.MPI_SOURCE);
   };
   const std::string from = src == kAnySource ? "any rank" : "rank " + std::to_string(src);
-  return point_to_point("irecv", " from " + from + ", tag " + std::to_string(tag),
-                        std::move(post), std::move(finish));
+  return point_to_point("irecv", " from " + from + ", tag " + std::to_string(tag), std::move(post),
+                        std::move(finish));
 }
 
 }  // namespace tandem::parallel

@@ -1,5 +1,6 @@
 #include "parallel/comm/mpi_engine.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -66,6 +67,15 @@ bool query_cuda_support() {
 #else
   return false;
 #endif
+}
+
+bool was_cancelled(std::vector<MPI_Status>& statuses) {
+  for (MPI_Status& status : statuses) {
+    int cancelled = 0;
+    MPI_Test_cancelled(&status, &cancelled);
+    if (cancelled != 0) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -189,6 +199,14 @@ void MpiEngine::close_lane(uint64_t lane) {
   wake_.notify_all();
 }
 
+void MpiEngine::cancel_receives(uint64_t lane) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelling_.push_back(lane);
+  }
+  wake_.notify_all();
+}
+
 void MpiEngine::watch(const std::string& what, std::chrono::milliseconds timeout,
                       const std::function<void()>& call) {
   std::list<Watched>::iterator entry;
@@ -248,14 +266,18 @@ void MpiEngine::thread_main() {
   auto last_completion = Clock::now();
   while (true) {
     bool new_work = false;
+    std::vector<uint64_t> cancelling;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       const size_t before = active_.size();
       take_submissions();
       new_work = active_.size() > before;
+      cancelling.swap(cancelling_);
       if (active_.empty()) {
         if (stopping_ && idle()) break;
-        const auto woken = [&] { return !submitted_.empty() || (stopping_ && idle()); };
+        const auto woken = [&] {
+          return !submitted_.empty() || !cancelling_.empty() || (stopping_ && idle());
+        };
         if (watched_.empty()) {
           wake_.wait(lock, woken);
         } else {
@@ -279,6 +301,7 @@ void MpiEngine::thread_main() {
         ++it;
       }
     }
+    if (!cancelling.empty()) cancel(cancelling);
     if (test_all() || new_work) last_completion = Clock::now();
     check_deadlines();
     if (active_.empty()) continue;
@@ -336,6 +359,11 @@ bool MpiEngine::test_all() {
       const std::string why = mpi_error_string(first);
       finish(*it, operation.fail ? operation.fail(why) : std::make_exception_ptr(Error(why)));
       over = true;
+    } else if (done != 0 && was_cancelled(operation.statuses)) {
+      finish(*it, std::make_exception_ptr(Error(operation.work->description() +
+                                                " did not complete: the group was destroyed "
+                                                "first")));
+      over = true;
     } else if (done != 0) {
       operation.requests.clear();
       over = advance(*it);
@@ -344,6 +372,14 @@ bool MpiEngine::test_all() {
     it = over ? active_.erase(it) : std::next(it);
   }
   return moved;
+}
+
+void MpiEngine::cancel(const std::vector<uint64_t>& lanes) {
+  for (Active& active : active_) {
+    const uint64_t lane = active.operation.receive_of;
+    if (lane == 0 || std::find(lanes.begin(), lanes.end(), lane) == lanes.end()) continue;
+    for (MPI_Request& request : active.operation.requests) MPI_Cancel(&request);
+  }
 }
 
 void MpiEngine::finish(Active& active, std::exception_ptr error) {
@@ -357,7 +393,8 @@ void MpiEngine::finish(Active& active, std::exception_ptr error) {
 void MpiEngine::check_deadlines() {
   const auto now = Clock::now();
   for (const Active& active : active_) {
-    if (now > active.deadline) abort_job(active.operation.work->description(), active.operation.timeout);
+    if (now > active.deadline)
+      abort_job(active.operation.work->description(), active.operation.timeout);
   }
   std::lock_guard<std::mutex> lock(mutex_);
   for (const Watched& watched : watched_) {

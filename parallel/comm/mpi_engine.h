@@ -81,6 +81,8 @@ struct MpiOperation {
   /// Turns a failure (a stage's exception, an MPI error code's message) into what the Work
   /// rethrows, and marks the group broken; without it the failure is rethrown as it is.
   std::function<std::exception_ptr(const std::string& failure)> fail;
+  /// A receive of the group with this lane: cancel_receives(lane) cancels it.
+  uint64_t receive_of = 0;
 };
 
 class MpiEngine {
@@ -108,6 +110,10 @@ class MpiEngine {
   void submit(uint64_t lane, MpiOperation operation);
   /// Forgets `lane` once what it holds has run (a group is gone).
   void close_lane(uint64_t lane);
+  /// Cancels the receives of the group with `lane` that are still pending (MPI_Cancel): their
+  /// Works fail with "... did not complete: the group was destroyed first". A receive that a
+  /// message has matched already completes normally.
+  void cancel_receives(uint64_t lane);
 
   /// Runs `call` (a blocking MPI call such as MPI_Comm_dup) on the calling thread; if it has not
   /// returned after `timeout`, the engine's thread aborts the job naming `what` (Note [MPI
@@ -144,6 +150,8 @@ class MpiEngine {
   bool advance(Active& active);
   /// Tests every active operation once; whether any moved on.
   bool test_all();
+  /// MPI_Cancel on the pending receives of the lanes in `lanes`.
+  void cancel(const std::vector<uint64_t>& lanes);
   void finish(Active& active, std::exception_ptr error);
   [[noreturn]] void abort_job(const std::string& what, std::chrono::milliseconds timeout);
   void check_deadlines();
@@ -162,6 +170,7 @@ class MpiEngine {
   uint64_t lanes_made_ = 0;
   std::vector<std::pair<uint64_t, MpiOperation>> submitted_;
   std::map<uint64_t, Lane> lanes_;
+  std::vector<uint64_t> cancelling_;  // lanes whose receives are to be cancelled
   std::list<Watched> watched_;
 
   std::list<Active> active_;  // the thread's only

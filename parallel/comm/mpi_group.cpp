@@ -75,10 +75,10 @@ void compare_counts(MPI_Comm comm, const std::shared_ptr<Consistency>& check,
   const auto per_rank = static_cast<int>(check->alltoall_counts.size());
   check->counts.resize(check->alltoall_counts.size() * check->prints.size() / 2);
   operation.requests.emplace_back();
-  check_mpi(MPI_Iallgather(check->alltoall_counts.data(), per_rank, MPI_INT64_T,
-                           check->counts.data(), per_rank, MPI_INT64_T, comm,
-                           &operation.requests.back()),
-            "MPI_Iallgather");
+  check_mpi(
+      MPI_Iallgather(check->alltoall_counts.data(), per_rank, MPI_INT64_T, check->counts.data(),
+                     per_rank, MPI_INT64_T, comm, &operation.requests.back()),
+      "MPI_Iallgather");
   operation.stages.push_front([check, per_rank](MpiOperation& op) {
     std::vector<std::vector<int64_t>> by_rank;
     for (auto it = check->counts.begin(); it != check->counts.end(); it += per_rank) {
@@ -131,14 +131,16 @@ MpiProcessGroup::MpiProcessGroup(std::shared_ptr<MpiEngine> engine, MPI_Comm com
 }
 
 MpiProcessGroup::~MpiProcessGroup() {
-  // Behind everything queued on the lane; point-to-point operations still pending on the
-  // communicator complete normally after MPI_Comm_free, which only marks it for deallocation.
+  // Receives nobody will answer any more fail at once (as on Gloo). The communicator is freed
+  // behind everything queued on the lane; sends still pending complete normally after
+  // MPI_Comm_free, which only marks it for deallocation.
   MpiOperation free_comm;
   free_comm.work = make_work("freeing the communicator");
   free_comm.timeout = options().timeout;
   free_comm.stages.emplace_back([shared = shared_](MpiOperation&) {
     check_mpi(MPI_Comm_free(&shared->comm), "MPI_Comm_free");
   });
+  engine_->cancel_receives(lane_);
   engine_->submit(lane_, std::move(free_comm));
   engine_->close_lane(lane_);
 }
@@ -151,8 +153,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(int index, int, int
                                                              const std::vector<int>& ranks) {
   MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
   check_mpi(MPI_Comm_group(shared_->comm, &all), "MPI_Comm_group");
-  const int included =
-      MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &members);
+  const int included = MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &members);
   MPI_Group_free(&all);
   check_mpi(included, "MPI_Group_incl");
   MPI_Comm comm = MPI_COMM_NULL;
@@ -169,8 +170,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(int index, int, int
   return std::make_shared<MpiProcessGroup>(engine_, comm, options());
 }
 
-void MpiProcessGroup::check_placement(const std::string& op, size_t index,
-                                      const Tensor& t) const {
+void MpiProcessGroup::check_placement(const std::string& op, size_t index, const Tensor& t) const {
   TANDEM_CHECK(t.defined(), "[mpi] ", op, ": tensor ", index, " is undefined");
   TANDEM_CHECK(t.device().is_cpu() || engine_->cuda_aware(), "[mpi] ", op, ": tensor ", index,
                " is on ", t.device().str(),
@@ -207,8 +207,8 @@ std::shared_ptr<Work> MpiProcessGroup::make_work(const std::string& what,
 std::shared_ptr<Work> MpiProcessGroup::collective(const std::string& op, std::string call,
                                                   std::vector<int64_t> alltoall_counts,
                                                   std::deque<MpiOperation::Stage> stages) {
-  const std::string where = op + " on rank " + std::to_string(rank()) + " of " +
-                            std::to_string(size());
+  const std::string where =
+      op + " on rank " + std::to_string(rank()) + " of " + std::to_string(size());
   MpiOperation operation;
   operation.work = make_work(op);
   operation.timeout = options().timeout;
@@ -219,9 +219,8 @@ std::shared_ptr<Work> MpiProcessGroup::collective(const std::string& op, std::st
   };
   operation.stages.push_back(unless_broken(where));
   if (options().check_consistency && size() > 1) {
-    auto check = std::make_shared<Consistency>(
-        Consistency{.call = std::move(call), .alltoall_counts = std::move(alltoall_counts),
-                    .where = where});
+    auto check = std::make_shared<Consistency>(Consistency{
+        .call = std::move(call), .alltoall_counts = std::move(alltoall_counts), .where = where});
     for (auto& stage : consistency_stages(shared_->comm, size(), std::move(check))) {
       operation.stages.push_back(std::move(stage));
     }
@@ -238,7 +237,8 @@ MpiOperation::Stage MpiProcessGroup::unless_broken(const std::string& where) con
     if (shared->broken.empty()) return;
     operation.error = std::make_exception_ptr(Error("[mpi] " + where +
                                                     " not run: the group is broken by an "
-                                                    "earlier failure (" + shared->broken + ")"));
+                                                    "earlier failure (" +
+                                                    shared->broken + ")"));
     operation.stages.clear();
   };
 }
@@ -248,13 +248,14 @@ std::shared_ptr<Work> MpiProcessGroup::point_to_point(const std::string& what,
                                                       MpiOperation::Stage post,
                                                       MpiOperation::Stage finish) {
   MpiOperation operation;
+  if (what == "irecv") operation.receive_of = lane_;
   operation.work = make_work(what, detail);
   operation.timeout = options().timeout;
   operation.fail = [description = operation.work->description()](const std::string& failure) {
     return std::make_exception_ptr(Error(description + " failed: " + failure));
   };
-  operation.stages.push_back(unless_broken(what + " on rank " + std::to_string(rank()) + " of " +
-                                           std::to_string(size())));
+  operation.stages.push_back(
+      unless_broken(what + " on rank " + std::to_string(rank()) + " of " + std::to_string(size())));
   operation.stages.push_back(std::move(post));
   operation.stages.push_back(std::move(finish));
   std::shared_ptr<Work> work = operation.work;

@@ -15,10 +15,12 @@ void check_launcher(const DistributedEnv& env) {
   const EnvLookup lookup = process_environment();
   const std::optional<std::string> world = lookup("WORLD_SIZE");
   if (!world || lookup("OMPI_COMM_WORLD_SIZE")) return;
-  TANDEM_CHECK(*world == std::to_string(env.world_size), "[mpi] a launcher started this process as ",
-               "one of WORLD_SIZE=", *world, " (tandem-run or torchrun), but MPI sees a job of ",
-               env.world_size, ": the mpi backend runs under mpirun, which starts the ranks itself "
-               "(mpirun -np ", *world, " <program> ...)");
+  TANDEM_CHECK(*world == std::to_string(env.world_size),
+               "[mpi] a launcher started this process as ", "one of WORLD_SIZE=", *world,
+               " (tandem-run or torchrun), but MPI sees a job of ", env.world_size,
+               ": the mpi backend runs under mpirun, which starts the ranks itself "
+               "(mpirun -np ",
+               *world, " <program> ...)");
 }
 
 }  // namespace
@@ -64,8 +66,7 @@ std::shared_ptr<ProcessGroup> make_mpi_process_group(const DistributedEnv& env,
   int duplicated = MPI_SUCCESS;
   engine->watch("[mpi] rank " + std::to_string(rank) + " of " + std::to_string(size) +
                     ": creating the group (MPI_Comm_dup of MPI_COMM_WORLD waits for every rank)",
-                options.timeout,
-                [&] { duplicated = MPI_Comm_dup(MPI_COMM_WORLD, &comm); });
+                options.timeout, [&] { duplicated = MPI_Comm_dup(MPI_COMM_WORLD, &comm); });
   check_mpi(duplicated, "MPI_Comm_dup");
   return std::make_shared<MpiProcessGroup>(std::move(engine), comm, std::move(options));
 }
