@@ -50,9 +50,9 @@ std::string retag(const std::string& output) {
 
 std::vector<std::string> mpirun_command(int world_size, const std::string& gtest_filter,
                                         const MpirunOptions& options) {
-  std::vector<std::string> command = {"mpirun", "--allow-run-as-root", "--oversubscribe",
-                                      "--bind-to", "none", "--tag-output",
-                                      "-np", std::to_string(world_size)};
+  std::vector<std::string> command = {
+      "mpirun", "--allow-run-as-root",     "--oversubscribe", "--bind-to", "none", "--tag-output",
+      "-np",    std::to_string(world_size)};
   if (options.command.empty()) {
     command.push_back(std::filesystem::read_symlink("/proc/self/exe").string());
     command.push_back("--gtest_filter=" + gtest_filter);
@@ -65,16 +65,16 @@ std::vector<std::string> mpirun_command(int world_size, const std::string& gtest
 
 // The child: its own process group (so a timeout kills mpirun and its ranks together), output to
 // `fd`, the ranks' environment.
-[[noreturn]] void exec_mpirun(const std::vector<std::string>& command,
-                              const MpirunOptions& options, int fd) {
+[[noreturn]] void exec_mpirun(const std::vector<std::string>& command, const MpirunOptions& options,
+                              int fd) {
   ::setpgid(0, 0);
   ::dup2(fd, STDOUT_FILENO);
   ::dup2(fd, STDERR_FILENO);
   // The parent's CTest/GoogleTest settings are not the ranks' business (as in spawn_ranks), and
   // a launcher's variables would make the ranks take mpirun for another launcher.
-  for (const char* name : {"GTEST_OUTPUT", "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS",
-                           "GTEST_SHARD_STATUS_FILE", "GTEST_FILTER", "RANK", "WORLD_SIZE",
-                           "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
+  for (const char* name :
+       {"GTEST_OUTPUT", "GTEST_SHARD_INDEX", "GTEST_TOTAL_SHARDS", "GTEST_SHARD_STATUS_FILE",
+        "GTEST_FILTER", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
     ::unsetenv(name);
   }
   ::setenv("TANDEM_SPAWNED_RANK", "1", 1);
@@ -126,7 +126,8 @@ SpawnResult mpirun_ranks(int world_size, const std::string& gtest_filter,
   }
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   result.exit_codes.assign(static_cast<size_t>(world_size), code);
-  result.signals.assign(static_cast<size_t>(world_size), WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  result.signals.assign(static_cast<size_t>(world_size),
+                        WIFSIGNALED(status) ? WTERMSIG(status) : 0);
   if (code != 0) result.message = "mpirun exited with " + std::to_string(code);
   std::ifstream in(path);
   std::stringstream text;

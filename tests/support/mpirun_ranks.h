@@ -47,12 +47,12 @@ SpawnResult mpirun_ranks(int world_size, const std::string& gtest_filter,
 /// In the parent, runs the enclosing test under mpirun as `world_size` ranks, expects them to
 /// pass and returns (skips where mpirun_unavailable_reason() says why); in a rank, does
 /// nothing so the rest of the test body runs. Extra arguments: an MpirunOptions.
-#define TANDEM_RUN_UNDER_MPIRUN(world_size, ...)                                               \
-  if (!::tandem::testing::launched_as_rank()) {                                                \
+#define TANDEM_RUN_UNDER_MPIRUN(world_size, ...)                                                \
+  if (!::tandem::testing::launched_as_rank()) {                                                 \
     if (const std::string why = ::tandem::testing::mpirun_unavailable_reason(); !why.empty()) { \
-      GTEST_SKIP() << why;                                                                     \
-    }                                                                                          \
-    EXPECT_TRUE(::tandem::testing::ranks_passed(::tandem::testing::mpirun_ranks(               \
-        (world_size), ::tandem::testing::current_test_filter() __VA_OPT__(, ) __VA_ARGS__)));  \
-    return;                                                                                    \
+      GTEST_SKIP() << why;                                                                      \
+    }                                                                                           \
+    EXPECT_TRUE(::tandem::testing::ranks_passed(::tandem::testing::mpirun_ranks(                \
+        (world_size), ::tandem::testing::current_test_filter() __VA_OPT__(, ) __VA_ARGS__)));   \
+    return;                                                                                     \
   }

@@ -1,6 +1,6 @@
-// The Gloo group beyond single collectives: sub-groups (new_group), point-to-point with tags and
-// from any source, the consistency check (Note [Collective consistency]) and the argument checks
-// of the new collectives. Each multiprocess test is one spawned job.
+// The Gloo group beyond single collectives: the argument checks of the new collectives on a group
+// of one, and a receive of the wrong size (Note [Gloo message header]). The consistency check,
+// sub-groups and point-to-point on several ranks run for every backend in collectives_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -110,133 +110,7 @@ TEST_F(GlooOneRank, BadArgumentsThrowAtTheCallNamingTheOp) {
 
 // --- several processes
 
-// Note [Collective consistency]: a rank that passes another size, or calls another collective,
-// fails that collective on every rank with the same line; nothing ran, so the group goes on.
-TEST(GlooConsistencyMultiprocess, AMismatchFailsEveryRankWithOneLineAndTheGroupGoesOn) {
-  TANDEM_RUN_AS_RANKS(3);
-  auto group = join_group();
-  const int rank = group->rank();
-  Tensor t = full({rank == 1 ? 7 : 8}, 1.0);
-  const std::string sizes = error_message([&] { group->allreduce({t}, ReduceOp::Sum)->wait(); });
-  EXPECT_TRUE(contains(sizes, "[gloo] allreduce on rank " + std::to_string(rank) +
-                                  " of 3: the ranks were not asked for the same collective, so "
-                                  "none ran it: ranks 0 and 2: allreduce sum: 8 float32; rank 1: "
-                                  "allreduce sum: 7 float32"))
-      << sizes;
-  EXPECT_EQ(t.data<float>()[0], 1.0f) << "nothing ran";
-  const std::string calls = error_message([&] {
-    Tensor u = full({4}, 1.0);
-    (rank == 2 ? group->broadcast({u}, 0) : group->allreduce({u}, ReduceOp::Max))->wait();
-  });
-  EXPECT_TRUE(contains(calls,
-                       "ranks 0 and 1: allreduce max: 4 float32; rank 2: broadcast at "
-                       "root 0: 4 float32"))
-      << calls;
-  // Uneven alltoall sizes that do not pair up: rank 0 sends rank 1 two rows, rank 1 expects one.
-  const std::vector<int64_t> in_splits = {1, rank == 0 ? 2 : 1, 1};
-  Tensor out = zeros({3}), in = zeros({in_splits[0] + in_splits[1] + in_splits[2]});
-  const std::string counts = error_message([&] {
-    group->alltoall_single(out, in, {1, 1, 1}, in_splits)->wait();
-  });
-  EXPECT_TRUE(contains(counts, "rank 0 sends 2 elements to rank 1, which expects 1 from it"))
-      << counts;
-  Tensor fine = full({5}, rank);
-  group->allreduce({fine}, ReduceOp::Sum)->wait();
-  EXPECT_EQ(fine.data<float>()[4], 3.0f);
-}
-
-// new_group: members renumbered in order, their collectives and the world's interleaved in
-// flight; the ranks outside get a group that refuses use in one line.
-TEST(GlooSubgroupMultiprocess, SubgroupsRunBesideTheWorldAndRefuseNonMembers) {
-  TANDEM_RUN_AS_RANKS(4);
-  auto world = join_group();
-  const int rank = world->rank();
-  auto odd = new_group(*world, {3, 1});
-  auto low = world->new_group({0, 1, 2});
-  if (rank % 2 == 1) {
-    EXPECT_EQ(odd->rank(), rank / 2);
-    EXPECT_EQ(odd->size(), 2);
-  } else {
-    EXPECT_EQ(odd->rank(), -1);
-    EXPECT_FALSE(odd->is_member());
-    const std::string message = error_message([&] { odd->allreduce({zeros({1})}); });
-    EXPECT_TRUE(contains(message,
-                         "[gloo] allreduce: this rank is not a member of this group (ranks 1 and 3 "
-                         "of the group it was made from); new_group() gives the ranks outside a "
-                         "group that refuses every operation"))
-        << message;
-    EXPECT_TRUE(contains(error_message([&] { odd->new_group({0}); }), "not a member"));
-  }
-  for (int round = 0; round < 3; ++round) {
-    Tensor in_world = full({100}, rank + round);
-    Tensor in_odd = full({100}, rank * 10 + round);
-    Tensor in_low = full({3}, rank);
-    auto world_work = world->allreduce({in_world});
-    auto odd_work = odd->is_member() ? odd->allreduce({in_odd}) : nullptr;
-    auto low_work = low->is_member() ? low->allreduce({in_low}, ReduceOp::Max) : nullptr;
-    world_work->wait();
-    EXPECT_EQ(in_world.data<float>()[99], 6 + 4 * round);
-    if (odd_work) {
-      odd_work->wait();
-      EXPECT_EQ(in_odd.data<float>()[0], 40 + 2 * round);
-    }
-    if (low_work) {
-      low_work->wait();
-      EXPECT_EQ(in_low.data<float>()[0], 2);
-    }
-  }
-  // A sub-group of a sub-group, made by its members only.
-  if (low->is_member()) {
-    auto pair = low->new_group({1, 2});
-    EXPECT_EQ(pair->rank(), rank == 0 ? -1 : rank - 1);
-    if (pair->is_member()) {
-      Tensor t = full({2}, rank);
-      pair->broadcast({t}, 1)->wait();
-      EXPECT_EQ(t.data<float>()[1], 2.0f);
-    }
-  }
-  world->barrier()->wait();
-}
-
-// Note [Gloo point-to-point]: sends and receives match by (peer, tag), start beside pending
-// collectives, and a receive from any rank says who sent.
-TEST(GlooPointToPointMultiprocess, TagsAnySourceAndCollectivesInFlight) {
-  TANDEM_RUN_AS_RANKS(3);
-  auto group = join_group();
-  const int rank = group->rank(), size = group->size();
-  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
-  // Two messages to the right, received in the other order by their tags; odd length and none.
-  Tensor first = full({1001}, rank), second = full({3}, rank * 10, {.dtype = DType::Int64});
-  Tensor none = zeros({0});
-  auto sends = std::vector{group->isend(first, right, 1), group->isend(second, right, 2),
-                           group->isend(none, right, 3)};
-  Tensor got_second = zeros({3}, {.dtype = DType::Int64}), got_first = zeros({1001});
-  Tensor got_none = zeros({0});
-  EXPECT_EQ(group->recv(got_second, left, 2), left);
-  EXPECT_EQ(group->recv(got_first, left, 1), left);
-  group->recv(got_none, left, 3);
-  for (auto& send : sends) send->wait();
-  EXPECT_EQ(got_first.data<float>()[1000], static_cast<float>(left));
-  EXPECT_EQ(got_second.to_vector<int64_t>(), std::vector<int64_t>(3, left * 10));
-  // Rank 0 receives from whoever sends first, twice; a barrier queued before does not hold the
-  // messages back (point-to-point does not wait in the collectives' queue).
-  if (rank == 0) {
-    std::vector<int> sources;
-    for (int k = 0; k < size - 1; ++k) {
-      Tensor t = zeros({2});
-      const int source = group->recv(t, kAnySource, 7);
-      EXPECT_EQ(t.data<float>()[0], static_cast<float>(source * 5));
-      sources.push_back(source);
-    }
-    std::sort(sources.begin(), sources.end());
-    EXPECT_EQ(sources, (std::vector<int>{1, 2}));
-    group->barrier()->wait();
-  } else {
-    auto barrier = group->barrier();  // cannot finish before rank 0 has received
-    group->send(full({2}, rank * 5), 0, 7);
-    barrier->wait();
-  }
-}
+// The consistency check, sub-groups and tags on several ranks: collectives_test.cpp.
 
 // Note [Gloo message header]: a receive of another size or dtype than was sent fails with one
 // line (Gloo alone would abort the receiving process, or fill the tensor partly); the group goes

@@ -78,9 +78,9 @@ Ended run_job(const std::string& body) {
   return {std::move(result), std::chrono::duration<double>(Clock::now() - start).count()};
 }
 
-#define SKIP_WITHOUT_MPIRUN()                                                              \
-  if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) {        \
-    GTEST_SKIP() << why;                                                                   \
+#define SKIP_WITHOUT_MPIRUN()                                                       \
+  if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) { \
+    GTEST_SKIP() << why;                                                            \
   }
 
 TEST(MpiFaultsMultiprocess, AHungRankEndsTheJobWithOneLineAfterTheTimeout) {
