@@ -106,14 +106,16 @@ TEST(DdpMultiprocess, ResNet20OverTwoRanksMatchesOneProcess) {
 TEST(DdpMultiprocess, ChannelsLastOverTwoRanksMatchesOneNchwProcess) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast);
-  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast, /*bucket_views=*/true);
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast,
+                                      /*bucket_views=*/true);
 }
 
 TEST(DdpMultiprocess, Bf16OverTwoRanksMatchesOneBf16Process) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
   expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast, false,
                                       nn::Precision::BFloat16);
-  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::Contiguous, true, nn::Precision::BFloat16);
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::Contiguous, true,
+                                      nn::Precision::BFloat16);
 }
 
 TEST(DdpMultiprocess, ResNet20OverFourRanksMatchesOneProcess) {
