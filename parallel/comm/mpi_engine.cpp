@@ -61,8 +61,10 @@ std::string thread_level_name(int level) {
   return std::to_string(level);
 }
 
+// Open MPI's answer at run time, which may differ from its headers' MPIX_CUDA_AWARE_SUPPORT
+// (the library loaded need not be the one compiled against); no answer from another MPI.
 bool query_cuda_support() {
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+#if defined(MPIX_CUDA_AWARE_SUPPORT)
   return MPIX_Query_cuda_support() == 1;
 #else
   return false;
