@@ -28,9 +28,9 @@
 /// submitted. Every rank of the group must submit the same collectives in the same order (as
 /// with MPI, NCCL and PyTorch); a rank that issues a different one, or none, makes the others
 /// time out, unless the group's consistency check catches it first (Note [Collective
-/// consistency]). Point-to-point operations are not collectives: on Gloo they start at once,
-/// beside the queued collectives, and match the peer's by (peer, tag) in the order each side
-/// posted them; on NCCL they join the collectives' queue (Note [NCCL point-to-point]).
+/// consistency]). Point-to-point operations are not collectives: on Gloo and MPI they start at
+/// once, beside the queued collectives, and match the peer's by (peer, tag) in the order each
+/// side posted them; on NCCL they join the collectives' queue (Note [NCCL point-to-point]).
 ///
 /// Tensors are reduced and written in place and must stay alive and untouched until the Work
 /// completes; the Work keeps a reference to them, so dropping the caller's handle early is safe.
@@ -92,8 +92,8 @@ struct ProcessGroupOptions {
   /// whom how many), and a difference fails that collective on every rank with one line naming
   /// each rank's call, instead of a hang, a crash in the transport or wrong data. PyTorch does
   /// this only under TORCH_DISTRIBUTED_DEBUG=DETAIL. It costs one small all-gather per
-  /// collective (two for alltoall); turn it off for latency-bound benchmarks. Gloo only: NCCL
-  /// cannot compare on the host without blocking, so it does not check.
+  /// collective (two for alltoall); turn it off for latency-bound benchmarks. Gloo and MPI:
+  /// NCCL cannot compare on the host without blocking, so it does not check.
   bool check_consistency = true;
 };
 
@@ -171,8 +171,8 @@ class ProcessGroup {
   /// NCCL ignores tags (it has none).
   std::shared_ptr<Work> isend(Tensor tensor, int dst, int tag = 0);
   /// Receives into `tensor` (contiguous) from rank `src` of this group, or from whichever rank
-  /// sends with `tag` first when `src` is kAnySource (Gloo only; Work::source_rank() then says
-  /// who).
+  /// sends with `tag` first when `src` is kAnySource (Gloo and MPI; Work::source_rank() then
+  /// says who).
   std::shared_ptr<Work> irecv(Tensor tensor, int src, int tag = 0);
   /// isend(tensor, dst, tag)->wait().
   void send(Tensor tensor, int dst, int tag = 0);
