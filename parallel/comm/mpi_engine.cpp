@@ -266,47 +266,15 @@ void MpiEngine::thread_main() {
   initialise();
   if (!init_error_.empty()) return;
   auto last_completion = Clock::now();
-  while (true) {
-    bool new_work = false;
-    std::vector<uint64_t> cancelling;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      const size_t before = active_.size();
-      take_submissions();
-      new_work = active_.size() > before;
-      cancelling.swap(cancelling_);
-      if (active_.empty()) {
-        if (stopping_ && idle()) break;
-        const auto woken = [&] {
-          return !submitted_.empty() || !cancelling_.empty() || (stopping_ && idle());
-        };
-        if (watched_.empty()) {
-          wake_.wait(lock, woken);
-        } else {
-          Clock::time_point nearest = watched_.front().deadline;
-          for (const Watched& w : watched_) nearest = std::min(nearest, w.deadline);
-          wake_.wait_until(lock, nearest, woken);
-        }
-      }
-    }
-    if (new_work) {
-      const auto now = Clock::now();
-      for (auto it = active_.begin(); it != active_.end();) {
-        if (it->deadline == Clock::time_point{}) {
-          it->deadline = now + it->operation.timeout;
-          it->operation.work->mark_started();
-          if (advance(*it)) {
-            it = active_.erase(it);
-            continue;
-          }
-        }
-        ++it;
-      }
-    }
+  std::vector<uint64_t> cancelling;
+  while (take_work(cancelling)) {
+    const bool started = start_new();
     if (!cancelling.empty()) cancel(cancelling);
-    if (test_all() || new_work) last_completion = Clock::now();
+    cancelling.clear();
+    if (test_all() || started) last_completion = Clock::now();
     check_deadlines();
     if (active_.empty()) continue;
+    // Note [MPI polling]
     if (Clock::now() - last_completion < kSpinFor) {
       std::this_thread::yield();
     } else {
@@ -315,6 +283,41 @@ void MpiEngine::thread_main() {
     }
   }
   finalise();
+}
+
+bool MpiEngine::take_work(std::vector<uint64_t>& cancelling) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  take_submissions();
+  cancelling.swap(cancelling_);
+  if (!active_.empty() || !cancelling.empty()) return true;
+  if (stopping_ && idle()) return false;
+  const auto woken = [&] {
+    return !submitted_.empty() || !cancelling_.empty() || (stopping_ && idle());
+  };
+  if (watched_.empty()) {
+    wake_.wait(lock, woken);
+  } else {
+    Clock::time_point nearest = watched_.front().deadline;
+    for (const Watched& w : watched_) nearest = std::min(nearest, w.deadline);
+    wake_.wait_until(lock, nearest, woken);
+  }
+  return true;
+}
+
+bool MpiEngine::start_new() {
+  bool started = false;
+  const auto now = Clock::now();
+  for (auto it = active_.begin(); it != active_.end();) {
+    if (it->deadline != Clock::time_point{}) {
+      ++it;
+      continue;
+    }
+    started = true;
+    it->deadline = now + it->operation.timeout;
+    it->operation.work->mark_started();
+    it = advance(*it) ? active_.erase(it) : std::next(it);
+  }
+  return started;
 }
 
 bool MpiEngine::advance(Active& active) {

@@ -143,8 +143,14 @@ class MpiEngine {
   /// MPI_Init_thread (unless the program did) and the queries; the thread's first act.
   void initialise();
   void finalise();
-  /// Moves newly submitted operations to their lanes, and starts what may start. Under mutex_.
+  /// Moves newly submitted operations to their lanes, and the operations that may start now
+  /// (laneless ones, and lanes' heads) to active_. Under mutex_.
   void take_submissions();
+  /// take_submissions() and the lanes to cancel receives of; when there is nothing to do, sleeps
+  /// until there is, or until a watched call's deadline. False once stopping with nothing left.
+  bool take_work(std::vector<uint64_t>& cancelling);
+  /// Runs the first stages of the operations just taken (deadline unset); whether there were any.
+  bool start_new();
   /// Runs stages of `active` until one posts requests that are still pending, or none is left.
   /// Returns whether the operation is over (its Work completed).
   bool advance(Active& active);
