@@ -163,7 +163,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(int index, int, int
                            " (MPI_Comm_create_group: does every member call new_group()?)";
   engine_->watch(what, options().timeout, [&] {
     created = MPI_Comm_create_group(shared_->comm, members,
-                                    index % (engine_->tag_upper_bound() + 1), &comm);
+                                    index % engine_->tag_upper_bound(), &comm);
   });
   MPI_Group_free(&members);
   check_mpi(created, "new_group: MPI_Comm_create_group");

@@ -149,13 +149,12 @@ TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
 }
 
 // --backend mpi: each ddp row's ranks are started by one mpirun, which must be allowed to run as
-// root here (a user sets the same variables).
+// root here (a user sets the same variables; export_mpirun_environment()).
 TEST(BenchCifarMultiprocess, MpiRowsRunUnderMpirun) {
   if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) {
     GTEST_SKIP() << why;
   }
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+  testing::export_mpirun_environment();
   TempDir dir;
   const ProgramRun run =
       bench_cifar({"--modes", "ddp", "--devices", "2", "--device-type", "cpu", "--backend", "mpi",

@@ -77,6 +77,7 @@ std::vector<std::string> mpirun_command(int world_size, const std::string& gtest
         "GTEST_FILTER", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
     ::unsetenv(name);
   }
+  export_mpirun_environment();
   ::setenv("TANDEM_SPAWNED_RANK", "1", 1);
   ::setenv("TANDEM_NUM_THREADS", "1", 0);
   for (const auto& [name, value] : options.env) ::setenv(name.c_str(), value.c_str(), 1);
@@ -89,6 +90,19 @@ std::vector<std::string> mpirun_command(int world_size, const std::string& gtest
 }
 
 }  // namespace
+
+void export_mpirun_environment() {
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+#if defined(__SANITIZE_ADDRESS__)
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  std::string options = asan != nullptr ? asan : "";
+  if (options.find("fast_unwind_on_malloc") == std::string::npos) {
+    ::setenv("ASAN_OPTIONS",
+             (options + (options.empty() ? "" : ":") + "fast_unwind_on_malloc=0").c_str(), 1);
+  }
+#endif
+}
 
 std::string mpirun_unavailable_reason() {
   if (!parallel::mpi_available()) {

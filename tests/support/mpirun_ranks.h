@@ -21,6 +21,13 @@
 
 namespace tandem::testing {
 
+/// Sets, in this process's environment (which mpirun passes on to its ranks), what the tests'
+/// MPI jobs need: mpirun's consent to run as root (OMPI_ALLOW_RUN_AS_ROOT=1 and _CONFIRM=1),
+/// and in an AddressSanitizer build fast_unwind_on_malloc=0, so that LeakSanitizer sees the Open
+/// MPI functions its suppressions name (scripts/lsan.supp). mpirun_ranks() does this in the
+/// child that runs mpirun; a test that runs a program which starts mpirun itself calls it.
+void export_mpirun_environment();
+
 /// Why MPI jobs cannot run here ("this build has no MPI backend", "mpirun is not on PATH"), or
 /// "" when they can.
 std::string mpirun_unavailable_reason();

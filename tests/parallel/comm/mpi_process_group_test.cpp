@@ -58,11 +58,13 @@ TEST(MpiPointToPointMultiprocess, AWrongSizeFailsTheReceiveOnly) {
 }
 
 // Ranks started by tandem-run (or torchrun) are MPI jobs of one each: one line says to use
-// mpirun, rather than each training alone.
+// mpirun, rather than each training alone. (They start MPI, so they get the MPI ranks'
+// environment too.)
 TEST(MpiLaunchMultiprocess, RanksOfAnotherLauncherAreToldToUseMpirun) {
   if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) {
     GTEST_SKIP() << why;
   }
+  if (!testing::launched_as_rank()) testing::export_mpirun_environment();
   TANDEM_RUN_AS_RANKS(2);
   const std::string message = error_message([] { mpi(); });
   EXPECT_TRUE(contains(message,
