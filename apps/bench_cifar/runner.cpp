@@ -75,8 +75,8 @@ parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig&
   if (config.mode == Mode::Distributed && o.backend == Backend::Mpi) {
     launch.nproc_per_node = 1;
     launch.host_store = false;
-    launch.command = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np",
-                      std::to_string(ranks)};
+    launch.command = {"mpirun", "--oversubscribe",    "--bind-to", "none",
+                      "-np",    std::to_string(ranks)};
   }
   launch.command.push_back(fs::read_symlink("/proc/self/exe").string());
   for (std::string& arg : worker_arguments(o, config, result.string())) {

@@ -218,8 +218,7 @@ Measurement measure(const BenchOptions& o, int& rank) {
   std::shared_ptr<parallel::ProcessGroup> group;
   int world = 1;
   if (config.mode == Mode::Distributed) {
-    const std::string backend =
-        o.backend ? backend_name(*o.backend) : (gpus ? "nccl" : "gloo");
+    const std::string backend = o.backend ? backend_name(*o.backend) : (gpus ? "nccl" : "gloo");
     const parallel::DistributedEnv env =
         backend == "mpi" ? parallel::mpi_environment() : parallel::from_environment();
     rank = env.rank;  // known before the rendezvous, which may fail

@@ -91,7 +91,7 @@ void compare_counts(MPI_Comm comm, const std::shared_ptr<Consistency>& check,
 
 // The stages in front of a collective's own.
 std::deque<MpiOperation::Stage> consistency_stages(MPI_Comm comm, int size,
-                                                   std::shared_ptr<Consistency> check) {
+                                                   const std::shared_ptr<Consistency>& check) {
   std::deque<MpiOperation::Stage> stages;
   stages.emplace_back([comm, size, check](MpiOperation& op) {
     check->mine[0] = static_cast<int64_t>(fingerprint(check->call));
@@ -162,8 +162,8 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::make_subgroup(int index, int, int
                            std::to_string(rank()) + " of " + std::to_string(size()) +
                            " (MPI_Comm_create_group: does every member call new_group()?)";
   engine_->watch(what, options().timeout, [&] {
-    created = MPI_Comm_create_group(shared_->comm, members,
-                                    index % engine_->tag_upper_bound(), &comm);
+    created =
+        MPI_Comm_create_group(shared_->comm, members, index % engine_->tag_upper_bound(), &comm);
   });
   MPI_Group_free(&members);
   check_mpi(created, "new_group: MPI_Comm_create_group");
@@ -221,7 +221,7 @@ std::shared_ptr<Work> MpiProcessGroup::collective(const std::string& op, std::st
   if (options().check_consistency && size() > 1) {
     auto check = std::make_shared<Consistency>(Consistency{
         .call = std::move(call), .alltoall_counts = std::move(alltoall_counts), .where = where});
-    for (auto& stage : consistency_stages(shared_->comm, size(), std::move(check))) {
+    for (auto& stage : consistency_stages(shared_->comm, size(), check)) {
       operation.stages.push_back(std::move(stage));
     }
   }

@@ -182,7 +182,9 @@ class NonMemberGroup final : public ProcessGroup {
   std::shared_ptr<Work> run_barrier(const std::string&) override { unreachable(); }
   std::shared_ptr<Work> run_send(Tensor, int, int) override { unreachable(); }
   std::shared_ptr<Work> run_recv(Tensor, int, int) override { unreachable(); }
-  std::shared_ptr<ProcessGroup> make_subgroup(int, int, int, const std::vector<int>&) override { unreachable(); }
+  std::shared_ptr<ProcessGroup> make_subgroup(int, int, int, const std::vector<int>&) override {
+    unreachable();
+  }
   void check_placement(const std::string&, size_t, const Tensor&) const override { unreachable(); }
 
  private:
