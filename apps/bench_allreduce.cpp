@@ -69,8 +69,8 @@ int run(int argc, char** argv) {
                "skip Gloo's comparison of the ranks' calls before each all-reduce (Note "
                "[Collective consistency]), to see what it costs");
   CLI11_PARSE(app, argc, argv);
-  auto group = init_process_group(backend, from_environment(),
-                                  {.check_consistency = check_consistency});
+  auto group =
+      init_process_group(backend, from_environment(), {.check_consistency = check_consistency});
   std::vector<Row> rows;
   rows.reserve(sizes_mib.size());
   for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));
@@ -83,8 +83,7 @@ int run(int argc, char** argv) {
     for (const Row& row : rows) {
       const double bytes = row.mib * 1024 * 1024;
       const double algbw = bytes / (row.ms / 1000.0) / 1e9;
-      std::printf("%10g %12.3f %14.3f %14.3f\n", row.mib, row.ms, algbw,
-                  algbw * 2.0 * (n - 1) / n);
+      std::printf("%10g %12.3f %14.3f %14.3f\n", row.mib, row.ms, algbw, algbw * 2.0 * (n - 1) / n);
     }
   }
   group->barrier()->wait();

@@ -160,8 +160,8 @@ std::shared_ptr<Work> GlooProcessGroup::run_scatter(const std::string& op, Tenso
       using T = decltype(element);
       gloo::ScatterOptions options(context_);
       if (rank() == root) {
-        std::vector<T*> parts;
-        for (int r = 0; r < size(); ++r) parts.push_back(elements_of<T>(input) + r * n);
+        std::vector<T*> parts(static_cast<size_t>(size()));
+        for (int r = 0; r < size(); ++r) parts[r] = elements_of<T>(input) + r * n;
         options.setInputs(parts, n);
       }
       options.setOutput(elements_of<T>(output), n);

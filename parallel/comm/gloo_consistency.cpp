@@ -63,7 +63,7 @@ std::string GlooProcessGroup::check_consistency(const Task& task) {
     lengths.push_back(static_cast<size_t>(prints[2 * r + 1]));
   }
   if (!agree) {
-    const std::string mismatch =
+    std::string mismatch =
         describe_mismatch(allgather_calls(context_, task.call, lengths, next_tag_++, timeout));
     if (!mismatch.empty()) return mismatch;
   }

@@ -100,7 +100,8 @@ std::shared_ptr<Work> ProcessGroup::allgather_into_tensor(Tensor output, Tensor 
   return run_allgather(op, std::move(output), std::move(input));
 }
 
-std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor> outputs, Tensor input, int root) {
+std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor> outputs, const Tensor& input,
+                                           int root) {
   check_member("gather");
   check_root("gather", root);
   check_tensors("gather", {input}, nullptr);
@@ -118,7 +119,8 @@ std::shared_ptr<Work> ProcessGroup::gather(std::vector<Tensor> outputs, Tensor i
   return then(std::move(work), copy_out(flat, std::move(outputs)));
 }
 
-std::shared_ptr<Work> ProcessGroup::scatter(Tensor output, std::vector<Tensor> inputs, int root) {
+std::shared_ptr<Work> ProcessGroup::scatter(Tensor output, const std::vector<Tensor>& inputs,
+                                            int root) {
   check_member("scatter");
   check_root("scatter", root);
   check_tensors("scatter", {output}, nullptr);
@@ -135,7 +137,7 @@ std::shared_ptr<Work> ProcessGroup::scatter(Tensor output, std::vector<Tensor> i
   return run_scatter("scatter", std::move(output), concatenate(inputs), root);
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, std::vector<Tensor> inputs,
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(Tensor output, const std::vector<Tensor>& inputs,
                                                    ReduceOp op) {
   check_member("reduce_scatter");
   check_tensors("reduce_scatter", {output}, &op);
@@ -226,8 +228,8 @@ std::vector<int64_t> split_counts(const std::string& backend, const char* side, 
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::alltoall_single(Tensor output, Tensor input,
-                                                    std::vector<int64_t> output_split_sizes,
-                                                    std::vector<int64_t> input_split_sizes) {
+                                                    const std::vector<int64_t>& output_split_sizes,
+                                                    const std::vector<int64_t>& input_split_sizes) {
   const std::string op = "alltoall_single";
   check_member(op);
   check_tensors(op, {output, input}, nullptr);

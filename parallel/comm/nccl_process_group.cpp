@@ -13,7 +13,6 @@
 #include "engine/cuda/runtime/device.h"
 #include "engine/cuda/runtime/stream.h"
 #include "engine/error.h"
-#include "engine/ops/factory.h"
 #include "parallel/comm/nccl_api.h"
 #include "parallel/comm/nccl_call.h"
 #include "parallel/comm/nccl_work.h"
@@ -30,9 +29,7 @@ using std::chrono::milliseconds;
 constexpr auto kWatchdogPoll = std::chrono::milliseconds(1);
 
 // Queues NCCL calls inside one ncclGroupStart/End on (comm, stream); returns the first failure.
-using Collective = std::function<ncclResult_t(NcclApi& nccl, ncclComm_t comm, cudaStream_t stream)>;
-// Queued on the NCCL stream after the collective, before the end event (allgather's copy-out).
-using AfterCollective = std::function<void(cudaStream_t stream)>;
+using Collective = decltype(NcclCall::collective);
 
 }  // namespace
 
@@ -66,8 +63,7 @@ struct NcclProcessGroup::State {
   void init_communicator(const ncclUniqueId& id);
   void finish_call(ncclResult_t result, Clock::time_point deadline);
   std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
-                               const Collective& collective, const AfterCollective& after,
-                               bool host_blocking_wait);
+                               const Collective& collective, bool host_blocking_wait);
   void watchdog_loop();
   std::string poll(const std::vector<std::shared_ptr<NcclWork>>& works, NcclWork*& culprit);
   void abort(const std::string& reason, NcclWork* culprit);
@@ -112,7 +108,6 @@ void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point
 std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
                                                       const std::vector<Tensor>& used,
                                                       const Collective& collective,
-                                                      const AfterCollective& after,
                                                       bool host_blocking_wait) {
   std::shared_ptr<NcclWork> work;
   {
@@ -144,7 +139,6 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
     const ncclResult_t ended = nccl.group_end();  // always closes the group, even after a failure
     check(queued);
     finish_call(ended, net::deadline_after(timeout));
-    if (after) after(stream->handle());
     work->end_event().record(*stream);
     work->set_recorded();
   } catch (const std::exception& e) {
@@ -294,7 +288,7 @@ NcclProcessGroup::NcclProcessGroup(const std::shared_ptr<Store>& store, int rank
                                    int device, ProcessGroupOptions options, NcclApi& nccl)
     : NcclProcessGroup(MeetingStore{store}, rank, size, device, std::move(options), nccl) {}
 
-NcclProcessGroup::NcclProcessGroup(MeetingStore meeting, int rank, int size, int device,
+NcclProcessGroup::NcclProcessGroup(const MeetingStore& meeting, int rank, int size, int device,
                                    ProcessGroupOptions options, NcclApi& nccl)
     : ProcessGroup(rank, size, std::move(options)), state_(std::make_unique<State>(nccl)) {
   const std::shared_ptr<Store>& store = meeting.store;
@@ -347,7 +341,7 @@ Device NcclProcessGroup::tensor_device() const {
 std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& op,
                                                const std::vector<Tensor>& used,
                                                const NcclCall& call, bool host_blocking_wait) {
-  return state_->launch(op, used, call.collective, nullptr, host_blocking_wait);
+  return state_->launch(op, used, call.collective, host_blocking_wait);
 }
 
 // A communicator of its own, met through the parent's store (the parent's keys are this

@@ -118,8 +118,8 @@ class NcclProcessGroup final : public ProcessGroup {
     std::shared_ptr<Store> store;
     bool scoped = false;
   };
-  NcclProcessGroup(MeetingStore store, int rank, int size, int device, ProcessGroupOptions options,
-                   NcclApi& nccl);
+  NcclProcessGroup(const MeetingStore& store, int rank, int size, int device,
+                   ProcessGroupOptions options, NcclApi& nccl);
   /// Runs `call` on the group's stream (Note [NCCL stream order]); `used` are the tensors it
   /// reads or writes; `host_blocking_wait`: wait() blocks the host (a barrier).
   /// nccl_collectives.cpp calls it for every operation.

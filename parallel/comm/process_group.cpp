@@ -111,6 +111,8 @@ std::shared_ptr<Work> ProcessGroup::isend(Tensor tensor, int dst, int tag) {
 
 std::shared_ptr<Work> ProcessGroup::irecv(Tensor tensor, int src, int tag) {
   check_member("irecv");
+  TANDEM_CHECK(size() > 1, "[", backend_name(),
+               "] irecv: a group of one rank has no one to receive from");
   check_tensors("irecv", {tensor}, nullptr);
   TANDEM_CHECK(tensor.is_contiguous(), "[", backend_name(),
                "] irecv: the tensor is not contiguous");

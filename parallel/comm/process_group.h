@@ -38,7 +38,8 @@
 /// never from wait(), and queues nothing. Dtypes: float32, bfloat16, float16 and int64 (not
 /// uint8); reductions as in reduce_op_supports(). A 16-bit reduction widens both operands to
 /// float, combines them and rounds back, once per step (NCCL's native bfloat16/float16 do the
-/// same); Avg is a sum scaled by 1/size in float, rounded once more.
+/// same); Avg is, on Gloo and MPI, the sum scaled by 1/size in float and rounded once more, on
+/// NCCL its own ncclAvg.
 ///
 /// Note [Flat collectives]: a backend implements each collective once, on flat buffers (the
 /// protected run_* hooks); the list forms (allgather, gather, scatter, reduce_scatter, alltoall)
@@ -133,13 +134,13 @@ class ProcessGroup {
   std::shared_ptr<Work> allgather_into_tensor(Tensor output, Tensor input);
   /// On rank `root`, outputs[r] receives rank r's `input` (size() tensors of its shape and
   /// dtype); on the other ranks `outputs` must be empty.
-  std::shared_ptr<Work> gather(std::vector<Tensor> outputs, Tensor input, int root);
+  std::shared_ptr<Work> gather(std::vector<Tensor> outputs, const Tensor& input, int root);
   /// `output` receives inputs[r] of rank `root` on rank r: on root, size() tensors of the
   /// output's shape and dtype; on the other ranks `inputs` must be empty.
-  std::shared_ptr<Work> scatter(Tensor output, std::vector<Tensor> inputs, int root);
+  std::shared_ptr<Work> scatter(Tensor output, const std::vector<Tensor>& inputs, int root);
   /// `output` on rank r receives the reduction over ranks of their inputs[r] (size() tensors of
   /// the output's shape and dtype). The inputs keep their values.
-  std::shared_ptr<Work> reduce_scatter(Tensor output, std::vector<Tensor> inputs,
+  std::shared_ptr<Work> reduce_scatter(Tensor output, const std::vector<Tensor>& inputs,
                                        ReduceOp op = ReduceOp::Sum);
   /// The flat form (torch's reduce_scatter_tensor): `input` (contiguous, size() × n elements)
   /// is size() consecutive chunks of n; `output` (contiguous, n elements) on rank r receives
@@ -158,8 +159,8 @@ class ProcessGroup {
   /// rank s and output_split_sizes[r] rows come from rank r (uneven all-to-all), summing to
   /// input.size(0) and output.size(0).
   std::shared_ptr<Work> alltoall_single(Tensor output, Tensor input,
-                                        std::vector<int64_t> output_split_sizes = {},
-                                        std::vector<int64_t> input_split_sizes = {});
+                                        const std::vector<int64_t>& output_split_sizes = {},
+                                        const std::vector<int64_t>& input_split_sizes = {});
   /// Completes once every rank has reached it (and every earlier collective has run).
   std::shared_ptr<Work> barrier();
 

@@ -5,12 +5,12 @@
 
 namespace tandem::testing {
 
-extern const char* const kTrainCifarProgram;     ///< this build's apps/train_cifar
-extern const char* const kTandemRunProgram;      ///< this build's apps/tandem-run
-extern const char* const kBenchCifarProgram;     ///< this build's apps/bench_cifar
-extern const char* const kCifar10Dir;            ///< the real CIFAR-10 (scripts/get_cifar10.sh)
-extern const char* const kFuzzCorpusDir;         ///< tests/fuzz/corpus
-extern const char* const kTorchStorePeerScript;  ///< tests/interop/torch_store_peer.py
+extern const char* const kTrainCifarProgram;       ///< this build's apps/train_cifar
+extern const char* const kTandemRunProgram;        ///< this build's apps/tandem-run
+extern const char* const kBenchCifarProgram;       ///< this build's apps/bench_cifar
+extern const char* const kCifar10Dir;              ///< the real CIFAR-10 (scripts/get_cifar10.sh)
+extern const char* const kFuzzCorpusDir;           ///< tests/fuzz/corpus
+extern const char* const kTorchStorePeerScript;    ///< tests/interop/torch_store_peer.py
 extern const char* const kTorchCollectivesScript;  ///< tests/interop/torch_collectives.py
 
 }  // namespace tandem::testing

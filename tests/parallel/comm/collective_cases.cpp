@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tandem.h"
@@ -260,6 +262,41 @@ void check_consistency_refusals(ProcessGroup& group) {
   });
   EXPECT_TRUE(contains(counts, "rank 0 sends 2 elements to rank 1, which expects 1 from it"))
       << counts;
+  // Every other collective with one rank's size off by one (n = 5 elsewhere, 6 on rank 1), or
+  // its root or dtype different.
+  const int64_t n = rank == 1 ? 6 : 5;
+  const std::vector<std::pair<std::string, std::function<std::shared_ptr<Work>()>>> wrong = {
+      {"allgather_into_tensor",
+       [&] { return group.allgather_into_tensor(zeros({3 * n}), zeros({n})); }},
+      {"reduce_scatter_tensor",
+       [&] { return group.reduce_scatter_tensor(zeros({n}), zeros({3 * n})); }},
+      {"reduce", [&] { return group.reduce({zeros({n})}, 0, ReduceOp::Min); }},
+      {"broadcast", [&] { return group.broadcast({zeros({5})}, rank == 2 ? 1 : 0); }},
+      {"gather",
+       [&] {
+         std::vector<Tensor> outs;
+         for (int r = 0; rank == 0 && r < 3; ++r) outs.push_back(zeros({n}));
+         return group.gather(outs, zeros({n}), 0);
+       }},
+      {"scatter",
+       [&] {
+         std::vector<Tensor> ins;
+         for (int r = 0; rank == 2 && r < 3; ++r) ins.push_back(zeros({n}));
+         return group.scatter(zeros({n}), ins, 2);
+       }},
+      {"allreduce",
+       [&] {
+         return group.allreduce({zeros({5}, {.dtype = rank == 0 ? DType::Int64 : DType::Float32})});
+       }},
+  };
+  for (const auto& [name, call] : wrong) {
+    const std::string message = error_message([&] { call()->wait(); });
+    std::string refused = "[";
+    refused += group.backend_name();
+    refused += "] " + name + " on rank " + std::to_string(rank) +
+               " of 3: the ranks were not asked for the same collective";
+    EXPECT_TRUE(contains(message, refused)) << message;
+  }
   Tensor fine = full({5}, rank);
   group.allreduce({fine}, ReduceOp::Sum)->wait();
   EXPECT_EQ(fine.data<float>()[4], 3.0f);
@@ -331,6 +368,10 @@ void check_tags_and_any_source(ProcessGroup& group) {
   for (auto& send : sends) send->wait();
   EXPECT_EQ(got_first.data<float>()[1000], static_cast<float>(left));
   EXPECT_EQ(got_second.to_vector<int64_t>(), std::vector<int64_t>(3, left * 10));
+  std::string out_of_range = "[";
+  out_of_range += group.backend_name();
+  out_of_range += "] irecv: src 3 is out of range for 3 ranks (kAnySource is -1)";
+  EXPECT_TRUE(contains(error_message([&] { group.irecv(got_first, 3); }), out_of_range));
   // Rank 0 receives from whoever sends first, twice; a barrier queued before does not hold the
   // messages back (point-to-point does not wait in the collectives' queue).
   if (rank == 0) {

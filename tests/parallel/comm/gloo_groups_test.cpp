@@ -3,13 +3,16 @@
 // sub-groups and point-to-point on several ranks run for every backend in collectives_test.cpp.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tandem.h"
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store_server.h"
+#include "tests/parallel/comm/gloo_solo_group.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -26,16 +29,7 @@ std::shared_ptr<ProcessGroup> join_group() {
 
 // --- arguments, on a group of one
 
-class GlooOneRank : public ::testing::Test {
- protected:
-  GlooOneRank()
-      : store_(std::make_shared<TcpStore>(TcpStoreOptions{.port = server_.port(), .timeout = 10s})),
-        group_(store_, 0, 1, {.timeout = 10s}) {}
-
-  StoreServer server_;
-  std::shared_ptr<TcpStore> store_;
-  GlooProcessGroup group_;
-};
+using GlooOneRank = testing::GlooSoloGroup;
 
 TEST_F(GlooOneRank, EveryCollectiveOfOneRankKeepsOrMovesItsOwnData) {
   const Tensor data = from_vector<float>({1, 2, 3, 4}, {4});
@@ -101,7 +95,8 @@ TEST_F(GlooOneRank, BadArgumentsThrowAtTheCallNamingTheOp) {
   expect_error([&] { group_.alltoall({zeros({2})}, {zeros({2}, {.dtype = DType::Int64})}); },
                "[gloo] alltoall: every tensor must be int64 like input 0, but output 0 is float32");
   expect_error([&] { group_.isend(four, 0); }, "[gloo] isend: dst 0 is this rank");
-  expect_error([&] { group_.irecv(four, 3); }, "[gloo] irecv: src 3 is out of range for 1 ranks");
+  expect_error([&] { group_.irecv(four, kAnySource); },
+               "[gloo] irecv: a group of one rank has no one to receive from");
   expect_error([&] { group_.new_group({0, 0}); }, "[gloo] new_group: rank 0 is listed twice");
   expect_error([&] { group_.new_group({1}); }, "[gloo] new_group: rank 1 is out of range");
   // Nothing was queued: the group still works.

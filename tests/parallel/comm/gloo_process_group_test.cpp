@@ -12,6 +12,7 @@
 #include "parallel/comm/gloo_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/store_server.h"
+#include "tests/parallel/comm/gloo_solo_group.h"
 #include "tests/support/error_message.h"
 #include "tests/support/spawn_ranks.h"
 
@@ -33,16 +34,7 @@ Tensor ramp(int rank, int64_t n) {
 
 // --- one process
 
-class GlooSingleRank : public ::testing::Test {
- protected:
-  GlooSingleRank()
-      : store_(std::make_shared<TcpStore>(TcpStoreOptions{.port = server_.port(), .timeout = 10s})),
-        group_(store_, 0, 1, {.timeout = 10s}) {}
-
-  StoreServer server_;
-  std::shared_ptr<TcpStore> store_;
-  GlooProcessGroup group_;
-};
+using GlooSingleRank = testing::GlooSoloGroup;
 
 TEST_F(GlooSingleRank, CollectivesOfOneRankKeepTheData) {
   EXPECT_EQ(group_.backend_name(), "gloo");

@@ -1,5 +1,6 @@
-// The one libcudart function nccl_process_group.cpp calls beyond those of the fake CUDA runtime
-// (tests/support/fake_cuda): allgather's copy-out. It is queued as a work item like a kernel.
+// The one libcudart function nccl_collectives.cpp calls beyond those of the fake CUDA runtime
+// (tests/support/fake_cuda): the rank's own part of gather, scatter and alltoall. It is queued as a
+// work item like a kernel.
 // Delete this file once the fake runtime defines cudaMemcpyAsync itself.
 #include <cuda_runtime_api.h>
 
