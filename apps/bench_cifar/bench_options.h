@@ -59,6 +59,8 @@ struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
   DeviceType device_type = DeviceType::Auto;
+  /// ddp's process group; nullopt: nccl on GPUs, else gloo. mpi: mpirun starts the ranks.
+  std::optional<Backend> backend{};
   std::vector<int64_t> batch_sizes{128};  ///< global
   /// What every row builds, bound straight from the flags (Note [Options bound once]): --arch,
   /// --seed (which also seeds the synthetic images), --memory-format, --bucket-cap-mb,

@@ -71,6 +71,13 @@ parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig&
   launch.nproc_per_node = ranks;
   launch.master_port = 0;
   launch.host_store = config.mode == Mode::Distributed;
+  // --backend mpi: one mpirun, which starts the ranks (and meets them without a store).
+  if (config.mode == Mode::Distributed && o.backend == Backend::Mpi) {
+    launch.nproc_per_node = 1;
+    launch.host_store = false;
+    launch.command = {"mpirun", "--oversubscribe",    "--bind-to", "none",
+                      "-np",    std::to_string(ranks)};
+  }
   launch.command.push_back(fs::read_symlink("/proc/self/exe").string());
   for (std::string& arg : worker_arguments(o, config, result.string())) {
     launch.command.push_back(std::move(arg));

@@ -29,7 +29,8 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   add_optional_choice_flag(
       app, "--backend", o.backend, kBackendSpellings,
-      "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo");
+      "ddp: nccl (GPUs), gloo (CPUs) or mpi (CPUs, ranks started by mpirun); default: nccl "
+      "when there are GPUs, else gloo");
   app.add_option("--init-method", o.init_method,
                  "ddp: how the ranks meet: env:// (a launcher's variables, or --nproc), "
                  "tcp://HOST:PORT (rank 0 hosts the store at that port) or file:///PATH (a file "

@@ -130,7 +130,8 @@ GlooProcessGroup::~GlooProcessGroup() {
 // Note [Collective order] holds per group: a sub-group has its own context and thread, so its
 // collectives and this group's interleave freely. Its keys go under this group's, numbered by
 // new_group() (every rank calls it in the same order).
-std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(int index, int rank, int size) {
+std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(int index, int rank, int size,
+                                                              const std::vector<int>&) {
   auto store = std::make_shared<PrefixStore>("sub" + std::to_string(index) + "/", store_);
   return std::shared_ptr<GlooProcessGroup>(
       new GlooProcessGroup(ScopedStore{std::move(store)}, rank, size, options()));

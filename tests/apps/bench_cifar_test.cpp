@@ -14,6 +14,7 @@
 #include "apps/bench_cifar/report.h"
 #include "engine/cpu_features.h"
 #include "engine/device_runtime.h"
+#include "tests/support/mpirun_ranks.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_paths.h"
@@ -220,6 +221,26 @@ TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
     EXPECT_EQ(row["global_batch"], 8);
     EXPECT_EQ(row["local_batch"].get<int>() * row["gpus"].get<int>(), 8);
   }
+}
+
+// --backend mpi: each ddp row's ranks are started by one mpirun, which must be allowed to run as
+// root here (a user sets the same variables; export_mpirun_environment()).
+TEST(BenchCifarMultiprocess, MpiRowsRunUnderMpirun) {
+  if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  testing::export_mpirun_environment();
+  TempDir dir;
+  const ProgramRun run =
+      bench_cifar({"--modes", "ddp", "--devices", "2", "--device-type", "cpu", "--backend", "mpi",
+                   "--batch-sizes", "8", "--steps", "1", "--warmup", "0", "--repeats", "1",
+                   "--json", dir.file("bench.json")},
+                  dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  EXPECT_EQ(report["options"]["backend"], "mpi");
+  EXPECT_EQ(report["rows"][0]["device_list"], "cpu:0 per rank (mpi)");
+  EXPECT_EQ(report["rows"][0]["processes"], 2);
 }
 
 TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {
