@@ -7,7 +7,7 @@
 # lib/cmake/Tandem/    TandemConfig.cmake (+ version file, exported targets; FindCUDNN/FindNCCL
 #                      with the CUDA backend)
 # include/tandem/      the public headers: engine/tensor.h, nn/resnet.h, ... (Note [Installed headers])
-# bin/                 tandem-run, train_cifar, bench_cifar, bench_allreduce
+# bin/                 tandem-run, train_cifar, bench_cifar, bench_collectives
 #
 # docs/library.md is the user's guide; examples/ddp_train is built against the installed package
 # by the test InstallExample.FindPackageBuildsAndTrains.
@@ -97,5 +97,5 @@ install(FILES "${PROJECT_BINARY_DIR}/TandemConfig.cmake" "${PROJECT_BINARY_DIR}/
 
 # The programs. They find nothing relative to themselves: train_cifar and bench_cifar start their
 # own workers through /proc/self/exe, tandem-run runs the command it is given (found on PATH).
-install(TARGETS tandem-run train_cifar bench_cifar bench_allreduce
+install(TARGETS tandem-run train_cifar bench_cifar bench_collectives
         RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")

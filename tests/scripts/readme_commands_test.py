@@ -42,7 +42,7 @@ MPIRUN_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT
 TRAIN = [("--synthetic", None), ("--subset", "64"), ("--batch-size", "32"), ("--workers", "0"),
          ("--epochs", "2")]
 BENCH_CIFAR = [("--steps", "1"), ("--warmup", "0"), ("--repeats", "1"), ("--batch-sizes", "32")]
-BENCH_ALLREDUCE = [("--sizes-mib", "1"), ("--warmup", "1"), ("--iterations", "2")]
+BENCH_COLLECTIVES = [("--sizes", "4K"), ("--warmup", "1"), ("--iterations", "2")]
 GOOGLE_BENCHMARK = [("--benchmark_min_time=0.01", None)]
 
 
@@ -87,8 +87,8 @@ def shortened(command):
     """The command as run here, or None for one no rule knows."""
     if re.search(r"(^|\s)(--help|--version)(\s|$)", command):
         return command
-    if "bench_allreduce" in command:
-        return with_flags(command, BENCH_ALLREDUCE)
+    if "bench_collectives" in command or command.startswith("python3 scripts/compare_collectives"):
+        return with_flags(command, BENCH_COLLECTIVES)
     if "bench_cifar" in command:
         return with_flags(command, BENCH_CIFAR)
     if re.match(r"^\./build/microbench/", command):
