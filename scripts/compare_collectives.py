@@ -14,12 +14,14 @@ torch.set_num_threads), mpirun binds no rank to a core, and Gloo uses loopback (
 
 With --netns the ranks are two "hosts": two network namespaces joined by a veth pair (as
 tests/scripts/netns_ddp_test.sh builds them; root only), rank 0 in one, rank 1 in the other, Gloo
-on each side's veth (GLOO_SOCKET_IFNAME); world size 2, Gloo sides only (mpirun's daemon and its
-ranks would sit in different namespaces).
+on each side's veth (GLOO_SOCKET_IFNAME); world size 2, Gloo sides only: a rank that mpirun
+starts inside a namespace cannot reach mpirun's PMIx server on the host's loopback (Open MPI 4.1:
+"OPAL ERROR: Unreachable" in MPI_Init_thread).
 
     python3 scripts/compare_collectives.py                      # 2 and 3 ranks, 3 repeats
     python3 scripts/compare_collectives.py --world-sizes 2 --sizes 4K,1M --repeats 1
     python3 scripts/compare_collectives.py --netns --json netns.json   # as root
+    python3 scripts/compare_collectives.py --report netns.json         # its table again
 
 Standard library only here; the PyTorch side needs torch in --pytorch's Python (default: the
 first of this Python and /usr/bin/python3 that has it). Exit status 1 when a job failed.
@@ -151,45 +153,63 @@ def size_label(nbytes):
     return f"{nbytes} B"
 
 
-def print_table(args, info, samples, unsupported):
-    where = "two network namespaces (veth)" if args.netns else "loopback"
-    print(f"# Collectives, float32, {where}: busbw GB/s (nccl-tests' bus bandwidth), median of "
-          f"{args.repeats}; {args.iterations} iterations after {args.warmup} warm-up per row")
-    print(f"# {info['cpu']}, {info['cpus']} CPUs, AVX-512/AMX: "
-          f"{', '.join(info['avx512']) or 'no'}; {info['date']}; load average "
-          f"{info['load_average_start']:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
-    tandem = [s for s in args.sides if s.startswith("tandem")]
-    ratios = [f"{s.split('-')[1]}/pt" for s in tandem] if "pytorch-gloo" in args.sides else []
-    header = ["ranks", "collective", "size"] + list(args.sides) + ratios
-    widths = [5, 22, 7] + [12] * len(args.sides) + [9] * len(ratios)
-    print("  ".join(f"{h:>{w}}" if i > 1 else f"{h:<{w}}" for i, (h, w) in
-                    enumerate(zip(header, widths))))
-    sizes = sorted({key[3] for key in list(samples) + list(unsupported)})
-    for world in args.world_sizes:
-        for collective in args.collectives.split(","):
-            for nbytes in sizes:
-                medians = {s: median_of(samples, unsupported, (world, s, collective, nbytes))
-                           for s in args.sides}
-                cells = [str(world), collective, size_label(nbytes)]
-                cells += [cell_text(medians[s]) for s in args.sides]
-                peer = medians.get("pytorch-gloo")
-                cells += [f"{medians[s] / peer:.2f}" if isinstance(medians[s], float)
-                          and isinstance(peer, float) else "—" for s in tandem if ratios]
-                print("  ".join(f"{c:>{w}}" if i > 1 else f"{c:<{w}}" for i, (c, w) in
-                                enumerate(zip(cells, widths))))
+def as_run(args, info, samples, unsupported, errors):
+    """What --json writes and the table is printed from (also by --report)."""
+    return {"machine": dict(info, load_average_end=os.getloadavg()[0]), "netns": args.netns,
+            "sides": args.sides, "world_sizes": args.world_sizes,
+            "collectives": args.collectives.split(","), "iterations": args.iterations,
+            "warmup": args.warmup, "repeats": args.repeats,
+            "consistency_check": not args.no_consistency_check,
+            "samples": [{"world_size": k[0], "side": k[1], "collective": k[2],
+                         "requested_bytes": k[3], "busbw_gbps": v}
+                        for k, v in sorted(samples.items())],
+            "unsupported": [{"world_size": k[0], "side": k[1], "collective": k[2],
+                             "requested_bytes": k[3], "error": v}
+                            for k, v in sorted(unsupported.items())],
+            "errors": errors}
 
 
-def median_of(samples, unsupported, key):
-    if key in unsupported:
+def cell(run, world, side, collective, nbytes):
+    """The median busbw of a row and side, "unsupported", or None where its job failed."""
+    key = {"world_size": world, "side": side, "collective": collective,
+           "requested_bytes": nbytes}
+    if any(all(u[k] == v for k, v in key.items()) for u in run["unsupported"]):
         return "unsupported"
-    values = samples.get(key)
-    return statistics.median(values) if values else None
+    for sample in run["samples"]:
+        if all(sample[k] == v for k, v in key.items()):
+            return statistics.median(sample["busbw_gbps"])
+    return None
 
 
-def cell_text(value):
-    if isinstance(value, float):
-        return f"{value:.3f}"
-    return value or "failed"
+def print_table(run):
+    """A Markdown table: busbw per side, then each Tandem side over PyTorch (above 1: faster)."""
+    info = run["machine"]
+    where = "two network namespaces (veth)" if run["netns"] else "loopback"
+    print(f"Collectives, float32, {where}: busbw GB/s (nccl-tests' bus bandwidth), median of "
+          f"{run['repeats']}; {run['iterations']} iterations after {run['warmup']} warm-up per "
+          f"row; Tandem {'with' if run['consistency_check'] else 'without'} its consistency check")
+    print(f"{info['cpu']}, {info['cpus']} CPUs, AVX-512/AMX: {', '.join(info['avx512']) or 'no'}; "
+          f"{info['date']}; load average {info['load_average_start']:.2f} at the start, "
+          f"{info['load_average_end']:.2f} at the end\n")
+    sides = run["sides"]
+    tandem = [s for s in sides if s.startswith("tandem")] if "pytorch-gloo" in sides else []
+    print("| ranks | collective | size | " + " | ".join(sides)
+          + "".join(f" | {s.split('-')[1]} / PyTorch" for s in tandem) + " |")
+    print("| --- " * (3 + len(sides) + len(tandem)) + "|")
+    sizes = sorted({s["requested_bytes"] for s in run["samples"] + run["unsupported"]})
+    for world in run["world_sizes"]:
+        for collective in run["collectives"]:
+            for nbytes in sizes:
+                values = {s: cell(run, world, s, collective, nbytes) for s in sides}
+                peer = values.get("pytorch-gloo")
+                cells = [str(world), collective, size_label(nbytes)]
+                cells += [f"{v:.3g}" if isinstance(v, float) else v or "failed"
+                          for v in values.values()]
+                cells += [f"{values[s] / peer:.2f}" if isinstance(values[s], float)
+                          and isinstance(peer, float) else "—" for s in tandem]
+                print("| " + " | ".join(cells) + " |")
+    for error in run["errors"]:
+        print(f"failed: {error}")
 
 
 def find_pytorch():
@@ -227,7 +247,10 @@ def parse_args():
                         help="rank 0 and rank 1 in two network namespaces (root; 2 ranks, Gloo)")
     parser.add_argument("--timeout", type=int, default=900, help="seconds per job")
     parser.add_argument("--json", help="also write every sample here")
+    parser.add_argument("--report", help="print the table of an earlier run's --json, run nothing")
     args = parser.parse_args()
+    if args.report:
+        return args
     args.sides = args.sides.split(",")
     if any(side not in SIDES for side in args.sides):
         parser.error(f"--sides: each of {', '.join(SIDES)}")
@@ -251,27 +274,19 @@ def parse_args():
 
 def main():
     args = parse_args()
+    if args.report:
+        print_table(json.loads(Path(args.report).read_text()))
+        return 0
     info = machine_info(types.SimpleNamespace(threads=1))
     if args.netns:
         with Netns() as netns:
             samples, errors, unsupported = run_all(args, netns)
     else:
         samples, errors, unsupported = run_all(args, None)
-    print_table(args, info, samples, unsupported)
-    for error in errors:
-        print(f"failed: {error}")
+    run = as_run(args, info, samples, unsupported, errors)
+    print_table(run)
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"machine": info, "netns": args.netns, "sides": args.sides,
-                       "world_sizes": args.world_sizes, "iterations": args.iterations,
-                       "warmup": args.warmup, "repeats": args.repeats,
-                       "samples": [{"world_size": k[0], "side": k[1], "collective": k[2],
-                                    "requested_bytes": k[3], "busbw_gbps": v}
-                                   for k, v in sorted(samples.items())],
-                       "unsupported": [{"world_size": k[0], "side": k[1], "collective": k[2],
-                                        "requested_bytes": k[3], "error": v}
-                                       for k, v in sorted(unsupported.items())],
-                       "errors": errors}, out, indent=1)
+        Path(args.json).write_text(json.dumps(run, indent=1) + "\n")
     return 1 if errors else 0
 
 

@@ -10,7 +10,8 @@ timing is judged, only what the reports say):
            each end with one line and exit status 1, on every rank, without a hang
   compare  compare_collectives.py runs Tandem (Gloo, and MPI where it can) and PyTorch's Gloo
            twin interleaved at 2 ranks and prints the table with the ratios; PyTorch 1.13's
-           missing reduce_scatter is "unsupported", not a number (skips without torch)
+           missing reduce_scatter is "unsupported", not a number; --report prints the same
+           table again from the JSON (skips without torch)
   netns    the same with rank 0 and rank 1 in two network namespaces (root only; skips otherwise)
 
     bench_collectives_test.py SOURCE_DIR BUILD_DIR CASE
@@ -142,10 +143,13 @@ def case_compare(source, build, scratch, netns):
             assert len(got[(side, name)]) == 1 and min(got[(side, name)]) > 0, (side, name, got)
     unsupported = [(u["side"], u["collective"]) for u in report["unsupported"]]
     assert unsupported == [("pytorch-gloo", "reduce_scatter")], unsupported
-    table = [line for line in text.splitlines() if line.startswith("2 ")]
+    table = [line for line in text.splitlines() if line.startswith("| 2 |")]
     assert len(table) == 3, text
-    assert "gloo/pt" in text and "unsupported" in table[1], text
+    assert "| gloo / PyTorch |" in text and "| unsupported |" in table[1], text
     assert ("two network namespaces" in text) == netns, text
+    code, again = run([python, f"{source}/scripts/compare_collectives.py", "--report", out])
+    assert code == 0 and [line for line in again.splitlines() if line.startswith("| 2 |")] \
+        == table, again
     print("\n".join(line for line in text.splitlines() if not line.startswith("[")))
     return 0, ""
 
