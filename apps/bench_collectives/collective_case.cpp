@@ -58,6 +58,7 @@ const char* collective_name(Collective collective) {
 const std::vector<Collective>& all_collectives() {
   static const std::vector<Collective> all = [] {
     std::vector<Collective> out;
+    out.reserve(kEntries.size());
     for (const Entry& entry : kEntries) out.push_back(entry.collective);
     return out;
   }();
