@@ -143,7 +143,7 @@ def measure(name, nbytes, args, rank, n):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
-    parser.add_argument("--sizes", default="4K,32K,256K,2M,16M,64M")
+    parser.add_argument("--sizes", default="4K,64K,1M,16M,64M")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--json", help="also write the rows to this file (rank 0)")

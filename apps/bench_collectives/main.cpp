@@ -39,7 +39,7 @@ using namespace tandem::parallel;
 struct Options {
   std::string backend = "gloo";
   std::vector<std::string> collectives;  // empty: all
-  std::vector<std::string> sizes = {"4K", "32K", "256K", "2M", "16M", "64M"};
+  std::vector<std::string> sizes = {"4K", "64K", "1M", "16M", "64M"};
   int warmup = 5;
   int iterations = 20;
   bool check_consistency = true;
