@@ -33,6 +33,17 @@ MPIRUN_ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT
                   OMPI_MCA_rmaps_base_oversubscribe="1")
 
 
+def unwind_slowly_under_asan():
+    """In CI's AddressSanitizer stage (ASAN_OPTIONS set): what tests/support/mpirun_ranks.cpp's
+    export_mpirun_environment() does, so that LeakSanitizer sees the Open MPI frames that
+    scripts/lsan.supp names (Open MPI has no frame pointers). Every program this test starts,
+    mpirun's ranks included, inherits it."""
+    options = os.environ.get("ASAN_OPTIONS", "")
+    if options and "fast_unwind_on_malloc" not in options:
+        os.environ["ASAN_OPTIONS"] = options + ":fast_unwind_on_malloc=0"
+        MPIRUN_ENV["ASAN_OPTIONS"] = os.environ["ASAN_OPTIONS"]
+
+
 def expected_factor(name, n):
     """nccl-tests' doc/PERFORMANCE.md ("Summary") and src/{gather,scatter}.cu."""
     if name == "all_reduce":
@@ -158,6 +169,7 @@ def case_compare(source, build, scratch, netns):
 
 def main():
     source, build, case = sys.argv[1:4]
+    unwind_slowly_under_asan()
     with tempfile.TemporaryDirectory(prefix="bench_collectives_test.") as scratch:
         if case == "gloo":
             outcome = case_gloo(build, scratch)
