@@ -1,7 +1,8 @@
-// bench_allreduce: all-reduce bandwidth of a process group (Gloo on host memory, or NCCL on each
-// rank's GPU), on float32 buffers of the sizes DDP's buckets have. Run under the launcher:
+// bench_allreduce: all-reduce bandwidth of a process group (Gloo or MPI on host memory, or NCCL on
+// each rank's GPU), on float32 buffers of the sizes DDP's buckets have. Run under the launcher:
 //
 //   tandem-run --nproc-per-node 2 -- bench_allreduce [--backend nccl]
+//   mpirun -np 2 bench_allreduce --backend mpi
 //
 // Prints, on rank 0, the mean time per all-reduce and two bandwidths (as nccl-tests does):
 // algorithm bandwidth = bytes / time, and bus bandwidth = algbw * 2(n-1)/n, the traffic each
@@ -17,6 +18,7 @@
 #include "engine/elapsed.h"
 #include "engine/tandem.h"
 #include "parallel/comm/launch_env.h"
+#include "parallel/comm/mpi_process_group.h"
 #include "parallel/comm/process_group.h"
 
 namespace {
@@ -59,18 +61,20 @@ int run(int argc, char** argv) {
   std::string backend = "gloo";
   bool check_consistency = true;
   CLI::App app{"All-reduce bandwidth of a process group (run under tandem-run)", "bench_allreduce"};
-  app.add_option("--backend", backend, "gloo (host memory) or nccl (each rank's GPU)")
-      ->check(CLI::IsMember({"gloo", "nccl"}))
+  app.add_option(
+         "--backend", backend,
+         "gloo (host memory), nccl (each rank's GPU) or mpi (host memory; run under mpirun)")
+      ->check(CLI::IsMember({"gloo", "nccl", "mpi"}))
       ->capture_default_str();
   app.add_option("--sizes-mib", sizes_mib, "buffer sizes in MiB")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed all-reduces per size")->capture_default_str();
   app.add_option("--iterations", iterations, "timed all-reduces per size")->capture_default_str();
   app.add_flag("!--no-consistency-check", check_consistency,
-               "skip Gloo's comparison of the ranks' calls before each all-reduce (Note "
+               "skip Gloo's and MPI's comparison of the ranks' calls before each all-reduce (Note "
                "[Collective consistency]), to see what it costs");
   CLI11_PARSE(app, argc, argv);
-  auto group =
-      init_process_group(backend, from_environment(), {.check_consistency = check_consistency});
+  const DistributedEnv env = backend == "mpi" ? mpi_environment() : from_environment();
+  auto group = init_process_group(backend, env, {.check_consistency = check_consistency});
   std::vector<Row> rows;
   rows.reserve(sizes_mib.size());
   for (double mib : sizes_mib) rows.push_back(measure(*group, mib, warmup, iterations));

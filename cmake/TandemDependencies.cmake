@@ -62,5 +62,8 @@ if(TANDEM_BUILD_BENCH)
   endif()
 endif()
 
+# --- MPI (optional): the mpi process group
+include(TandemMpi)
+
 # --- CUDA side (optional)
 include(TandemCuda)

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/ops/factory.h"
+#include "engine/profiler.h"
 #include "engine/random.h"
 
 namespace tandem::data {
@@ -78,6 +79,7 @@ DataLoader::Slot DataLoader::build(int64_t epoch, const std::vector<int64_t>& in
 }
 
 void DataLoader::worker_loop() {
+  profiler::set_thread_name("loader");
   std::unique_lock lock(mutex_);
   while (true) {
     work_ready_.wait(lock, [this] {
@@ -99,6 +101,7 @@ void DataLoader::worker_loop() {
 }
 
 std::optional<Batch> DataLoader::next() {
+  const profiler::RecordScope scope("DataLoader.next", profiler::Category::Annotation);
   std::unique_lock lock(mutex_);
   TANDEM_CHECK(epoch_ >= 0, "[DataLoader] call start_epoch() before next()");
   if (next_to_deliver_ >= static_cast<int64_t>(batch_indices_.size())) return std::nullopt;

@@ -3,7 +3,7 @@
 ///
 /// Note [Counting host reads]: reading a tensor's values on the host (to_vector, item) makes a
 /// GPU's host wait until every kernel queued before it has run, so the GPU idles while the host
-/// queues the next step (Note [Host syncs] in apps/train_cifar/trainer.cpp). A CPU pays nothing
+/// queues the next step (Note [Host syncs] in apps/train_cifar/pending_steps.h). A CPU pays nothing
 /// for the same read, so a mistake of that kind is invisible on the machines where the tests
 /// run. Every read therefore counts here, on every device: to_vector and item of a CPU tensor,
 /// and every copy from a GPU to the host (to_vector, item, to(cpu): each waits for the stream).

@@ -10,6 +10,7 @@
 #include "engine/host_reads.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem {
@@ -113,6 +114,7 @@ double Tensor::item() const {
 }
 
 Tensor& Tensor::fill_(double value) {
+  const profiler::RecordScope scope("fill_");
   TANDEM_CHECK(is_dense(), "[fill_] needs a contiguous or channels-last tensor");
   Tensor memory = ops::kernel_view(*this);
   backend_for(device()).fill(memory, value);
@@ -120,6 +122,7 @@ Tensor& Tensor::fill_(double value) {
 }
 
 Tensor& Tensor::copy_(const Tensor& src) {
+  const profiler::RecordScope scope("copy_");
   TANDEM_CHECK(src.shape() == shape() && src.dtype() == dtype(), "[copy_] source ",
                shape_str(src.shape()), " ", dtype_name(src.dtype()), " does not match destination ",
                shape_str(shape()), " ", dtype_name(dtype()));

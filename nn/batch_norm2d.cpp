@@ -28,7 +28,7 @@ Tensor BatchNorm2d::forward_relu(const Tensor& input) {
 Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
   if (is_training()) {
     // On the buffer's device, as PyTorch's add_(1): a host read here would stall a GPU at every
-    // batch norm of every step (Note [Host syncs] in apps/train_cifar/trainer.cpp).
+    // batch norm of every step (Note [Host syncs] in apps/train_cifar/pending_steps.h).
     add_(num_batches_tracked_, 1.0);
   }
   const BatchNormOptions options{.training = is_training(),

@@ -5,6 +5,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/optim.h"
+#include "engine/profiler.h"
 
 namespace tandem::nn {
 
@@ -37,6 +38,7 @@ struct Group {
 }  // namespace
 
 void Sgd::step() {
+  const profiler::RecordScope scope("Optimizer.step#SGD.step", profiler::Category::Annotation);
   NoGradGuard no_grad;
   std::vector<Group> groups;  // a handful: devices x {decay, no decay} x {first step, not}
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -72,6 +74,8 @@ size_t Sgd::state_bytes() const {
 }
 
 void Sgd::zero_grad() {
+  const profiler::RecordScope scope("Optimizer.zero_grad#SGD.zero_grad",
+                                    profiler::Category::Annotation);
   for (Tensor& parameter : parameters_) parameter.set_grad(Tensor());
 }
 

@@ -8,6 +8,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/device_runtime.h"
 #include "engine/elapsed.h"
+#include "engine/profiler.h"
 #include "engine/threads.h"
 #include "parallel/scatter_gather.h"
 
@@ -65,6 +66,7 @@ std::vector<Device> parse_device_list(std::string_view list) {
 std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>>& modules,
                                    const std::vector<Tensor>& inputs,
                                    const std::vector<Device>& devices) {
+  const profiler::RecordScope scope("DataParallel.parallel_apply", profiler::Category::Annotation);
   TANDEM_CHECK(modules.size() == inputs.size() && inputs.size() <= devices.size(),
                "[parallel_apply] ", modules.size(), " modules, ", inputs.size(), " inputs, ",
                devices.size(), " devices");
@@ -76,6 +78,7 @@ std::vector<Tensor> parallel_apply(const std::vector<std::shared_ptr<nn::Module>
   auto run = [&](size_t i) {
     try {
       autograd::set_grad_mode_enabled(grad_mode);  // thread-local: new threads start enabled
+      if (n > 1 && profiler::enabled()) profiler::set_thread_name("replica " + devices[i].str());
       ThreadCountGuard threads(threads_each);
       outputs[i] = modules[i]->forward(inputs[i]);
     } catch (...) {

@@ -14,6 +14,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 
 namespace tandem::parallel {
 namespace {
@@ -355,6 +356,7 @@ std::string Reducer::names_of_pending() const {
 }
 
 void Reducer::finalize() {
+  const profiler::RecordScope scope("DDP.finalize", profiler::Category::Annotation);
   std::lock_guard lock(mutex_);
   const Clock::time_point backward_end = Clock::now();
   if (!expect_hooks_) return;

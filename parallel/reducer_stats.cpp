@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "engine/elapsed.h"
+#include "parallel/bucket_trace.h"
 #include "parallel/reducer.h"
 
 namespace tandem::parallel {
@@ -15,6 +16,8 @@ void Reducer::record_step(Clock::time_point backward_end) {
     timing.bytes = static_cast<size_t>(bucket.numel) * dtype_size(DType::Float32);
     timing.payload_bytes = hook_->payload_bytes(bucket.numel);
     timing.ready_ms = milliseconds_between(backward_end, bucket.ready_at);
+    trace_bucket_all_reduce(group_->backend_name(), record.buckets.size(), timing.bytes,
+                            timing.parameters, bucket.work);
     record.buckets.push_back(timing);
     record.works.push_back(bucket.work);
   }

@@ -6,6 +6,7 @@
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
+#include "engine/profiler.h"
 
 namespace tandem::parallel {
 namespace {
@@ -90,6 +91,7 @@ void Replicas::build() {
 }
 
 std::vector<std::shared_ptr<nn::Module>> Replicas::prepare(size_t count) {
+  const profiler::RecordScope scope("DataParallel.replicate", profiler::Category::Annotation);
   TANDEM_CHECK(count >= 1 && count <= devices_.size(), "[DataParallel] asked for ", count,
                " replicas of ", devices_.size());
   if (!persistent_ || replicas_.empty()) build();

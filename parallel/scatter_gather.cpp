@@ -1,6 +1,7 @@
 #include "parallel/scatter_gather.h"
 
 #include "engine/ops/concat.h"
+#include "engine/profiler.h"
 
 namespace tandem::parallel {
 
@@ -15,6 +16,7 @@ std::vector<int64_t> chunk_sizes(int64_t batch, int64_t devices) {
 }
 
 std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devices) {
+  const profiler::RecordScope scope("DataParallel.scatter", profiler::Category::Annotation);
   TANDEM_CHECK(input.dim() >= 1, "[scatter] input needs a batch dimension, got a scalar");
   const std::vector<int64_t> sizes =
       chunk_sizes(input.size(0), static_cast<int64_t>(devices.size()));
@@ -28,6 +30,7 @@ std::vector<Tensor> scatter(const Tensor& input, const std::vector<Device>& devi
 }
 
 Tensor gather(const std::vector<Tensor>& outputs, Device device) {
+  const profiler::RecordScope scope("DataParallel.gather", profiler::Category::Annotation);
   TANDEM_CHECK(!outputs.empty(), "[gather] no outputs to gather");
   std::vector<Tensor> moved;
   moved.reserve(outputs.size());

@@ -9,6 +9,7 @@ packages=(
   libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
   ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime)
   libgloo-dev          # Gloo: the CPU process group (DDP over TCP)
+  libopenmpi-dev openmpi-bin  # Open MPI: the mpi process group (--backend mpi) and mpirun
   libcli11-dev         # CLI11: train_cifar's flags
   nlohmann-json3-dev   # safetensors headers
   libgtest-dev libgmock-dev

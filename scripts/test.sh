@@ -11,8 +11,9 @@
 #                                        # runs it second
 #   scripts/test.sh --sanitize thread    # ThreadSanitizer over the threaded parts (autograd,
 #                                        # DataLoader, DataParallel, Reducer, DDP, Join, process
-#                                        # groups, store, the CUDA host code and the NCCL group on
-#                                        # fakes), in build-tsan (CUDA off); CI runs it third
+#                                        # groups (Gloo, MPI), store, the CUDA host code and the
+#                                        # NCCL group on fakes), in build-tsan (CUDA off); CI
+#                                        # runs it third
 #   scripts/test.sh --build-only [...]   # install, configure and build, no tests
 #   scripts/test.sh --no-build [...]     # the tests of the build made before (CI times the two apart)
 #
@@ -65,6 +66,7 @@ if [ "$sanitize" = "address" ]; then
   configure+=(-DTANDEM_CUDA=OFF -DTANDEM_BUILD_BENCH=OFF "-DCMAKE_CXX_FLAGS=$flags"
               "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+  export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}"  # Open MPI's own
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   # offline: a build of its own, not sanitized; drill: whole training jobs hit by faults;
   # install: a program built against the installed libraries, without the sanitizer flags;
@@ -80,6 +82,7 @@ elif [ "$sanitize" = "thread" ]; then
   targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests
            cuda_kernels_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
+  suites+="|Profiler"  # the profiler's per-thread buffers (tests/engine/profiler_test.cpp)
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
@@ -87,6 +90,9 @@ elif [ "$sanitize" = "thread" ]; then
   # Gloo's point-to-point waiter threads, sub-groups' threads, the consistency check's exchange
   # (the many-collective jobs GlooCollectivesMultiprocess add no thread of their own).
   suites+="|GlooOneRank|GlooPointToPointMultiprocess|GlooSubgroupMultiprocess|GlooConsistencyMultiprocess"
+  # The MPI group's engine thread beside the callers' (each rank of mpirun a TSan build).
+  suites+="|MpiCollectivesMultiprocess|MpiPointToPointMultiprocess|MpiSubgroupMultiprocess"
+  suites+="|MpiConsistencyMultiprocess|DdpMpiMultiprocess"
   suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 fi

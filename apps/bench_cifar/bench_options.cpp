@@ -33,6 +33,9 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
   add_choice_flag(app, "--device-type", o.device_type, kDeviceTypeSpellings,
                   "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
                   "gloo) or auto (cuda where CUDA can run, else cpu)");
+  add_optional_choice_flag(app, "--backend", o.backend, kBackendSpellings,
+                           "ddp's process group: nccl, gloo or mpi (CPUs; bench_cifar starts the "
+                           "ranks with mpirun); default: nccl on cuda, gloo on cpu");
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
@@ -42,7 +45,7 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
 
 // How each configuration is measured: model, steps, repeats, threads.
 void add_timing_flags(CLI::App& app, BenchOptions& o) {
-  add_arch_flag(app, o.arch);
+  add_arch_flag(app, o.setup.arch);
   app.add_option("--warmup", o.warmup,
                  "untimed steps before the timed ones (the first steps allocate, and DDP rebuilds "
                  "its buckets at step 2)")
@@ -71,9 +74,9 @@ void add_timing_flags(CLI::App& app, BenchOptions& o) {
 // What else varies per row: formats, precisions, DDP's buckets, overlap and compression, dp's
 // replicas.
 void add_variant_flags(CLI::App& app, BenchOptions& o) {
-  add_memory_format_flag(app, o.memory_format);
-  add_precision_flags(app, o.precisions, o.allow_slow_bf16);
-  add_bucket_flags(app, o.bucket_cap_mb, o.first_bucket_mb);
+  add_memory_format_flag(app, o.setup.memory_format);
+  add_precision_flags(app, o.precisions, o.setup.allow_slow_bf16);
+  add_bucket_flags(app, o.setup.ddp.reducer);
   add_choice_flag(
       app, "--overlap", o.overlaps, overlap_rows_spellings(),
       "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)");
@@ -87,10 +90,14 @@ void add_variant_flags(CLI::App& app, BenchOptions& o) {
 void add_input_output_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   add_data_dir_flag(app, o.data_dir);
-  app.add_option("--seed", o.seed, "seed of the weights and the synthetic images")
+  app.add_option("--seed", o.setup.seed, "seed of the weights and the synthetic images")
       ->check(non_negative_number())
       ->capture_default_str();
   app.add_option("--json", o.json, "also write the rows (and the projection) to this JSON file");
+  app.add_option("--profile", o.profile_dir,
+                 "after each configuration's timed steps (first repeat), profile --steps more and "
+                 "write a per-op table and a Chrome trace (Perfetto, chrome://tracing) per "
+                 "process to this folder: CONFIG.rank<R>.ops.md and .trace.json");
   app.add_option("--worker-json", o.worker_json)->group("");  // internal: see BenchOptions
 }
 
@@ -242,23 +249,25 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--devices", std::to_string(c.devices)},
       {"--device-type", name_in(kDeviceTypeSpellings, o.device_type)},
       {"--batch-sizes", std::to_string(c.batch)},
-      {"--arch", o.arch},
+      {"--arch", o.setup.arch},
       {"--warmup", std::to_string(o.warmup)},
       {"--steps", std::to_string(o.steps)},
-      {"--bucket-cap-mb", number(o.bucket_cap_mb)},
-      {"--first-bucket-mb", number(o.first_bucket_mb)},
+      {"--bucket-cap-mb", number(o.setup.ddp.reducer.bucket_cap_mb)},
+      {"--first-bucket-mb", number(o.setup.ddp.reducer.first_bucket_mb)},
       {"--overlap", overlap_name(c.overlap.value_or(Overlap::On))},
       {"--grad-compression",
        parallel::grad_compression_name(c.compression.value_or(parallel::GradCompression::None))},
       {"--dp-replicas", replicas_name(c.dp_replicas.value_or(Replicas::Persistent))},
-      {"--seed", std::to_string(o.seed)},
-      {"--memory-format", memory_format_flag_name(o.memory_format)},
+      {"--seed", std::to_string(o.setup.seed)},
+      {"--memory-format", memory_format_flag_name(o.setup.memory_format)},
       {"--precision", nn::precision_name(c.precision)}};
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
-  if (o.allow_slow_bf16) args.push_back("--allow-slow-bf16");
+  if (o.backend) args.insert(args.end(), {"--backend", backend_name(*o.backend)});
+  if (o.setup.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
+  if (!o.profile_dir.empty()) args.insert(args.end(), {"--profile", o.profile_dir});
   return args;
 }
 
@@ -278,6 +287,22 @@ BenchConfig worker_config(const BenchOptions& o) {
     config.dp_replicas = o.dp_replicas.empty() ? Replicas::Persistent : o.dp_replicas[0];
   }
   return config;
+}
+
+SetupOptions default_bench_setup() {
+  SetupOptions setup;
+  setup.sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f};
+  return setup;
+}
+
+SetupOptions setup_options(const BenchOptions& o, const BenchConfig& config) {
+  SetupOptions setup = o.setup;
+  setup.mode = config.mode;
+  setup.dp.persistent_replicas = config.dp_replicas != Replicas::Rebuilt;
+  setup.ddp.reducer.overlap = config.overlap != Overlap::Off;
+  setup.grad_compression = config.compression.value_or(parallel::GradCompression::None);
+  setup.precision = config.precision;
+  return setup;
 }
 
 int total_threads(const BenchOptions& o) {

@@ -50,12 +50,23 @@ enum class Link { NvLink, Pcie, Both };
 inline constexpr Spelling<Link> kLinkSpellings[] = {
     {"nvlink", Link::NvLink}, {"pcie", Link::Pcie}, {"both", Link::Both}};
 
+/// What every row builds before any flag: the library's defaults, with the SGD the timed steps
+/// run (lr 0.05, momentum 0.9, weight decay 5e-4). A function for the reason of
+/// default_train_setup (apps/train_cifar/train_options.h).
+SetupOptions default_bench_setup();
+
 struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
   DeviceType device_type = DeviceType::Auto;
+  /// ddp's process group; nullopt: nccl on GPUs, else gloo. mpi: mpirun starts the ranks.
+  std::optional<Backend> backend{};
   std::vector<int64_t> batch_sizes{128};  ///< global
-  std::string arch = SetupOptions{}.arch;
+  /// What every row builds, bound straight from the flags (Note [Options bound once]): --arch,
+  /// --seed (which also seeds the synthetic images), --memory-format, --bucket-cap-mb,
+  /// --first-bucket-mb and --allow-slow-bf16, with SGD as the timed steps run it. Each row sets
+  /// its own mode, precision, overlap, compression and replicas (setup_options).
+  SetupOptions setup = default_bench_setup();
   int warmup = 2;
   int steps = 5;
   /// Wait for the devices after every phase of a timed step, as before 2026-11-27 (Note [Phase
@@ -65,19 +76,16 @@ struct BenchOptions {
   /// apps/bench_cifar/repeats.h): the report shows their median and min–max.
   int repeats = 3;
   int threads = 0;  ///< CPU threads in all; 0: TANDEM_NUM_THREADS or all cores
-  std::optional<MemoryFormat> memory_format{};  ///< nullopt (auto): the device's preferred one
-  double bucket_cap_mb = parallel::ReducerOptions{}.bucket_cap_mb;
-  double first_bucket_mb = parallel::ReducerOptions{}.first_bucket_mb;  ///< the Reducer caps it
   std::vector<Overlap> overlaps{Overlap::On};  ///< ddp: a row for each (--overlap both: on, off)
   /// ddp: gradient compression, a row for each
   std::vector<parallel::GradCompression> compressions{parallel::GradCompression::None};
   std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
-  bool allow_slow_bf16 = false;  ///< bf16 even where the CPU emulates it
   bool real = false;
   std::string data_dir = kDefaultDataDir;
-  uint64_t seed = 0;
   std::string json;
+  /// --profile: a folder for each configuration's profile (apps/bench_cifar/profiled_steps.h)
+  std::string profile_dir;
 
   bool project = false;
   std::vector<int> project_gpus{2, 4, 8};
@@ -127,6 +135,10 @@ std::vector<std::string> worker_arguments(const BenchOptions& options, const Ben
 
 /// The configuration a worker measures: the first entry of each list.
 BenchConfig worker_config(const BenchOptions& options);
+
+/// What a worker measuring `config` builds: options.setup with the row's mode, replicas, overlap,
+/// compression and precision.
+SetupOptions setup_options(const BenchOptions& options, const BenchConfig& config);
 
 /// Threads for the whole benchmark: --threads, else TANDEM_NUM_THREADS or all cores.
 int total_threads(const BenchOptions& options);

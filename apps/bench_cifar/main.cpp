@@ -17,6 +17,7 @@
 #include "apps/bench_cifar/worker.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_main.h"
+#include "apps/common/step_profiler.h"
 #include "apps/common/training_setup.h"
 #include "engine/cpu_features.h"
 #include "engine/error.h"
@@ -36,23 +37,36 @@ void print_progress(const BenchRow& row, const Progress& at) {
                repeat.c_str(), result.c_str());
 }
 
+bool has_bf16_rows(const BenchOptions& options) {
+  return std::find(options.precisions.begin(), options.precisions.end(),
+                   tandem::nn::Precision::BFloat16) != options.precisions.end();
+}
+
+bool on_cpus(const BenchOptions& options) {
+  return options.device_type == DeviceType::Cpu ||
+         (options.device_type == DeviceType::Auto && !tandem::apps::gpus_by_default());
+}
+
 // Where bf16 trains slower than fp32 on this CPU (Note [Where bf16 pays]), train_cifar refuses it
 // without --allow-slow-bf16; a benchmark asked for bf16 rows runs them anyway, so that the user
 // sees by how much, after one line saying why. Emulated bf16 (no bfloat16 instructions) stays
 // refused: it takes several times as long and shows nothing new.
 void run_slow_bf16_rows_with_a_note(BenchOptions& options) {
-  const bool bf16 = std::find(options.precisions.begin(), options.precisions.end(),
-                              tandem::nn::Precision::BFloat16) != options.precisions.end();
-  const bool on_cpu = options.device_type == DeviceType::Cpu ||
-                      (options.device_type == DeviceType::Auto && !tandem::apps::gpus_by_default());
-  if (!bf16 || !on_cpu || options.allow_slow_bf16) return;
+  if (!has_bf16_rows(options) || !on_cpus(options) || options.setup.allow_slow_bf16) return;
   const tandem::Bf16Verdict verdict = tandem::cpu_bf16_verdict();
   if (verdict.speed != tandem::Bf16Speed::Slower) return;
   std::fprintf(stderr,
                "bench_cifar: note: bf16 is slower than fp32 on this CPU (%s); its rows show by how "
                "much, and train_cifar refuses it unless --allow-slow-bf16\n",
                verdict.reason.c_str());
-  options.allow_slow_bf16 = true;
+  options.setup.allow_slow_bf16 = true;
+}
+
+// Note [Convolution peak]: measured once, before the matrix, with the rows' thread budget.
+std::optional<ConvPeak> conv_peak(const BenchOptions& options) {
+  if (!on_cpus(options)) return std::nullopt;
+  std::fprintf(stderr, "measuring the convolution peak ...\n");
+  return measure_conv_peak(total_threads(options), has_bf16_rows(options));
 }
 
 int run(int argc, char** argv) {
@@ -63,9 +77,14 @@ int run(int argc, char** argv) {
   run_slow_bf16_rows_with_a_note(options);
   // Before the (possibly long) measurements, not after them.
   if (!options.json.empty()) tandem::apps::check_output_path("bench_cifar", "--json", options.json);
-  const RunInfo info = current_run_info(options);
+  if (!options.profile_dir.empty()) {
+    tandem::apps::prepare_profile_dir("bench_cifar", options.profile_dir);
+  }
+  RunInfo info = current_run_info(options);
+  info.conv_peak = conv_peak(options);
   WorkArea area;
-  const std::vector<BenchRow> rows = run_matrix(options, area, print_progress);
+  std::vector<BenchRow> rows = run_matrix(options, area, print_progress);
+  if (info.conv_peak) add_peak_fractions(rows, *info.conv_peak);
   print_table(stdout, options, info, rows);
   print_warnings(stderr, info, rows);
   std::optional<ProjectionReport> projection;
@@ -74,6 +93,12 @@ int run(int argc, char** argv) {
     print_projection(stdout, options, *projection);
   }
   if (!options.json.empty()) write_json(options.json, options, info, rows, projection);
+  if (!options.profile_dir.empty()) {
+    std::printf(
+        "\nprofiles (per-op tables *.ops.md, Chrome traces *.trace.json for "
+        "https://ui.perfetto.dev or chrome://tracing): %s\n",
+        options.profile_dir.c_str());
+  }
   for (const BenchRow& row : rows) {
     if (!row.measured) return 1;  // the table says which and why
   }

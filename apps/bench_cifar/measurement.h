@@ -58,6 +58,12 @@ struct Measurement {
   double apply_ms = 0;
   double gather_ms = 0;
   double reduce_ms = 0;
+  /// FLOPs of one image's training step (Note [Counting FLOPs] in nn/flop_count.h)
+  double flops_per_image = 0;
+  double gflop_per_s = 0;  ///< flops_per_image × images_per_s
+  /// gflop_per_s against the convolution peak of the row's precision (Note [Convolution peak]);
+  /// NaN (JSON null) without one. The parent sets it (add_peak_fractions).
+  double peak_fraction = std::numeric_limits<double>::quiet_NaN();
   double peak_rss_mb = 0;  ///< peak resident set (MiB); ddp: the largest rank's
   double parameter_bytes = 0;
   double final_loss = 0;  ///< the last step's loss: a sanity check, not a metric
@@ -109,6 +115,9 @@ inline constexpr auto kMetrics = [] {
     {"apply_ms",            &M::apply_ms,            kDp,  PerStep,   nullptr,         None},
     {"gather_ms",           &M::gather_ms,           kDp,  PerStep,   "gather ms",     Decimal},
     {"reduce_ms",           &M::reduce_ms,           kDp,  PerStep,   "reduce ms",     Decimal},
+    {"flops_per_image",     &M::flops_per_image,     kAll, Once,      nullptr,         None},
+    {"gflop_per_s",         &M::gflop_per_s,         kAll, Once,      "GFLOP/s",       Decimal},
+    {"peak_fraction",       &M::peak_fraction,       kAll, Once,      "% of peak",     Percent},
     {"peak_rss_mb",         &M::peak_rss_mb,         kAll, Once,      "peak RSS MiB",  Whole},
     {"parameter_bytes",     &M::parameter_bytes,     kAll, Once,      nullptr,         None},
     {"final_loss",          &M::final_loss,          kAll, Once,      nullptr,         None},

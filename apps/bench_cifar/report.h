@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/bench_cifar/conv_peak.h"
 #include "apps/bench_cifar/measurement.h"
 #include "apps/bench_cifar/projection_report.h"
 
@@ -26,7 +27,8 @@ struct RunInfo {
   /// The 1-minute load average when the run began (/proc/loadavg; -1 where unknown): above the
   /// cores' idle share the numbers measure the other jobs as much as Tandem.
   double load_average = -1;
-  std::string version{};  ///< tandem_version(): the version and commit measured
+  std::string version{};                ///< tandem_version(): the version and commit measured
+  std::optional<ConvPeak> conv_peak{};  ///< Note [Convolution peak]; nullopt on GPUs
 };
 
 RunInfo current_run_info(const BenchOptions& options);

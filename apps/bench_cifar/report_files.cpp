@@ -47,21 +47,31 @@ ordered_json options_to_json(const BenchOptions& o) {
   return {{"modes", modes},
           {"devices", o.devices},
           {"device_type", name_in(kDeviceTypeSpellings, o.device_type)},
+          {"backend", o.backend ? backend_name(*o.backend) : "auto"},
           {"batch_sizes", o.batch_sizes},
-          {"arch", o.arch},
+          {"arch", o.setup.arch},
           {"warmup", o.warmup},
           {"steps", o.steps},
           {"phase_sync", o.phase_sync},
           {"repeats", o.repeats},
           {"threads", o.threads},
-          {"bucket_cap_mb", o.bucket_cap_mb},
-          {"first_bucket_mb", o.first_bucket_mb},
+          {"bucket_cap_mb", o.setup.ddp.reducer.bucket_cap_mb},
+          {"first_bucket_mb", o.setup.ddp.reducer.first_bucket_mb},
           {"overlap", name_in(overlap_rows_spellings(), o.overlaps)},
           {"grad_compression", names(o.compressions, parallel::grad_compression_name)},
           {"dp_replicas", names(o.dp_replicas, replicas_name)},
           {"precision", names(o.precisions, nn::precision_name)},
           {"data", o.real ? o.data_dir : "synthetic"},
-          {"seed", o.seed}};
+          {"seed", o.setup.seed}};
+}
+
+ordered_json peak_to_json(const ConvPeak& peak) {
+  return {{"convolution", peak.convolution},
+          {"threads", peak.threads},
+          {"float32_gflop_per_s", peak.float32_gflops},
+          {"bfloat16_gflop_per_s",
+           peak.bfloat16_gflops ? ordered_json(*peak.bfloat16_gflops) : ordered_json(nullptr)},
+          {"bfloat16_note", text_or_null(peak.bfloat16_note)}};
 }
 
 ordered_json projection_to_json(const ProjectionReport& report) {
@@ -152,7 +162,7 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
       {"grad_compression", name_or_null(c.compression, parallel::grad_compression_name)},
       {"dp_replicas", name_or_null(c.dp_replicas, replicas_name)},
       {"precision", nn::precision_name(c.precision)},
-      {"bucket_cap_mb", ddp ? ordered_json(options.bucket_cap_mb) : nullptr}};
+      {"bucket_cap_mb", ddp ? ordered_json(options.setup.ddp.reducer.bucket_cap_mb) : nullptr}};
   // Where it ran (device … local_batch), as the worker reported it.
   const ordered_json where = where_json(row.measured.value_or(Measurement{}));
   for (const auto& [key, value] : where.items()) j[key] = row.measured ? value : nullptr;
@@ -181,6 +191,7 @@ void write_json(const std::string& path, const BenchOptions& options, const RunI
                     {"machine", {{"cpu", info.cpu}, {"cpus", info.cpus}, {"cuda", info.cuda}}},
                     {"threads", info.threads},
                     {"load_average", info.load_average},
+                    {"conv_peak", info.conv_peak ? peak_to_json(*info.conv_peak) : nullptr},
                     {"version", info.version},
                     {"options", options_to_json(options)},
                     {"rows", ordered_json::array()}};

@@ -149,11 +149,20 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                "bench_cifar: %s, %s data, %d warm-up + %d timed steps, %s, %d threads in all, "
                "ddp buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
                "%s\n\n",
-               o.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
+               o.setup.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
                o.repeats > 1 ? format("median of %d repeats", o.repeats).c_str() : "1 run",
-               info.threads, o.bucket_cap_mb, std::min(o.first_bucket_mb, o.bucket_cap_mb),
+               info.threads, o.setup.ddp.reducer.bucket_cap_mb,
+               std::min(o.setup.ddp.reducer.first_bucket_mb, o.setup.ddp.reducer.bucket_cap_mb),
                info.cpu.c_str(), info.cpus, info.cuda ? ", GPUs present" : ", no GPU",
                info.load_average, info.date.c_str(), info.version.c_str());
+  if (info.conv_peak) {
+    const ConvPeak& peak = *info.conv_peak;
+    std::fprintf(out, "convolution peak (%s, threads %d, fastest call): fp32 %.0f GFLOP/s",
+                 peak.convolution.c_str(), peak.threads, peak.float32_gflops);
+    if (peak.bfloat16_gflops) std::fprintf(out, ", bf16 %.0f GFLOP/s", *peak.bfloat16_gflops);
+    if (!peak.bfloat16_note.empty()) std::fprintf(out, "; bf16 %s", peak.bfloat16_note.c_str());
+    std::fprintf(out, "\n\n");
+  }
   std::vector<std::string> header{"config", "device"};
   for (const Metric& metric : kMetrics) {
     if (metric.cell != Cell::None) header.emplace_back(metric.heading);
@@ -173,11 +182,14 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
       "speed-up, eff.: median images/s against one device at the same global batch (the single "
       "row, else the same mode's x1 row), and that / devices. comm: DDP all-reduce ms per "
       "step, hidden: the share that ran while backward was going. scatter … reduce: "
-      "DataParallel ms per step. peak RSS: per process; ddp: the largest rank.\n");
+      "DataParallel ms per step. GFLOP/s: images/s x the FLOPs of an image's training step (2 "
+      "per multiply-add of the convolutions and matrix products that run, forward and "
+      "backward); %% of peak: of the convolution peak above in the row's precision. peak RSS: "
+      "per process; ddp: the largest rank.\n");
 }
 
 void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionReport& report) {
-  std::fprintf(out, "\nPROJECTION (not measured): %s on multi-GPU nodes\n", o.arch.c_str());
+  std::fprintf(out, "\nPROJECTION (not measured): %s on multi-GPU nodes\n", o.setup.arch.c_str());
   std::fprintf(out, "  compute: as measured on %s at each per-GPU batch (global batch fixed)\n",
                report.compute_device.empty() ? "?" : report.compute_device.c_str());
   std::string links;

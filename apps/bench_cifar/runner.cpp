@@ -71,6 +71,13 @@ parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig&
   launch.nproc_per_node = ranks;
   launch.master_port = 0;
   launch.host_store = config.mode == Mode::Distributed;
+  // --backend mpi: one mpirun, which starts the ranks (and meets them without a store).
+  if (config.mode == Mode::Distributed && o.backend == Backend::Mpi) {
+    launch.nproc_per_node = 1;
+    launch.host_store = false;
+    launch.command = {"mpirun", "--oversubscribe",    "--bind-to", "none",
+                      "-np",    std::to_string(ranks)};
+  }
   launch.command.push_back(fs::read_symlink("/proc/self/exe").string());
   for (std::string& arg : worker_arguments(o, config, result.string())) {
     launch.command.push_back(std::move(arg));
@@ -144,11 +151,13 @@ std::vector<BenchRow> run_matrix(const BenchOptions& options, WorkArea& area,
   for (const BenchConfig& config : configs) rows.push_back({.config = config});
   std::vector<std::vector<Measurement>> samples(configs.size());
   Progress progress{.runs = configs.size() * options.repeats, .repeats = options.repeats};
+  BenchOptions unprofiled = options;  // --profile: the first repeat only
+  unprofiled.profile_dir.clear();
   for (int repeat = 0; repeat < options.repeats; ++repeat) {
     progress.repeat = repeat;
     for (size_t i = 0; i < configs.size(); ++i, ++progress.run) {
       if (!rows[i].error.empty()) continue;  // failed before: it would fail again
-      const BenchRow sample = run_config(options, configs[i], area);
+      const BenchRow sample = run_config(repeat == 0 ? options : unprofiled, configs[i], area);
       if (sample.measured) {
         samples[i].push_back(*sample.measured);
       } else {

@@ -7,12 +7,15 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/bench_cifar/profiled_steps.h"
 #include "apps/bench_cifar/timed_steps.h"
 #include "apps/common/training_setup.h"
 #include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/error.h"
 #include "engine/tandem.h"
+#include "nn/flop_count.h"
+#include "parallel/comm/mpi_process_group.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 
@@ -35,14 +38,14 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
   const int64_t images = batches * config.batch;
   const data::CifarDataset dataset =
       o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train, images)
-             : data::synthetic_cifar10(images, o.seed);
+             : data::synthetic_cifar10(images, o.setup.seed);
   TANDEM_CHECK(dataset.size() >= images, "[bench_cifar] ", o.data_dir, " holds ", dataset.size(),
                " training images, fewer than the ", images, " needed");
   std::vector<data::Batch> pool;
   for (int64_t k = 0; k < batches; ++k) {
     std::vector<int64_t> indices(local);
     for (int64_t i = 0; i < local; ++i) indices[i] = k * config.batch + rank * local + i;
-    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), o.seed);
+    data::Batch batch = data::make_batch(dataset, indices, data::eval_transform(), o.setup.seed);
     pool.push_back({batch.images.to(device).contiguous(format), batch.labels.to(device)});
   }
   return pool;
@@ -112,27 +115,17 @@ Measurement measure(const BenchOptions& o, int& rank) {
   std::shared_ptr<parallel::ProcessGroup> group;
   int world = 1;
   if (config.mode == Mode::Distributed) {
-    const parallel::DistributedEnv env = parallel::from_environment();
+    const std::string backend = o.backend ? backend_name(*o.backend) : (gpus ? "nccl" : "gloo");
+    const parallel::DistributedEnv env =
+        backend == "mpi" ? parallel::mpi_environment() : parallel::from_environment();
     rank = env.rank;  // known before the rendezvous, which may fail
-    group = parallel::init_process_group(gpus ? "nccl" : "gloo", env);
+    group = parallel::init_process_group(backend, env);
     rank = group->rank(), world = group->size();
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);
   }
-  TrainingSetup setup = make_training_setup(
-      {.mode = config.mode,
-       .arch = o.arch,
-       .seed = o.seed,
-       .memory_format = o.memory_format,
-       .sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f},
-       .dp = {.persistent_replicas = config.dp_replicas != Replicas::Rebuilt},
-       .ddp = {.reducer = {.first_bucket_mb = o.first_bucket_mb,
-                           .bucket_cap_mb = o.bucket_cap_mb,
-                           .overlap = config.overlap != Overlap::Off}},
-       .grad_compression = config.compression.value_or(parallel::GradCompression::None),
-       .precision = config.precision,
-       .allow_slow_bf16 = o.allow_slow_bf16},
-      devices_of(config, gpus, group.get()), group);
+  TrainingSetup setup =
+      make_training_setup(setup_options(o, config), devices_of(config, gpus, group.get()), group);
   const std::vector<data::Batch> pool =
       make_pool(o, config, rank, world, setup.device(), setup.memory_format);
   Measurement m;
@@ -150,6 +143,12 @@ Measurement measure(const BenchOptions& o, int& rank) {
     m.parameter_bytes += static_cast<double>(p.nbytes());
   run_timed_steps({.warmup = o.warmup, .steps = o.steps, .phase_sync = o.phase_sync}, config.batch,
                   setup, pool, group.get(), m);
+  // After the timed steps, whose peak RSS the copy it counts on should not raise.
+  const Shape& images = pool.front().images.shape();  // (N, C, H, W)
+  m.flops_per_image =
+      nn::count_training_flops(*setup.network, Shape(images.begin() + 1, images.end())).total();
+  m.gflop_per_s = m.images_per_s * m.flops_per_image / 1e9;
+  if (!o.profile_dir.empty()) profile_steps(o, config, setup, pool, rank);
   m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.device());
   if (group) group->barrier()->wait();  // no rank leaves while another still needs it
   return m;

@@ -88,12 +88,12 @@ void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
   app.add_flag("--allow-slow-bf16", allow_slow_bf16, kSlowBf16Help);
 }
 
-void add_bucket_flags(CLI::App& app, double& bucket_cap_mb, double& first_bucket_mb) {
-  app.add_option("--bucket-cap-mb", bucket_cap_mb, "ddp: gradient bucket size in MiB")
+void add_bucket_flags(CLI::App& app, parallel::ReducerOptions& reducer) {
+  app.add_option("--bucket-cap-mb", reducer.bucket_cap_mb, "ddp: gradient bucket size in MiB")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();
   app.add_option(
-         "--first-bucket-mb", first_bucket_mb,
+         "--first-bucket-mb", reducer.first_bucket_mb,
          "ddp: size of the first bucket in MiB (launched first, so small), at most --bucket-cap-mb")
       ->check(CLI::Range(0.001, 4096.0))
       ->capture_default_str();

@@ -4,6 +4,15 @@
 /// --memory-format, --precision (one, or a row for each), --bucket-cap-mb and --first-bucket-mb,
 /// --grad-compression (one choice, or a row for each), --threads and --data-dir. Each parses
 /// into its enum at the flag (Note [Typed options] in spellings.h).
+///
+/// Note [Options bound once]: a flag that sets a library option binds straight to that option's
+/// member (CLI11 binds to any lvalue): --lr to SetupOptions::sgd.lr, --bucket-cap-mb to
+/// parallel::ReducerOptions::bucket_cap_mb, and so on. The default is then written once, in the
+/// library's struct, and --help shows it; nothing copies the command line into the library's
+/// options, so a new DDP option is one field and one flag line (PyTorch writes bucket_cap_mb=25
+/// once, in DDP's signature). train_cifar's TrainOptions and bench_cifar's BenchOptions each hold
+/// a SetupOptions for this; bench_cifar sets the fields its rows vary on a copy per row
+/// (bench::setup_options).
 
 #include <optional>
 #include <string>
@@ -13,6 +22,7 @@
 #include "engine/memory_format.h"
 #include "nn/precision.h"
 #include "parallel/comm_hook.h"
+#include "parallel/reducer.h"
 
 namespace CLI {
 class App;
@@ -35,9 +45,9 @@ const char* memory_format_flag_name(const std::optional<MemoryFormat>& memory_fo
 void add_precision_flags(CLI::App& app, nn::Precision& precision, bool& allow_slow_bf16);
 void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
                          bool& allow_slow_bf16);
-/// ddp: --bucket-cap-mb and --first-bucket-mb (parallel::ReducerOptions, which caps the first
-/// bucket at the others' size).
-void add_bucket_flags(CLI::App& app, double& bucket_cap_mb, double& first_bucket_mb);
+/// ddp: --bucket-cap-mb and --first-bucket-mb into `reducer` (which caps the first bucket at the
+/// others' size).
+void add_bucket_flags(CLI::App& app, parallel::ReducerOptions& reducer);
 void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compression);
 void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompression>& compressions);
 /// --threads N: CPU threads for kernels; `how_shared` (may be empty) adds how this program shares

@@ -36,9 +36,11 @@ std::vector<Device> first_devices(int count, bool gpus);
 bool gpus_by_default();
 
 /// A ddp rank's process group (--backend), named as parallel::init_process_group takes it.
-enum class Backend { Nccl, Gloo };
-inline constexpr Spelling<Backend> kBackendSpellings[] = {{"nccl", Backend::Nccl},
-                                                          {"gloo", Backend::Gloo}};
+/// mpi: ranks started by mpirun (parallel/comm/mpi_process_group.h); a build without MPI says
+/// how to get it when the group is made.
+enum class Backend { Nccl, Gloo, Mpi };
+inline constexpr Spelling<Backend> kBackendSpellings[] = {
+    {"nccl", Backend::Nccl}, {"gloo", Backend::Gloo}, {"mpi", Backend::Mpi}};
 inline const char* backend_name(Backend backend) {
   return name_in(kBackendSpellings, backend);
 }

@@ -4,6 +4,7 @@
 // In ddp mode outside a launcher, this process starts --nproc copies of itself through
 // tandem-run's logic and waits for them; under tandem-run, torchrun, mpirun or srun, or started
 // by hand with --init-method tcp:// or file:// and its --rank, it is one rank of the job.
+// --backend mpi runs under mpirun only (or alone, as a job of one).
 
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "parallel/comm/init_method.h"
 #include "parallel/comm/launch_env.h"
 #include "parallel/comm/launcher.h"
+#include "parallel/comm/mpi_process_group.h"
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/rendezvous.h"
 
@@ -65,16 +67,24 @@ int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv)
   return parallel::launch(launch).exit_code;
 }
 
+// --backend mpi: mpirun starts the ranks, and MPI says where this one sits (no store). Outside
+// mpirun this process is an MPI job of one; more ranks need mpirun.
+parallel::DistributedEnv mpi_job(const apps::TrainOptions& options) {
+  TANDEM_CHECK(options.nproc == 1 || parallel::launched_distributed() || !parallel::mpi_available(),
+               "[train_cifar] --backend mpi: mpirun starts the ranks, not --nproc: mpirun -np ",
+               options.nproc, " train_cifar --mode ddp --backend mpi ...");
+  return parallel::mpi_environment();
+}
+
 // A ddp rank joins its job: a launcher's (env://) or, started by hand, the one at
-// --init-method. The ranks on its machine share the cores unless --threads or
-// TANDEM_NUM_THREADS says otherwise (tandem-run says so itself; mpirun, srun and ranks started by
-// hand do not); `local_ranks` receives how many they are. Ranks started by hand learn that from
-// the store (Note [Local ranks by hand]), so they meet before the group is built.
+// --init-method; under --backend mpi, mpirun's. The ranks on its machine share the cores unless
+// --threads or TANDEM_NUM_THREADS says otherwise (tandem-run says so itself; mpirun, srun and
+// ranks started by hand do not); `local_ranks` receives how many they are. Ranks started by hand
+// learn that from the store (Note [Local ranks by hand]), so they meet before the group is built.
 std::shared_ptr<parallel::ProcessGroup> join_job(const apps::TrainOptions& options,
                                                  int& local_ranks) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
   const std::string backend = apps::backend_name(apps::ddp_backend(options.backend));
-  const parallel::DistributedEnv env = parallel::rendezvous_env(apps::init_options(options));
   const auto share_cores = [&](const parallel::DistributedEnv& found) {
     local_ranks = found.local_world_size;
     if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
@@ -82,6 +92,12 @@ std::shared_ptr<parallel::ProcessGroup> join_job(const apps::TrainOptions& optio
       set_num_threads(parallel::threads_per_local_rank(found, cores));
     }
   };
+  if (backend == "mpi") {
+    const parallel::DistributedEnv env = mpi_job(options);
+    share_cores(env);
+    return parallel::init_process_group(backend, env, {.timeout = timeout});
+  }
+  const parallel::DistributedEnv env = parallel::rendezvous_env(apps::init_options(options));
   if (env.local_ranks_known()) {
     share_cores(env);
     return parallel::init_process_group(backend, env, {.timeout = timeout});
@@ -98,8 +114,9 @@ int run(int argc, char** argv) {
   apps::validate_launch(options, parallel::process_environment());
   std::shared_ptr<parallel::ProcessGroup> group;
   int local_ranks = 1;
-  if (options.mode == apps::Mode::Distributed) {
-    if (!apps::started_by_hand(options) && !parallel::launched_distributed()) {
+  if (options.setup.mode == apps::Mode::Distributed) {
+    const bool mpi = apps::ddp_backend(options.backend) == apps::Backend::Mpi;
+    if (!mpi && !apps::started_by_hand(options) && !parallel::launched_distributed()) {
       return launch_local_ranks(options, argc, argv);
     }
     group = join_job(options, local_ranks);

@@ -30,14 +30,14 @@ std::string batch_layout(const TrainOptions& options, int world_size) {
   return detail::concat("global batch ", options.batch_size, " over ", world_size,
                         world_size == 1 ? " rank" : " ranks", ", --accumulate ", options.accumulate,
                         ", --subset ", options.subset, options.drop_last ? ", --drop-last" : "",
-                        ", --seed ", options.seed);
+                        ", --seed ", options.setup.seed);
 }
 
 // The settings a run's schedule and data depend on, as flags and their values (Note [A resume
 // knows its run]); `epochs` and `seed` may change on resume, the others may not.
 std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions& o) {
   char lr[32];
-  std::snprintf(lr, sizeof(lr), "%.7g", static_cast<double>(o.lr));  // a float's digits
+  std::snprintf(lr, sizeof(lr), "%.7g", static_cast<double>(o.setup.sgd.lr));  // a float's digits
   return {{"--batch-size", std::to_string(o.batch_size)},
           {"--schedule", schedule_name(o.schedule)},
           {"--lr", lr},
@@ -46,7 +46,7 @@ std::vector<std::pair<std::string, std::string>> run_settings(const TrainOptions
           {"--subset", std::to_string(o.subset)},
           {"--drop-last", o.drop_last ? "yes" : "no"},
           {"--epochs", std::to_string(o.epochs)},
-          {"--seed", std::to_string(o.seed)}};
+          {"--seed", std::to_string(o.setup.seed)}};
 }
 
 bool may_change(const std::string& flag) {
@@ -59,9 +59,9 @@ std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
                                                const TrainOptions& options,
                                                const std::string& path) {
   const auto arch = saved.find("arch");
-  TANDEM_CHECK(arch == saved.end() || arch->second == options.arch, "[train_cifar] ", path,
-               " holds a ", arch->second, ", not a ", options.arch, " (pass --arch ", arch->second,
-               ")");
+  TANDEM_CHECK(arch == saved.end() || arch->second == options.setup.arch, "[train_cifar] ", path,
+               " holds a ", arch->second, ", not a ", options.setup.arch, " (pass --arch ",
+               arch->second, ")");
   if (options.eval_only) return {};  // evaluation takes any batch or schedule
   std::string theirs, mine;
   std::vector<std::string> warnings;
@@ -94,10 +94,10 @@ std::string resume_source(const TrainOptions& options) {
 nn::TrainingState training_state_at(const RunPosition& position, const TrainOptions& options,
                                     int world_size) {
   nn::TrainingState state{.epoch = position.epoch, .step = position.step};
-  state.extra["arch"] = options.arch;
-  state.extra["mode"] = mode_name(options.mode);
+  state.extra["arch"] = options.setup.arch;
+  state.extra["mode"] = mode_name(options.setup.mode);
   // Informational: the weights are float32 in either precision, so any run may resume them.
-  state.extra["precision"] = nn::precision_name(options.precision);
+  state.extra["precision"] = nn::precision_name(options.setup.precision);
   for (const auto& [flag, value] : run_settings(options)) state.extra["run" + flag] = value;
   if (position.batch == 0) return state;
   state.extra["epoch_batches"] = std::to_string(position.batch);

@@ -37,6 +37,18 @@ struct EpochSoFar {
   double seconds = 0;  ///< of training, on rank 0
 };
 
+/// How an epoch's batches are shared over the ranks (Trainer::make_train_sampler): what the LR
+/// schedule, the header and the mid-epoch save cadence depend on.
+struct EpochShares {
+  int64_t local_batch = 0;  ///< each rank's part of --batch-size
+  /// ddp without --drop-last on data that does not divide over the ranks: the ranks with fewer
+  /// batches join (parallel::Join) instead of padding, unless SyncBatchNorm or --accumulate
+  /// forbid it.
+  bool uneven = false;
+  int64_t batches_per_epoch = 0;       ///< of the rank with the most (they set the schedule)
+  int64_t batches_all_ranks_have = 0;  ///< of the rank with the fewest
+};
+
 struct RunPosition {
   int epoch = 0;      ///< epochs completed: the epoch in progress, counting from 0
   int64_t batch = 0;  ///< batches of that epoch already trained; 0 at an epoch boundary

@@ -16,8 +16,8 @@ namespace {
 
 // What trains where: mode, model, devices, ranks.
 void add_launch_flags(CLI::App& app, TrainOptions& o) {
-  add_mode_flag(app, o.mode);
-  add_arch_flag(app, o.arch);
+  add_mode_flag(app, o.setup.mode);
+  add_arch_flag(app, o.setup.arch);
   app.add_option(
       "--devices", o.devices,
       "single: one device; dp: a list such as cuda:0,cuda:1 or cpu:0,cpu:1 (repeats allowed); "
@@ -29,7 +29,8 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
   add_optional_choice_flag(
       app, "--backend", o.backend, kBackendSpellings,
-      "ddp: nccl (GPUs) or gloo (CPUs); default: nccl when there are GPUs, else gloo");
+      "ddp: nccl (GPUs), gloo (CPUs) or mpi (CPUs, ranks started by mpirun); default: nccl "
+      "when there are GPUs, else gloo");
   app.add_option("--init-method", o.init_method,
                  "ddp: how the ranks meet: env:// (a launcher's variables, or --nproc), "
                  "tcp://HOST:PORT (rank 0 hosts the store at that port) or file:///PATH (a file "
@@ -56,14 +57,14 @@ void add_schedule_flags(CLI::App& app, TrainOptions& o) {
                  "global batch, split over devices (dp) or ranks (ddp)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app.add_option("--lr", o.lr, "peak learning rate")
+  app.add_option("--lr", o.setup.sgd.lr, "peak learning rate")
       ->check(positive_number())
       ->capture_default_str();
-  app.add_option("--momentum", o.momentum, "SGD momentum")
+  app.add_option("--momentum", o.setup.sgd.momentum, "SGD momentum")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  app.add_flag("--nesterov", o.nesterov, "Nesterov momentum");
-  app.add_option("--weight-decay", o.weight_decay, "L2 weight decay")
+  app.add_flag("--nesterov", o.setup.sgd.nesterov, "Nesterov momentum");
+  app.add_option("--weight-decay", o.setup.sgd.weight_decay, "L2 weight decay")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   add_choice_flag(app, "--schedule", o.schedule, kScheduleSpellings,
@@ -84,7 +85,7 @@ void add_data_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(int64_t{0}, int64_t{50000}))
       ->capture_default_str();
   app.add_flag("--synthetic", o.synthetic, "random CIFAR-shaped data instead of --data-dir");
-  app.add_option("--seed", o.seed, "seed of the weights, the shuffling and the augmentation")
+  app.add_option("--seed", o.setup.seed, "seed of the weights, the shuffling and the augmentation")
       ->check(non_negative_number())
       ->capture_default_str();
 }
@@ -110,7 +111,7 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
 
 // DDP and the kernels: buckets, timeouts, accumulation, compression, threads, formats.
 void add_parallel_flags(CLI::App& app, TrainOptions& o) {
-  add_bucket_flags(app, o.bucket_cap_mb, o.first_bucket_mb);
+  add_bucket_flags(app, o.setup.ddp.reducer);
   app.add_option("--timeout", o.timeout_s,
                  "ddp: seconds before a collective or the rendezvous gives up (a dead or stopped "
                  "rank is reported then)")
@@ -121,18 +122,19 @@ void add_parallel_flags(CLI::App& app, TrainOptions& o) {
                  "all-reduces once per step, under no_sync before)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  app.add_flag("--sync-bn", o.sync_bn,
+  app.add_flag("--sync-bn", o.setup.sync_bn,
                "ddp: batch-norm statistics over every rank's images (SyncBatchNorm), so N ranks "
                "normalise as one process of the global batch");
-  add_grad_compression_flag(app, o.grad_compression);
+  add_grad_compression_flag(app, o.setup.grad_compression);
   app.add_flag("--drop-last", o.drop_last,
                "drop each epoch's short last batch; in ddp also the images that do not divide over "
                "the ranks (otherwise ranks with fewer batches join, Note [Join protocol])");
-  app.add_flag("--no-overlap", o.no_overlap,
-               "ddp: all-reduce only after backward (to measure the overlap)");
+  app.add_flag_callback(
+      "--no-overlap", [&o] { o.setup.ddp.reducer.overlap = false; },
+      "ddp: all-reduce only after backward (to measure the overlap)");
   add_threads_flag(app, o.threads, "");
-  add_memory_format_flag(app, o.memory_format);
-  add_precision_flags(app, o.precision, o.allow_slow_bf16);
+  add_memory_format_flag(app, o.setup.memory_format);
+  add_precision_flags(app, o.setup.precision, o.setup.allow_slow_bf16);
 }
 
 // What it writes and shows.
@@ -142,9 +144,25 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
   // A callback rather than CLI11's "!--no-progress", whose help reads "--no-progress{false}".
   app.add_flag_callback(
       "--no-progress", [&o] { o.progress = false; }, "plain lines instead of a progress bar");
+  app.add_option("--profile", o.profile_steps,
+                 "profile this many training steps after the first 2 (torch.profiler's "
+                 "schedule(wait=2, active=STEPS)): print a per-op table and write it with a "
+                 "Chrome trace (Perfetto, chrome://tracing) to --profile-dir, one per rank")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--profile-dir", o.profile_dir,
+                 "folder of --profile's files: train_cifar.rank<R>.ops.md (the table) and "
+                 "train_cifar.rank<R>.trace.json")
+      ->capture_default_str();
 }
 
 }  // namespace
+
+SetupOptions default_train_setup() {
+  SetupOptions setup;
+  setup.sgd = {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 1e-4f};
+  return setup;
+}
 
 // In --help's order.
 void add_train_flags(CLI::App& app, TrainOptions& o) {
@@ -180,10 +198,11 @@ void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(!o.resume.automatic || !o.save.empty(),
                "[train_cifar] --resume auto resumes from --save's checkpoint: add --save PATH");
   TANDEM_CHECK(
-      o.mode == Mode::Distributed || (!o.backend && !o.no_overlap && !o.sync_bn &&
-                                      o.grad_compression == parallel::GradCompression::None),
+      o.setup.mode == Mode::Distributed ||
+          (!o.backend && o.setup.ddp.reducer.overlap && !o.setup.sync_bn &&
+           o.setup.grad_compression == parallel::GradCompression::None),
       "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for --mode ddp");
-  if (o.mode == Mode::Distributed) {
+  if (o.setup.mode == Mode::Distributed) {
     const int64_t below = o.batch_size - o.batch_size % world_size;
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
                  " does not split evenly over ", world_size, " ranks; use ",
@@ -203,13 +222,13 @@ parallel::InitOptions init_options(const TrainOptions& o) {
 }
 
 void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environment) {
-  TANDEM_CHECK(o.mode == Mode::Distributed || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
-               " starts ddp ranks, but the mode is ", mode_name(o.mode),
+  TANDEM_CHECK(o.setup.mode == Mode::Distributed || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
+               " starts ddp ranks, but the mode is ", mode_name(o.setup.mode),
                ": add --mode ddp (or drop --nproc)");
   const bool by_hand = started_by_hand(o);  // throws for a malformed --init-method
-  TANDEM_CHECK(o.mode == Mode::Distributed || !by_hand, "[train_cifar] --init-method ",
+  TANDEM_CHECK(o.setup.mode == Mode::Distributed || !by_hand, "[train_cifar] --init-method ",
                o.init_method, ", --rank and --world-size start ddp ranks, but the mode is ",
-               mode_name(o.mode), ": add --mode ddp");
+               mode_name(o.setup.mode), ": add --mode ddp");
   parallel::check_rank_and_world_size(parallel::parse_init_method(o.init_method), o.rank,
                                       o.world_size);
   TANDEM_CHECK(!by_hand || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
@@ -219,12 +238,12 @@ void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environme
   const auto rank = environment("RANK"), world = environment("WORLD_SIZE");
   const auto mpi_world = environment("OMPI_COMM_WORLD_SIZE");
   const std::string launched_world = world ? *world : mpi_world.value_or("1");
-  TANDEM_CHECK(o.mode == Mode::Distributed || launched_world == "1" || launched_world == "0",
+  TANDEM_CHECK(o.setup.mode == Mode::Distributed || launched_world == "1" || launched_world == "0",
                "[train_cifar] a launcher started this process as one of ", launched_world,
-               world ? " (WORLD_SIZE)" : " (mpirun)", ", but --mode ", mode_name(o.mode),
+               world ? " (WORLD_SIZE)" : " (mpirun)", ", but --mode ", mode_name(o.setup.mode),
                " trains the whole job in each, which would overwrite each other's checkpoints: "
                "add --mode ddp, or start one process without the launcher");
-  if (o.mode != Mode::Distributed || rank.has_value() == world.has_value()) return;
+  if (o.setup.mode != Mode::Distributed || rank.has_value() == world.has_value()) return;
   TANDEM_FAIL("[train_cifar] ", rank ? "RANK" : "WORLD_SIZE", " is set but ",
               rank ? "WORLD_SIZE" : "RANK",
               " is not: a launcher sets both; unset it to start --nproc ranks here");

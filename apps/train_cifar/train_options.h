@@ -45,9 +45,17 @@ struct ResumeFlag {
   bool given() const { return automatic || !path.empty(); }
 };
 
+/// train_cifar's setup before any flag: the library's defaults, with He et al.'s SGD (lr 0.1,
+/// momentum 0.9, weight decay 1e-4). A function, not a designated default member initializer,
+/// over which GCC 12 warns of a maybe-uninitialized string in every temporary TrainOptions{}.
+SetupOptions default_train_setup();
+
 struct TrainOptions {
-  Mode mode = Mode::Single;
-  std::string arch = SetupOptions{}.arch;
+  /// What make_training_setup builds, bound straight from the flags (Note [Options bound once]):
+  /// --mode, --arch, --seed (which also seeds the data), --memory-format, SGD (--lr, --momentum,
+  /// --weight-decay, --nesterov), DDP's buckets and overlap (--bucket-cap-mb, --first-bucket-mb,
+  /// --no-overlap), --grad-compression, --sync-bn, --precision and --allow-slow-bf16.
+  SetupOptions setup = default_train_setup();
   std::string devices;  ///< single: one; dp: a list; empty: choose_devices' default
   int nproc = 1;        ///< ddp outside a launcher: local workers to start
   /// ddp: how the ranks meet, env:// (a launcher's, or --nproc's), tcp://HOST:PORT or
@@ -59,35 +67,25 @@ struct TrainOptions {
   int epochs = 10;                   ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
-  float lr = 0.1f;
-  float momentum = 0.9f;
-  bool nesterov = false;
-  float weight_decay = 1e-4f;
   Schedule schedule = Schedule::MultiStep;
   double warmup_epochs = 0;
   int workers = 2;  ///< loader threads
   std::string data_dir = kDefaultDataDir;
-  int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
-  bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
-  uint64_t seed = 0;
+  int64_t subset = 0;            ///< use the first N training (and N/5 test) images; 0: all
+  bool synthetic = false;        ///< random images of CIFAR's shape instead of the data set
   std::string save;              ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
   ResumeFlag resume;             ///< checkpoint to continue from
   bool eval_only = false;        ///< evaluate (the --resume checkpoint) and stop
-  double bucket_cap_mb = parallel::ReducerOptions{}.bucket_cap_mb;      ///< ddp
-  double first_bucket_mb = parallel::ReducerOptions{}.first_bucket_mb;  ///< ddp
-  bool no_overlap = false;  ///< ddp: all-reduce only after backward
-  bool sync_bn = false;     ///< ddp: SyncBatchNorm (parallel::convert_sync_batchnorm)
   int accumulate = 1;  ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
   double timeout_s = 300;  ///< ddp: a collective or the rendezvous failing after this long
-  parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
   bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
   int threads = 0;         ///< CPU threads for kernels; 0: TANDEM_NUM_THREADS or all cores
-  std::optional<MemoryFormat> memory_format{};       ///< nullopt (auto): the device's preferred one
-  nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
-  bool allow_slow_bf16 = false;                      ///< bf16 even where the CPU emulates it
-  std::string log_json;  ///< JSON-lines metrics, one record per epoch and a summary
-  bool progress = true;  ///< progress bar on a terminal (--no-progress: never)
+  std::string log_json;    ///< JSON-lines metrics, one record per epoch and a summary
+  bool progress = true;    ///< progress bar on a terminal (--no-progress: never)
+
+  int64_t profile_steps = 0;            ///< steps to profile (Note [Profile window]); 0: none
+  std::string profile_dir = "profile";  ///< where --profile writes its table and trace
 };
 
 /// Declares every flag on `app`, writing into `options`; --help explains each with its default.

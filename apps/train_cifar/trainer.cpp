@@ -3,16 +3,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 
-#include "apps/common/wording.h"
 #include "apps/train_cifar/pending_steps.h"
 #include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
 #include "engine/elapsed.h"
 #include "engine/tandem.h"
+#include "nn/flop_count.h"
 #include "nn/resnet.h"
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
@@ -41,46 +40,36 @@ std::atomic<bool>& training_started() {
 
 Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
                  int local_ranks)
+    : Trainer(options, std::move(group), local_ranks, resume_source(options)) {}
+
+Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessGroup> group,
+                 int local_ranks, std::string resume_path)
     : options_(options),
       group_(std::move(group)),
       rank_(group_ ? group_->rank() : 0),
       world_(group_ ? group_->size() : 1),
       local_ranks_(std::max(1, local_ranks)),
-      resume_path_(resume_source(options)),
-      log_(rank_ == 0 ? options.log_json : "", !resume_path_.empty()) {
+      report_(options, world_, /*enabled=*/rank_ == 0, /*append_log=*/!resume_path.empty()),
+      keeper_(options, group_, report_, std::move(resume_path)) {
   validate(options_, world_);
   if (options_.threads > 0) set_num_threads(options_.threads);
-  setup_ = make_training_setup({.mode = options_.mode,
-                                .arch = options_.arch,
-                                .seed = options_.seed,
-                                .memory_format = options_.memory_format,
-                                .sgd = {.lr = options_.lr,
-                                        .momentum = options_.momentum,
-                                        .weight_decay = options_.weight_decay,
-                                        .nesterov = options_.nesterov},
-                                .ddp = {.reducer = {.first_bucket_mb = options_.first_bucket_mb,
-                                                    .bucket_cap_mb = options_.bucket_cap_mb,
-                                                    .overlap = !options_.no_overlap}},
-                                .grad_compression = options_.grad_compression,
-                                .sync_bn = options_.sync_bn,
-                                .precision = options_.precision,
-                                .allow_slow_bf16 = options_.allow_slow_bf16},
-                               choose_devices(options_.mode, options_.devices, group_.get()),
-                               group_, [this](nn::Module& network, nn::Sgd& optimizer) {
-                                 if (!resume_path_.empty())
-                                   resume(resume_path_, network, optimizer);
-                               });
+  setup_ = make_training_setup(
+      options_.setup, choose_devices(options_.setup.mode, options_.devices, group_.get()), group_,
+      [this](nn::Module& network, nn::Sgd& optimizer) { keeper_.resume(network, optimizer); });
+  const RunPosition& start = keeper_.start();
+  step_ = start.step;
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
                "[train_cifar] --batch-size ", options_.batch_size, " is smaller than the ",
                setup_.devices.size(), " devices it is split over");
-  TANDEM_CHECK(options_.eval_only || start_.epoch < options_.epochs || options_.resume.automatic,
+  TANDEM_CHECK(options_.eval_only || start.epoch < options_.epochs || options_.resume.automatic,
                "[train_cifar] nothing to train: ", options_.resume.path, " finished epoch ",
-               start_.epoch, " and --epochs is ", options_.epochs,
+               start.epoch, " and --epochs is ", options_.epochs,
                "; raise --epochs to train on, or use --eval-only to evaluate it");
-  if (is_leader()) check_outputs();
+  keeper_.check_outputs(*setup_.network);
+  profile_.emplace(profile_options());
   build_data();
   build_schedule();
-  check_ranks_resume_alike();
+  keeper_.check_ranks_resume_alike();
 }
 
 Trainer::~Trainer() = default;
@@ -92,10 +81,10 @@ void Trainer::build_data() {
       std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
   train_loader_ = std::make_unique<data::DataLoader>(
       train_set_, train_sampler,
-      data::DataLoaderConfig{.batch_size = options_.batch_size / world_,
+      data::DataLoaderConfig{.batch_size = shares_.local_batch,
                              .workers = options_.workers,
                              .drop_last = options_.drop_last,
-                             .seed = options_.seed,
+                             .seed = options_.setup.seed,
                              .device = setup_.device(),
                              .memory_format = setup_.memory_format});
   test_loader_ = std::make_unique<data::DataLoader>(
@@ -110,10 +99,10 @@ void Trainer::build_data() {
 void Trainer::read_data_sets() {
   const int64_t test_limit = options_.subset > 0 ? std::max<int64_t>(1, options_.subset / 5) : 0;
   if (options_.synthetic) {
-    train_set_ = std::make_shared<data::CifarDataset>(
-        data::synthetic_cifar10(options_.subset > 0 ? options_.subset : 50000, options_.seed));
+    train_set_ = std::make_shared<data::CifarDataset>(data::synthetic_cifar10(
+        options_.subset > 0 ? options_.subset : 50000, options_.setup.seed));
     test_set_ = std::make_shared<data::CifarDataset>(
-        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.seed + 1));
+        data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.setup.seed + 1));
   } else {
     TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
                  options_.data_dir,
@@ -129,41 +118,45 @@ void Trainer::read_data_sets() {
 }
 
 // This rank's share of the training set, and the batch counts of the ranks with the most and
-// the fewest batches (which set the schedule and the last step every rank takes).
+// the fewest batches (which set the schedule and the last step every rank takes). The data are
+// shared out over this run's ranks, whatever a checkpoint's were (Note [Resume at another world
+// size] in checkpoint_keeper.cpp).
 std::shared_ptr<const data::Sampler> Trainer::make_train_sampler() {
   const int64_t local_batch = options_.batch_size / world_;
-  if (options_.mode != Mode::Distributed) {
-    batches_per_epoch_ = data::batch_count(train_set_->size(), local_batch, options_.drop_last);
-    batches_all_ranks_have_ = batches_per_epoch_;
-    return std::make_shared<data::RandomSampler>(train_set_->size(), options_.seed);
+  shares_.local_batch = local_batch;
+  if (options_.setup.mode != Mode::Distributed) {
+    shares_.batches_per_epoch =
+        data::batch_count(train_set_->size(), local_batch, options_.drop_last);
+    shares_.batches_all_ranks_have = shares_.batches_per_epoch;
+    return std::make_shared<data::RandomSampler>(train_set_->size(), options_.setup.seed);
   }
   // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
   // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
   // unreduced while the others still run under no_sync(): with either the shares are padded,
   // as PyTorch's DistributedSampler does.
-  uneven_shares_ = !options_.drop_last && !options_.sync_bn && options_.accumulate == 1 &&
+  shares_.uneven = !options_.drop_last && !options_.setup.sync_bn && options_.accumulate == 1 &&
                    train_set_->size() % world_ != 0;
   data::DistributedSamplerConfig sharing{.num_replicas = world_,
                                          .rank = rank_,
                                          .shuffle = true,
-                                         .seed = options_.seed,
+                                         .seed = options_.setup.seed,
                                          .drop_last = options_.drop_last,
-                                         .pad = !uneven_shares_};
+                                         .pad = !shares_.uneven};
   auto sampler = std::make_shared<data::DistributedSampler>(train_set_->size(), sharing);
   const auto batches_of = [&](int64_t rank) {
     sharing.rank = rank;
     return data::batch_count(data::DistributedSampler(train_set_->size(), sharing).size(),
                              local_batch, options_.drop_last);
   };
-  batches_per_epoch_ = batches_of(0);                // rank 0's share is the largest
-  batches_all_ranks_have_ = batches_of(world_ - 1);  // and the last rank's the smallest
+  shares_.batches_per_epoch = batches_of(0);                // rank 0's share is the largest
+  shares_.batches_all_ranks_have = batches_of(world_ - 1);  // and the last rank's the smallest
   return sampler;
 }
 
 // Optimizer steps in one epoch: the batches in groups of --accumulate, the last group possibly
 // shorter (Note [Accumulation]); with uneven shares, those of the rank with the most batches.
 int64_t Trainer::steps_per_epoch() const {
-  return (batches_per_epoch_ + options_.accumulate - 1) / options_.accumulate;
+  return (shares_.batches_per_epoch + options_.accumulate - 1) / options_.accumulate;
 }
 
 void Trainer::build_schedule() {
@@ -174,13 +167,15 @@ void Trainer::build_schedule() {
   std::shared_ptr<const nn::LrSchedule> main;
   switch (options_.schedule) {
     case Schedule::Cosine:
-      main = std::make_shared<nn::CosineLr>(options_.lr, std::max<int64_t>(1, total - warmup));
+      main = std::make_shared<nn::CosineLr>(options_.setup.sgd.lr,
+                                            std::max<int64_t>(1, total - warmup));
       break;
     case Schedule::OneCycle:
-      main = std::make_shared<nn::OneCycleLr>(options_.lr, std::max<int64_t>(2, total));
+      main = std::make_shared<nn::OneCycleLr>(options_.setup.sgd.lr, std::max<int64_t>(2, total));
       break;
     case Schedule::MultiStep:
-      main = std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.lr, total));
+      main =
+          std::make_shared<nn::MultiStepLr>(nn::MultiStepLr::paper(options_.setup.sgd.lr, total));
       break;
   }
   schedule_ = warmup > 0 ? std::make_shared<nn::WarmupLr>(main, warmup) : main;
@@ -258,34 +253,24 @@ struct Trainer::Epoch {
 
 void Trainer::begin_epoch(Epoch& epoch, int number) {
   // A resume in the middle of this epoch starts at its batch, with its metrics so far.
-  const bool resumed_here = number == start_.epoch && start_.batch > 0;
+  const RunPosition& start = keeper_.start();
+  const bool resumed_here = number == start.epoch && start.batch > 0;
   epoch.number = number;
-  epoch.batch = resumed_here ? start_.batch : 0;
-  epoch.before = resumed_here && is_leader() ? start_.so_far : EpochSoFar{};
-  epoch.seconds_before = resumed_here ? start_.so_far.seconds : 0;
+  epoch.batch = resumed_here ? start.batch : 0;
+  epoch.before = resumed_here && rank_ == 0 ? start.so_far : EpochSoFar{};
+  epoch.seconds_before = resumed_here ? start.so_far.seconds : 0;
   train_loader_->start_epoch(number, epoch.batch);
   epoch.batches = train_loader_->batches_per_epoch();
   epoch.first_optimizer_step = step_ - epoch.batch / options_.accumulate;
-  if (is_leader()) {
-    epoch.progress.emplace(EpochProgressOptions{.epoch = number + 1,
-                                                .epochs = options_.epochs,
-                                                .steps = epoch.batches,
-                                                .first_step = epoch.batch,
-                                                .bar_columns = bar_columns(),
-                                                .run = &run_clock_});
-  }
+  epoch.progress = report_.epoch_progress(number, epoch.batches, epoch.batch);
   // Note [Join protocol]: with uneven shares every DDP forward also agrees on stopping.
   // Note [Join final model]: momentum too, or the replicas would part from the next step on.
-  if (uneven_shares_) {
+  if (shares_.uneven) {
     epoch.momentum.emplace(*setup_.optimizer, setup_.ddp->process_group());
     epoch.join.emplace(
         std::vector<std::reference_wrapper<parallel::Joinable>>{*setup_.ddp, *epoch.momentum},
         parallel::JoinOptions{.stop_requested = [] { return stop_requested().load(); }});
   }
-}
-
-std::optional<int> Trainer::bar_columns() const {
-  return options_.progress ? progress_terminal_columns() : std::nullopt;
 }
 
 // A step's loss that is not finite, or so large that training has diverged (a guess scores
@@ -356,15 +341,16 @@ std::optional<PassMetrics> Trainer::train_epoch(int number) {
   if (!all_ranks_continue()) return std::nullopt;
   while (std::optional<data::Batch> batch = train_loader_->next()) {
     parallel::Join* join = epoch.join ? &*epoch.join : nullptr;
+    profile_->begin_step();
     if (!train_batch(*batch, epoch.batch, epoch.batches, join, epoch.pending)) return std::nullopt;
+    profile_->end_step();
     ++epoch.batch;
-    const bool saves_now =
-        epoch.batch % options_.accumulate == 0 && mid_epoch_save_due(epoch.batch);
+    const bool saves_now = keeper_.mid_epoch_save_due(step_, epoch.batch, shares_);
     const bool syncs_now = saves_now || epoch.pending.size() == kHostSyncEvery;
     if (syncs_now && !read_pending(epoch)) return std::nullopt;
     if (saves_now) {
-      save_checkpoint(
-          {.epoch = number, .batch = epoch.batch, .step = step_, .so_far = so_far(epoch)});
+      keeper_.save({.epoch = number, .batch = epoch.batch, .step = step_, .so_far = so_far(epoch)},
+                   setup_);
     }
   }
   if (epoch.join) {
@@ -411,60 +397,89 @@ PassMetrics Trainer::evaluate() {
           .seconds = seconds_since(start)};
 }
 
+RunShape Trainer::shape() const {
+  return {.setup = &setup_,
+          .backend = group_ ? group_->backend_name() : "",
+          .world = world_,
+          .local_ranks = local_ranks_,
+          .train_images = train_set_->size(),
+          .test_images = test_set_->size(),
+          .shares = shares_};
+}
+
 RunSummary Trainer::run() {
-  print_header();
-  if (is_leader()) print_warnings();
+  const RunShape shape = this->shape();
+  report_.print_header(shape, keeper_.start());
+  report_.print_warnings(shape);
   RunSummary summary;
   if (options_.eval_only) {
     const PassMetrics test = evaluate();
-    if (is_leader()) {
-      std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss,
-                  100 * test.accuracy, static_cast<long long>(test.images));
-      log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
-    }
+    report_.report_eval(test);
     summary.last_accuracy = summary.best_accuracy = test.accuracy;
     return summary;
   }
-  if (start_.epoch >= options_.epochs) {  // --resume auto after the last epoch (else refused)
-    if (is_leader()) {
-      std::printf("nothing to train: %s finished its %s\n", options_.save.c_str(),
-                  counted(start_.epoch, "epoch").c_str());
-    }
+  const RunPosition& start = keeper_.start();
+  if (start.epoch >= options_.epochs) {  // --resume auto after the last epoch (else refused)
+    report_.print_nothing_to_train(start.epoch);
     return summary;
   }
-  if (is_leader() && (start_.epoch > 0 || start_.batch > 0)) log_position("resume", start_);
+  if (start.epoch > 0 || start.batch > 0) report_.log_position("resume", start);
   training_started() = true;
-  int64_t train_images = 0;
   const int last_epoch = options_.run_epochs > 0
-                             ? std::min(options_.epochs, start_.epoch + options_.run_epochs)
+                             ? std::min(options_.epochs, start.epoch + options_.run_epochs)
                              : options_.epochs;
-  run_clock_ = RunClock(last_epoch - start_.epoch);
-  for (int epoch = start_.epoch; epoch < last_epoch; ++epoch) {
-    const int64_t steps_done = epoch == start_.epoch ? start_.batch / options_.accumulate : 0;
+  report_.start_clock(last_epoch - start.epoch);
+  train_epochs(last_epoch, summary);
+  report_.print_summary(summary, last_epoch);
+  return summary;
+}
+
+void Trainer::train_epochs(int last_epoch, RunSummary& summary) {
+  const RunPosition& start = keeper_.start();
+  int64_t train_images = 0;
+  for (int epoch = start.epoch; epoch < last_epoch; ++epoch) {
+    const int64_t steps_done = epoch == start.epoch ? start.batch / options_.accumulate : 0;
     const float lr = schedule_->lr_at(step_ - steps_done);  // at the epoch's first step
     const std::optional<PassMetrics> train = train_epoch(epoch);
     if (!train) {
       summary.interrupted = true;
-      if (is_leader()) {
-        std::printf("\ninterrupted during epoch %d; %s\n", epoch + 1, what_is_saved().c_str());
-      }
+      report_.print_interrupted(epoch);
       break;
     }
     const PassMetrics test = evaluate();
-    save_checkpoint({.epoch = epoch + 1, .step = step_});
-    run_clock_.epoch_done();
+    keeper_.save({.epoch = epoch + 1, .step = step_}, setup_);
     summary.epochs_done += 1;
     summary.train_seconds += train->seconds;
     train_images += train->images;
     summary.last_accuracy = test.accuracy;
     summary.best_accuracy = std::max(summary.best_accuracy, test.accuracy);
-    if (is_leader()) report_epoch(epoch, lr, *train, test);
+    report_.report_epoch(epoch, lr, step_, *train, test);
   }
+  profile_->finish();
   if (summary.train_seconds > 0) {
     summary.images_per_second = static_cast<double>(train_images) / summary.train_seconds;
   }
-  if (is_leader()) print_summary(summary, last_epoch);
-  return summary;
+  summary.flops_per_image = flops_per_image();
+}
+
+StepProfilerOptions Trainer::profile_options() const {
+  return {.steps = options_.profile_steps,
+          .dir = options_.profile_dir,
+          .stem = "train_cifar.rank" + std::to_string(rank_),
+          .process = "train_cifar rank " + std::to_string(rank_),
+          .print = rank_ == 0,  // Note [One rank speaks]
+          .gpu = setup_.device().is_cuda(),
+          .synchronize =
+              [this] {
+                for (const Device& device : setup_.devices) runtime_for(device).synchronize(device);
+              },
+          .program = "train_cifar"};
+}
+
+double Trainer::flops_per_image() const {
+  const Shape& images = train_set_->images.shape();  // (N, C, H, W)
+  return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end()))
+      .total();
 }
 
 }  // namespace tandem::apps

@@ -14,6 +14,7 @@
 #include "engine/autograd/node.h"
 #include "engine/device.h"
 #include "engine/ops/elementwise.h"
+#include "engine/profiler.h"
 #include "engine/threads.h"
 
 namespace tandem::autograd {
@@ -60,6 +61,23 @@ class DeviceWorker;
 DeviceWorker& worker_for(Device device);
 void schedule(ReadyNode ready);
 
+// A node's name in a profile: an op's node "conv2d" as Conv2dBackward (PyTorch's
+// ConvolutionBackward0), a node class named in CamelCase (AccumulateGrad) as it is.
+std::string backward_event_name(const std::string& node) {
+  if (node.empty() || node[0] < 'a' || node[0] > 'z') return node;
+  std::string name;
+  bool word_start = true;
+  for (char c : node) {
+    if (c == '_') {
+      word_start = true;
+      continue;
+    }
+    name += word_start && c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
+    word_start = false;
+  }
+  return name + "Backward";
+}
+
 bool has_failed(GraphTask& task) {
   std::lock_guard lock(task.mutex);
   return task.error != nullptr;
@@ -90,6 +108,8 @@ void evaluate(ReadyNode& ready, Device device) {
   for (const Tensor& grad : ready.grads) any_defined = any_defined || grad.defined();
   if (any_defined) {
     ThreadCountGuard threads(device.is_cpu() ? task.threads_per_cpu_worker : 1);
+    const profiler::RecordScope scope([&] { return backward_event_name(node.name()); },
+                                      profiler::Category::Backward);
     current_graph_task = &task;
     try {
       input_grads = node.apply(ready.grads);
@@ -151,6 +171,7 @@ class DeviceWorker {
  private:
   void loop() {
     bind_thread_to(device_);  // Note [Device contexts] (engine/cuda/runtime/device.h)
+    profiler::set_thread_name("autograd " + device_.str());
     inside_engine_worker = true;
     set_grad_mode_enabled(false);  // backward itself is never recorded
     while (true) {

@@ -4,6 +4,7 @@
 
 #include "engine/cpu/parallel.h"
 #include "engine/ops/factory.h"
+#include "engine/profiler.h"
 
 namespace tandem::cpu::dnnl_context {
 
@@ -75,6 +76,7 @@ std::atomic<int64_t>& reordered_bytes_counter() {
 }
 
 void reorder(const memory& from, const memory& to) {
+  const profiler::RecordScope scope("onednn_reorder");
   reordered_bytes_counter() += static_cast<int64_t>(to.get_desc().get_size());
   use_tandem_thread_count();
   dnnl::stream stream(engine());

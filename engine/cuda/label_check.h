@@ -1,7 +1,7 @@
 #pragma once
 /// Note [Label check]: the backend contract says a cross_entropy label outside [0, K) throws,
 /// but the labels of a CUDA loss are on the GPU, and waiting for the kernel that checks them
-/// would stall the host every step (Note [Host syncs] in apps/train_cifar/trainer.cpp). So the
+/// would stall the host every step (Note [Host syncs] in apps/train_cifar/pending_steps.h). So the
 /// kernel leaves the first bad row in device memory, an asynchronous copy brings it to pinned host
 /// memory behind an event, and the check is read when that event has passed: at the next
 /// cross_entropy on the device, or at raise_bad_labels(device, true). The error thus comes one

@@ -2,6 +2,7 @@
 
 #include "engine/backend.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 
 #include "engine/autograd/node.h"
 
@@ -20,6 +21,7 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 Tensor& cast_out(const Tensor& src, Tensor& out) {
+  const profiler::RecordScope scope("cast_out");
   TANDEM_CHECK(src.defined() && out.defined(), "[cast_out] an undefined tensor");
   TANDEM_CHECK(src.shape() == out.shape(), "[cast_out] source ", shape_str(src.shape()),
                " and destination ", shape_str(out.shape()), " differ in shape");

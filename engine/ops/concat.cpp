@@ -2,10 +2,12 @@
 
 #include "engine/autograd/node.h"
 #include "engine/ops/factory.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 
 Tensor cat(const std::vector<Tensor>& tensors) {
+  const profiler::RecordScope scope("cat");
   TANDEM_CHECK(!tensors.empty(), "[cat] needs at least one tensor");
   const Tensor& first = tensors.front();
   TANDEM_CHECK(first.dim() >= 1, "[cat] needs tensors with at least one dimension");

@@ -5,6 +5,7 @@
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 
@@ -38,11 +39,19 @@ Shape conv2d_output_shape(const Tensor& x, const Tensor& weight, const Tensor& b
           (padded_w - weight.size(3)) / options.stride + 1};
 }
 
+// A multiply and an add per weight per output value: 2·N·K·P·Q·C·R·S, for the forward and for
+// each backward kernel alike.
+double conv2d_flops(const Shape& output, const Shape& weight) {
+  return 2.0 * static_cast<double>(shape_numel(output) * weight[1] * weight[2] * weight[3]);
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv2dOptions& options) {
   const Shape out_shape = conv2d_output_shape(x, weight, bias, options);
+  const profiler::RecordScope scope("conv2d",
+                                    [&] { return conv2d_flops(out_shape, weight.shape()); });
 
   // Channels-last in, channels-last out (PyTorch's rule: the input's or the weight's format).
   const MemoryFormat format = ops::format_of_inputs({&x, &weight});
@@ -64,11 +73,14 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
         const Tensor grad_y = grads[0].contiguous(compute);
         Backend& backend = backend_for(grad_y.device());
         Tensor grad_x, grad_w, grad_b;
+        const auto flops = [&] { return conv2d_flops(grad_y.shape(), cw.shape()); };
         if (needs[0]) {
+          const profiler::RecordScope scope("conv2d_backward_input", flops);
           grad_x = empty_like(cx);
           backend.conv2d_backward_input(grad_y, cw, options, grad_x);
         }
         if (needs[1] || needs[2]) {
+          const profiler::RecordScope scope("conv2d_backward_weight", flops);
           grad_w = empty_like(cw);
           if (needs[2]) grad_b = empty({cw.size(0)}, {.device = cw.device()});
           backend.conv2d_backward_weight(grad_y, cx, options, grad_w, grad_b);

@@ -8,6 +8,7 @@
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/reduce.h"
+#include "engine/profiler.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem {
@@ -41,6 +42,7 @@ bool takes_bfloat16(BinaryOp op) {
 // Runs a binary kernel on broadcast inputs; no autograd.
 Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   const char* name = binary_name(op);
+  const profiler::RecordScope scope(name);
   ops::check_same_device(name, {&a, &b});
   if (op == BinaryOp::Equal) {
     TANDEM_CHECK(a.dtype() == b.dtype(), "[equal] dtypes differ: ", dtype_name(a.dtype()), " and ",
@@ -75,6 +77,7 @@ Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor unary_kernel(UnaryOp op, const Tensor& a, float scalar, const char* name) {
+  const profiler::RecordScope scope(name);
   if (op == UnaryOp::Relu) {  // the one unary op that takes bfloat16
     ops::check_float_activation(name, "input", a);
   } else {
@@ -211,6 +214,7 @@ Tensor equal(const Tensor& a, const Tensor& b) {
 }
 
 Tensor& add_(Tensor& self, const Tensor& other) {
+  const profiler::RecordScope scope("add_");
   ops::check_same_device("add_", {&self, &other});
   // bfloat16 too: autograd accumulates the gradients of a bfloat16 activation used twice.
   ops::check_float_activation("add_", "self", self);
@@ -225,6 +229,7 @@ Tensor& add_(Tensor& self, const Tensor& other) {
 }
 
 Tensor& add_(Tensor& self, double scalar) {
+  const profiler::RecordScope scope("add_scalar_");
   TANDEM_CHECK(self.dtype() == DType::Float32 || self.dtype() == DType::Int64,
                "[add_] needs a float32 or int64 tensor, got ", dtype_name(self.dtype()));
   // Backend::unary passes the scalar as a float: whole numbers are exact up to 2^24.
@@ -239,6 +244,7 @@ Tensor& add_(Tensor& self, double scalar) {
 }
 
 Tensor& mul_out(const Tensor& a, float scalar, Tensor& out) {
+  const profiler::RecordScope scope("mul_out");
   TANDEM_CHECK(a.defined() && out.defined(), "[mul_out] an undefined tensor");
   TANDEM_CHECK(a.shape() == out.shape() && a.dtype() == out.dtype() && a.device() == out.device(),
                "[mul_out] input ", shape_str(a.shape()), " ", dtype_name(a.dtype()), " on ",
@@ -257,6 +263,7 @@ Tensor expand(const Tensor& a, const Shape& shape) {
   TANDEM_CHECK(target == shape, "[expand] cannot expand ", shape_str(a.shape()), " to ",
                shape_str(shape));
   if (a.shape() == shape) return a;
+  const profiler::RecordScope scope("expand");
   // A stride-0 view read by the strided copy kernel: no arithmetic, one pass.
   Shape strides(shape.size(), 0);
   const size_t lead = shape.size() - a.shape().size();

@@ -3,11 +3,13 @@
 #include <cstring>
 
 #include "engine/backend.h"
+#include "engine/profiler.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem {
 
 Tensor empty(const Shape& shape, const TensorOptions& options) {
+  const profiler::RecordScope scope("empty");  // the allocator's share
   for (int64_t size : shape) {
     TANDEM_CHECK(size >= 0, "[empty] negative size in shape ", shape_str(shape));
   }

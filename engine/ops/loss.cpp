@@ -7,6 +7,7 @@
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/reduce.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 namespace {
@@ -27,6 +28,7 @@ void check_logits_and_labels(const char* op, const Tensor& logits, const Tensor&
 }  // namespace
 
 Tensor log_softmax(const Tensor& x) {
+  const profiler::RecordScope scope("log_softmax");
   ops::check_dtype("log_softmax", "input", x, DType::Float32);
   ops::check_dim("log_softmax", "input", x, 2);
   Tensor out = empty(x.shape(), {.device = x.device()});
@@ -40,6 +42,7 @@ Tensor log_softmax(const Tensor& x) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  const profiler::RecordScope scope("cross_entropy");
   check_logits_and_labels("cross_entropy", logits, labels);
   TANDEM_CHECK(logits.size(0) > 0, "[cross_entropy] empty batch");
   const Tensor saved_labels = labels.detach().contiguous();

@@ -5,6 +5,7 @@
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/reduce.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 namespace {
@@ -19,6 +20,8 @@ Tensor gemm(bool transpose_a, bool transpose_b, const Tensor& a, const Tensor& b
   const Tensor cb = b.detach().contiguous();
   const int64_t m = transpose_a ? ca.size(1) : ca.size(0);
   const int64_t n = transpose_b ? cb.size(0) : cb.size(1);
+  const int64_t k = transpose_a ? ca.size(0) : ca.size(1);
+  const profiler::RecordScope scope("gemm", [&] { return 2.0 * static_cast<double>(m * n * k); });
   Tensor c = empty({m, n}, {.device = a.device()});
   backend_for(a.device()).gemm(transpose_a, transpose_b, 1.0f, ca, cb, 0.0f, c);
   return c;
@@ -34,6 +37,7 @@ Tensor linear_grad(bool transpose_a, bool transpose_b, const Tensor& g, const Te
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  const profiler::RecordScope scope("matmul");
   ops::check_dtype("matmul", "a", a, DType::Float32);
   ops::check_dtype("matmul", "b", b, DType::Float32);
   ops::check_dim("matmul", "a", a, 2);
@@ -51,6 +55,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  const profiler::RecordScope scope("linear");
   // float32, or bfloat16 input and weight giving a float32 output (Note [bfloat16 activations]:
   // the logits go to the loss, which computes in float32).
   ops::check_float_activation("linear", "input", x);

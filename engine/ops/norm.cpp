@@ -9,6 +9,7 @@
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/ops/reduce.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 namespace {
@@ -127,6 +128,7 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
 Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                     const Tensor& running_mean, const Tensor& running_var,
                     const BatchNormOptions& options) {
+  const profiler::RecordScope scope(options.fuse_relu ? "batch_norm2d_relu" : "batch_norm2d");
   check_arguments(x, gamma, beta, running_mean, running_var);
   const TensorOptions on_device{.device = x.device()};
   // affine=false: the kernels still take a scale and shift, so use the identity ones.

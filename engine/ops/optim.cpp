@@ -4,6 +4,7 @@
 
 #include "engine/backend.h"
 #include "engine/ops/checks.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 namespace {
@@ -48,6 +49,7 @@ void check_tensors(const char* op, int64_t index, const Tensor& param, const Ten
 
 void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
               const SgdStepOptions& options) {
+  const profiler::RecordScope scope("sgd_step");
   check_tensors("sgd_step", -1, param, grad, momentum_buffer, options);
   check_options("sgd_step", options);
   backend_for(param.device()).sgd_step(param, grad, momentum_buffer, options);
@@ -55,6 +57,7 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
 
 void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdStepOptions& options) {
   constexpr const char* kOp = "sgd_step_multi";
+  const profiler::RecordScope scope(kOp);
   check_options(kOp, options);
   if (tensors.empty()) return;
   for (size_t i = 0; i < tensors.size(); ++i) {

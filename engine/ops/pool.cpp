@@ -5,10 +5,12 @@
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 
 Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
+  const profiler::RecordScope scope("max_pool2d");
   ops::check_float_activation("max_pool2d", "input", x);
   ops::check_dim("max_pool2d", "input", x, 4);
   TANDEM_CHECK(options.kernel_size >= 1 && options.stride >= 1 && options.padding >= 0,
@@ -45,6 +47,7 @@ Tensor max_pool2d(const Tensor& x, const Pool2dOptions& options) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, int64_t out_h, int64_t out_w) {
+  const profiler::RecordScope scope("adaptive_avg_pool2d");
   ops::check_float_activation("adaptive_avg_pool2d", "input", x);
   ops::check_dim("adaptive_avg_pool2d", "input", x, 4);
   TANDEM_CHECK(out_h >= 1 && out_w >= 1, "[adaptive_avg_pool2d] output size must be positive, got ",

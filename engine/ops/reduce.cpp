@@ -7,6 +7,7 @@
 #include "engine/ops/checks.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
+#include "engine/profiler.h"
 
 namespace tandem {
 namespace {
@@ -48,6 +49,7 @@ Shape squeezed_shape(const Shape& shape, const std::vector<int64_t>& dims) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const std::vector<int64_t>& requested, bool keepdim) {
+  const profiler::RecordScope scope("sum");
   ops::check_float_activation("sum", "input", x);
   const std::vector<int64_t> dims = normalise_dims(requested, x.dim(), "sum");
   const Shape kept = keepdim_shape(x.shape(), dims);
@@ -93,6 +95,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 }
 
 Tensor argmax(const Tensor& x) {
+  const profiler::RecordScope scope("argmax");
   ops::check_dtype("argmax", "input", x, DType::Float32);
   ops::check_dim("argmax", "input", x, 2);
   TANDEM_CHECK(x.size(1) > 0, "[argmax] rows are empty (shape ", shape_str(x.shape()), ")");

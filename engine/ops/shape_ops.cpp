@@ -5,6 +5,7 @@
 #include "engine/backend.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
+#include "engine/profiler.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem {
@@ -47,6 +48,7 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::contiguous() const {
   if (is_contiguous()) return *this;
+  const profiler::RecordScope scope("contiguous");
   Tensor out = empty(shape(), {.dtype = dtype(), .device = device()});
   backend_for(device()).copy(*this, out);
   autograd::record("contiguous", {this}, {&out},
@@ -59,6 +61,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::contiguous(MemoryFormat format) const {
   if (format == MemoryFormat::Contiguous) return contiguous();
   if (is_contiguous(format)) return *this;
+  const profiler::RecordScope scope("contiguous");
   Tensor out = empty(shape(), {.dtype = dtype(), .device = device(), .memory_format = format});
   out.detach().copy_(*this);
   const MemoryFormat input_format = memory_format();
@@ -115,6 +118,7 @@ Tensor Tensor::slice(int64_t start, int64_t end) const {
 
 Tensor Tensor::to(Device target) const {
   if (target == device()) return *this;
+  const profiler::RecordScope scope("to_device");
   TensorOptions options = options_like(*this);
   options.device = target;
   Tensor out = empty(shape(), options);
@@ -131,6 +135,7 @@ Tensor Tensor::to(Device target) const {
 // and the result keeps the format, as PyTorch's .to(dtype) does (preserve_format).
 Tensor Tensor::to(DType target) const {
   if (target == dtype()) return *this;
+  const profiler::RecordScope scope("cast");
   const MemoryFormat format = dim() == 4 ? memory_format() : MemoryFormat::Contiguous;
   const Tensor source = contiguous(format).detach();
   Tensor out = empty(shape(), {.dtype = target, .device = device(), .memory_format = format});
@@ -140,6 +145,7 @@ Tensor Tensor::to(DType target) const {
 }
 
 Tensor Tensor::clone() const {
+  const profiler::RecordScope scope("clone");
   Tensor out = empty(shape(), options_like(*this));
   out.detach().copy_(*this);
   autograd::record("clone", {this}, {&out},

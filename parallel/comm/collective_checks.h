@@ -1,7 +1,7 @@
 #pragma once
 /// The checks every backend's collectives share: the dtype rules, and Note [Collective
 /// consistency] (process_group.h) as pure functions on what the ranks exchanged, so that a
-/// backend (Gloo today, MPI next) only moves the bytes: each rank describes its call
+/// backend (Gloo, MPI) only moves the bytes: each rank describes its call
 /// (describe_*), the ranks all-gather the descriptions' fingerprints, and where they differ the
 /// descriptions themselves, from which every rank builds the same message
 /// (describe_mismatch). For alltoall, whose ranks legitimately pass different sizes, they also

@@ -11,6 +11,7 @@
 #include <csignal>
 
 #include "engine/error.h"
+#include "engine/profiler.h"
 #include "parallel/comm/gloo_point_to_point.h"
 #include "parallel/comm/socket.h"
 
@@ -129,7 +130,8 @@ GlooProcessGroup::~GlooProcessGroup() {
 // Note [Collective order] holds per group: a sub-group has its own context and thread, so its
 // collectives and this group's interleave freely. Its keys go under this group's, numbered by
 // new_group() (every rank calls it in the same order).
-std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(int index, int rank, int size) {
+std::shared_ptr<ProcessGroup> GlooProcessGroup::make_subgroup(int index, int rank, int size,
+                                                              const std::vector<int>&) {
   auto store = std::make_shared<PrefixStore>("sub" + std::to_string(index) + "/", store_);
   return std::shared_ptr<GlooProcessGroup>(
       new GlooProcessGroup(ScopedStore{std::move(store)}, rank, size, options()));
@@ -169,6 +171,7 @@ std::shared_ptr<Work> GlooProcessGroup::enqueue(const std::string& op, std::stri
 }
 
 void GlooProcessGroup::worker_loop() {
+  profiler::set_thread_name("gloo");
   while (true) {
     Task task;
     {
@@ -199,6 +202,8 @@ void GlooProcessGroup::set_broken(const std::string& failure) {
 }
 
 void GlooProcessGroup::run_task(Task& task) {
+  const profiler::RecordScope scope([&] { return "gloo " + task.op; },
+                                    profiler::Category::Communication);
   task.work->mark_started();
   const std::string where = "on rank " + std::to_string(rank()) + " of " + std::to_string(size());
   if (const std::string failure = broken(); !failure.empty()) {

@@ -82,7 +82,8 @@ class GlooProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> run_barrier(const std::string& op) override;
   std::shared_ptr<Work> run_send(Tensor tensor, int dst, int tag) override;
   std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) override;
-  std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size) override;
+  std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size,
+                                              const std::vector<int>& ranks) override;
   void check_placement(const std::string& op, size_t index, const Tensor& tensor) const override;
 
  private:

@@ -1,5 +1,5 @@
 #pragma once
-/// The element-wise reductions of the host backends (Gloo now, MPI next), for every ReduceOp
+/// The element-wise reductions of the host backends (Gloo, MPI), for every ReduceOp
 /// and dtype that reduce_op_supports() accepts. Gloo has none for bfloat16, its float16 ones are
 /// its own, and its int64 sums overflow into undefined behaviour; these are the same for every
 /// backend that runs on the host.

@@ -6,6 +6,7 @@
 
 #include "engine/error.h"
 #include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/mpi_process_group.h"
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/rendezvous.h"
@@ -79,8 +80,9 @@ void choose_nccl_interface(const DistributedEnv& env, const Store& store) {
 }
 
 void check_backend(const std::string& backend) {
-  TANDEM_CHECK(backend == "gloo" || backend == "nccl", "[process_group] unknown backend '", backend,
-               "'; choose gloo (CPU tensors) or nccl (CUDA tensors)");
+  TANDEM_CHECK(backend == "gloo" || backend == "nccl" || backend == "mpi",
+               "[process_group] unknown backend '", backend,
+               "'; choose gloo (CPU tensors), nccl (CUDA tensors) or mpi (under mpirun)");
 }
 
 // The backend's group on the store the ranks met at; `device`: the GPU already bound, or -1.
@@ -103,6 +105,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options) {
   check_backend(backend);
+  // MPI's ranks know each other through mpirun: no store.
+  if (backend == "mpi") return make_mpi_process_group(env, std::move(options));
   // One GPU per process (Note [NCCL device]), bound to this thread before the store is touched,
   // so a machine without one fails at once. Ranks started by hand learn their local rank from
   // the store (Note [Local ranks by hand]): before it they only check that there is a GPU.
@@ -119,6 +123,9 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Rendezvous met,
                                                  ProcessGroupOptions options) {
   check_backend(backend);
+  TANDEM_CHECK(backend != "mpi",
+               "[process_group] mpi: the ranks come from mpirun, not from a store; use "
+               "init_process_group(\"mpi\", mpi_environment())");
   return make_group(backend, std::move(met), -1, std::move(options));
 }
 

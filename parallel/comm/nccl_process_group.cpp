@@ -346,7 +346,8 @@ std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& op,
 
 // A communicator of its own, met through the parent's store (the parent's keys are this
 // group's keys): see the sub-groups in nccl_process_group.h.
-std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(int index, int rank, int size) {
+std::shared_ptr<ProcessGroup> NcclProcessGroup::make_subgroup(int index, int rank, int size,
+                                                              const std::vector<int>&) {
   auto store = std::make_shared<PrefixStore>("sub" + std::to_string(index) + "/", state_->store);
   return std::shared_ptr<NcclProcessGroup>(
       new NcclProcessGroup(MeetingStore{std::move(store), /*scoped=*/true}, rank, size,

@@ -184,7 +184,9 @@ class NonMemberGroup final : public ProcessGroup {
   std::shared_ptr<Work> run_barrier(const std::string&) override { unreachable(); }
   std::shared_ptr<Work> run_send(Tensor, int, int) override { unreachable(); }
   std::shared_ptr<Work> run_recv(Tensor, int, int) override { unreachable(); }
-  std::shared_ptr<ProcessGroup> make_subgroup(int, int, int) override { unreachable(); }
+  std::shared_ptr<ProcessGroup> make_subgroup(int, int, int, const std::vector<int>&) override {
+    unreachable();
+  }
   void check_placement(const std::string&, size_t, const Tensor&) const override { unreachable(); }
 
  private:
@@ -216,7 +218,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
                                             options());
   }
   return make_subgroup(index, static_cast<int>(mine - sorted.begin()),
-                       static_cast<int>(sorted.size()));
+                       static_cast<int>(sorted.size()), sorted);
 }
 
 std::shared_ptr<ProcessGroup> new_group(ProcessGroup& world, const std::vector<int>& ranks) {

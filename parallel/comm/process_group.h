@@ -28,9 +28,9 @@
 /// submitted. Every rank of the group must submit the same collectives in the same order (as
 /// with MPI, NCCL and PyTorch); a rank that issues a different one, or none, makes the others
 /// time out, unless the group's consistency check catches it first (Note [Collective
-/// consistency]). Point-to-point operations are not collectives: on Gloo they start at once,
-/// beside the queued collectives, and match the peer's by (peer, tag) in the order each side
-/// posted them; on NCCL they join the collectives' queue (Note [NCCL point-to-point]).
+/// consistency]). Point-to-point operations are not collectives: on Gloo and MPI they start at
+/// once, beside the queued collectives, and match the peer's by (peer, tag) in the order each
+/// side posted them; on NCCL they join the collectives' queue (Note [NCCL point-to-point]).
 ///
 /// Tensors are reduced and written in place and must stay alive and untouched until the Work
 /// completes; the Work keeps a reference to them, so dropping the caller's handle early is safe.
@@ -38,8 +38,8 @@
 /// never from wait(), and queues nothing. Dtypes: float32, bfloat16, float16 and int64 (not
 /// uint8); reductions as in reduce_op_supports(). A 16-bit reduction widens both operands to
 /// float, combines them and rounds back, once per step (NCCL's native bfloat16/float16 do the
-/// same); Avg is, on Gloo, the sum scaled by 1/size in float and rounded once more, on NCCL its
-/// own ncclAvg.
+/// same); Avg is, on Gloo and MPI, the sum scaled by 1/size in float and rounded once more, on
+/// NCCL its own ncclAvg.
 ///
 /// Note [Flat collectives]: a backend implements each collective once, on flat buffers (the
 /// protected run_* hooks); the list forms (allgather, gather, scatter, reduce_scatter, alltoall)
@@ -93,8 +93,8 @@ struct ProcessGroupOptions {
   /// whom how many), and a difference fails that collective on every rank with one line naming
   /// each rank's call, instead of a hang, a crash in the transport or wrong data. PyTorch does
   /// this only under TORCH_DISTRIBUTED_DEBUG=DETAIL. It costs one small all-gather per
-  /// collective (two for alltoall); turn it off for latency-bound benchmarks. Gloo only: NCCL
-  /// cannot compare on the host without blocking, so it does not check.
+  /// collective (two for alltoall); turn it off for latency-bound benchmarks. Gloo and MPI:
+  /// NCCL cannot compare on the host without blocking, so it does not check.
   bool check_consistency = true;
 };
 
@@ -173,8 +173,8 @@ class ProcessGroup {
   /// NCCL ignores tags (it has none).
   std::shared_ptr<Work> isend(Tensor tensor, int dst, int tag = 0);
   /// Receives into `tensor` (contiguous) from rank `src` of this group, or from whichever rank
-  /// sends with `tag` first when `src` is kAnySource (Gloo only; Work::source_rank() then says
-  /// who).
+  /// sends with `tag` first when `src` is kAnySource (Gloo and MPI; Work::source_rank() then
+  /// says who).
   std::shared_ptr<Work> irecv(Tensor tensor, int src, int tag = 0);
   /// isend(tensor, dst, tag)->wait().
   void send(Tensor tensor, int dst, int tag = 0);
@@ -229,7 +229,10 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) = 0;
   /// The member `rank` of `size` of the `index`-th sub-group of this group (new_group()
   /// counted it); its store keys go under a prefix of this group's own for that index.
-  virtual std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size) = 0;
+  /// `ranks`: the members, ranks of this group in ascending order (MPI makes their
+  /// communicator from them).
+  virtual std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size,
+                                                      const std::vector<int>& ranks) = 0;
   /// Throws "[<backend>] <op>: tensor <index> is on cuda:0; <why this group takes only ...>"
   /// unless `tensor` is defined, on tensor_device() and dense.
   virtual void check_placement(const std::string& op, size_t index, const Tensor& tensor) const = 0;
@@ -272,8 +275,10 @@ void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors
 /// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does; a file
 /// under file://, rendezvous.h), then builds the backend's group. backend: "gloo" (CPU tensors)
 /// or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a build without CUDA an error that says
-/// so). The returned group keeps the store (and, on rank 0, the server) alive. The form of
-/// torch.distributed, with an init method (env://, tcp://, file://), is in init_method.h.
+/// so), or "mpi" (ranks started by mpirun, which need no store: make_mpi_process_group() in
+/// mpi_process_group.h). The returned group keeps the store (and, on rank 0, the server) alive.
+/// The form of torch.distributed, with an init method (env://, tcp://, file://), is in
+/// init_method.h.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const DistributedEnv& env,
                                                  ProcessGroupOptions options = {});

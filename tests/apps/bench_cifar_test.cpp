@@ -14,6 +14,7 @@
 #include "apps/bench_cifar/report.h"
 #include "engine/cpu_features.h"
 #include "engine/device_runtime.h"
+#include "tests/support/mpirun_ranks.h"
 #include "tests/support/run_program.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_paths.h"
@@ -69,18 +70,23 @@ const std::vector<std::string> kTinyLabels{"single x1 b8", "dp x1 b8", "dp x2 b8
 void expect_table_has_the_rows(const std::string& output) {
   const auto table = first_table(output);
   ASSERT_EQ(table.size(), 1 + kTinyLabels.size()) << output;
-  for (const char* column :
-       {"config", "device", "images/s", "ms/step", "speed-up", "eff.", "comm ms", "hidden",
-        "grad MiB/step", "scatter ms", "replicate ms", "gather ms", "reduce ms", "peak RSS MiB"}) {
+  for (const char* column : {"config", "device", "images/s", "ms/step", "speed-up", "eff.",
+                             "comm ms", "hidden", "grad MiB/step", "scatter ms", "replicate ms",
+                             "gather ms", "reduce ms", "GFLOP/s", "% of peak", "peak RSS MiB"}) {
     EXPECT_NE(std::find(table[0].begin(), table[0].end(), column), table[0].end()) << column;
   }
+  const auto column = [&](const char* name) {
+    return std::find(table[0].begin(), table[0].end(), name) - table[0].begin();
+  };
   for (size_t r = 0; r < kTinyLabels.size(); ++r) {
     const auto& row = table[r + 1];
     ASSERT_EQ(row.size(), table[0].size()) << output;
     EXPECT_EQ(row[0], kTinyLabels[r]);
     EXPECT_EQ(row[1].rfind("cpu", 0), 0u) << row[1];
     EXPECT_GT(std::stod(row[2]), 0) << "images/s of " << row[0];
-    EXPECT_GT(std::stod(row[13]), 0) << "peak RSS of " << row[0];
+    EXPECT_GT(std::stod(row[column("peak RSS MiB")]), 0) << "peak RSS of " << row[0];
+    EXPECT_GT(std::stod(row[column("GFLOP/s")]), 0) << "GFLOP/s of " << row[0];
+    EXPECT_NE(row[column("% of peak")].find(" %"), std::string::npos) << row[0];
   }
   EXPECT_EQ(table[4][6] != "-", true);  // ddp x1 has a comm time
   EXPECT_EQ(table[3][6], "-");          // dp has none
@@ -113,20 +119,89 @@ void expect_json_matches_table(const std::string& json_text, const std::string& 
   }
 }
 
+// Note [Convolution peak] and Note [Counting FLOPs]: the peak in the header and the JSON, and
+// each row's GFLOP/s from ResNet-20's 244 MFLOP per image, against the fp32 peak.
+void expect_peak_and_flops(const json& report, const std::string& output) {
+  const json& peak = report.at("conv_peak");
+  EXPECT_GT(peak["float32_gflop_per_s"].get<double>(), 0);
+  EXPECT_EQ(peak["threads"], 2);
+  EXPECT_TRUE(peak["bfloat16_gflop_per_s"].is_null());  // no bf16 rows
+  EXPECT_NE(
+      output.find(
+          "convolution peak (3x3 conv, N32 128->128 28x28 nhwc, threads 2, fastest call): fp32 "),
+      std::string::npos)
+      << output;
+  for (const json& row : report["rows"]) {
+    EXPECT_NEAR(row["flops_per_image"].get<double>() / 1e6, 244.0, 0.05);
+    EXPECT_DOUBLE_EQ(
+        row["gflop_per_s"].get<double>(),
+        row["images_per_s"].get<double>() * row["flops_per_image"].get<double>() / 1e9);
+    EXPECT_DOUBLE_EQ(row["peak_fraction"].get<double>(),
+                     row["gflop_per_s"].get<double>() / peak["float32_gflop_per_s"].get<double>());
+  }
+}
+
+// --profile: each configuration's processes wrote a table and a trace, named by configuration and
+// rank; the ddp x2 ranks' traces hold the gradient buckets' all-reduces on a track of their own.
+void expect_profiles(const std::filesystem::path& folder) {
+  for (const std::string& label : kTinyLabels) {
+    std::string stem = label;
+    std::replace(stem.begin(), stem.end(), ' ', '_');
+    const int ranks = label == "ddp x2 b8 overlap on" ? 2 : 1;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const auto file = folder / (stem + ".rank" + std::to_string(rank));
+      EXPECT_NE(read_text(file.string() + ".ops.md").find("| conv2d "), std::string::npos) << file;
+      const json trace = json::parse(read_text(file.string() + ".trace.json"));
+      if (ranks != 2) continue;
+      int64_t track = -1, spans = 0;
+      for (const json& event : trace["traceEvents"]) {
+        if (event["name"] == "thread_name" && event["args"]["name"] == "DDP all-reduce (gloo)")
+          track = event["tid"].get<int64_t>();
+      }
+      for (const json& event : trace["traceEvents"]) {
+        spans += event["ph"] == "X" && event["tid"] == track && event["cat"] == "communication";
+      }
+      EXPECT_GT(spans, 0) << file << ": no all-reduce on the bucket track";
+    }
+  }
+}
+
 // On CPU devices and Gloo whatever the machine (--device-type cpu): on GPUs dp x2 and ddp x2 would
 // need two of them.
 TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
   TempDir dir;
   const std::string json_path = dir.file("bench.json");
-  const ProgramRun run =
-      bench_cifar({"--arch",    "resnet20", "--batch-sizes", "8",      "--steps",   "1",
-                   "--warmup",  "1",        "--repeats",     "1",      "--modes",   "single,dp,ddp",
-                   "--devices", "1,2",      "--device-type", "cpu",    "--threads", "2",
-                   "--json",    json_path,  "--project",     "--link", "both"},
-                  dir);
+  const ProgramRun run = bench_cifar({"--arch",
+                                      "resnet20",
+                                      "--batch-sizes",
+                                      "8",
+                                      "--steps",
+                                      "1",
+                                      "--warmup",
+                                      "1",
+                                      "--repeats",
+                                      "1",
+                                      "--modes",
+                                      "single,dp,ddp",
+                                      "--devices",
+                                      "1,2",
+                                      "--device-type",
+                                      "cpu",
+                                      "--threads",
+                                      "2",
+                                      "--json",
+                                      json_path,
+                                      "--project",
+                                      "--link",
+                                      "both",
+                                      "--profile",
+                                      dir.file("profiles")},
+                                     dir);
   ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
   expect_table_has_the_rows(run.output);
   const json report = json::parse(read_text(json_path));
+  expect_peak_and_flops(report, run.output);
+  expect_profiles(dir.path() / "profiles");
   expect_json_matches_table(read_text(json_path), run.output);
   EXPECT_EQ(report["rows"][2]["device_list"], "cpu:0,cpu:1");
   EXPECT_EQ(report["rows"][4]["device_list"], "cpu:0 per rank (gloo)");
@@ -146,6 +221,26 @@ TEST(BenchCifarMultiprocess, TinyMatrixPrintsTheTableAndWritesJson) {
     EXPECT_EQ(row["global_batch"], 8);
     EXPECT_EQ(row["local_batch"].get<int>() * row["gpus"].get<int>(), 8);
   }
+}
+
+// --backend mpi: each ddp row's ranks are started by one mpirun, which must be allowed to run as
+// root here (a user sets the same variables; export_mpirun_environment()).
+TEST(BenchCifarMultiprocess, MpiRowsRunUnderMpirun) {
+  if (const std::string why = testing::mpirun_unavailable_reason(); !why.empty()) {
+    GTEST_SKIP() << why;
+  }
+  testing::export_mpirun_environment();
+  TempDir dir;
+  const ProgramRun run =
+      bench_cifar({"--modes", "ddp", "--devices", "2", "--device-type", "cpu", "--backend", "mpi",
+                   "--batch-sizes", "8", "--steps", "1", "--warmup", "0", "--repeats", "1",
+                   "--json", dir.file("bench.json")},
+                  dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  EXPECT_EQ(report["options"]["backend"], "mpi");
+  EXPECT_EQ(report["rows"][0]["device_list"], "cpu:0 per rank (mpi)");
+  EXPECT_EQ(report["rows"][0]["processes"], 2);
 }
 
 TEST(BenchCifarMultiprocess, AWorkerErrorEndsUpInItsRow) {

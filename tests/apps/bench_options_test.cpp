@@ -106,11 +106,12 @@ TEST(BenchOptions, ChoicesAreParsedIntoTheirEnums) {
   EXPECT_EQ(parse({"--grad-compression", "fp16,none"}).compressions,
             (std::vector<parallel::GradCompression>{parallel::GradCompression::Float16,
                                                     parallel::GradCompression::None}));
-  EXPECT_EQ(parse({}).memory_format, std::nullopt);
-  EXPECT_EQ(parse({"--memory-format", "nhwc"}).memory_format, MemoryFormat::ChannelsLast);
-  EXPECT_EQ(parse({}).bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
-  EXPECT_EQ(parse({}).first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
-  EXPECT_EQ(parse({"--first-bucket-mb", "2"}).first_bucket_mb, 2);
+  EXPECT_EQ(parse({}).setup.memory_format, std::nullopt);
+  EXPECT_EQ(parse({"--memory-format", "nhwc"}).setup.memory_format, MemoryFormat::ChannelsLast);
+  EXPECT_EQ(parse({}).setup.ddp.reducer.bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
+  EXPECT_EQ(parse({}).setup.ddp.reducer.first_bucket_mb,
+            parallel::ReducerOptions{}.first_bucket_mb);
+  EXPECT_EQ(parse({"--first-bucket-mb", "2"}).setup.ddp.reducer.first_bucket_mb, 2);
 }
 
 TEST(BenchOptions, ModesAreParsedIntoTheEnum) {
@@ -187,8 +188,8 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
   EXPECT_EQ(worker.worker_json, "/tmp/result.json");
   EXPECT_EQ(worker_config(worker), config);
-  EXPECT_EQ(worker.arch, "resnet32");
-  EXPECT_EQ(worker.bucket_cap_mb, 0.25);
+  EXPECT_EQ(worker.setup.arch, "resnet32");
+  EXPECT_EQ(worker.setup.ddp.reducer.bucket_cap_mb, 0.25);
   EXPECT_EQ(worker.steps, 3);
   EXPECT_TRUE(worker.real);
   EXPECT_EQ(worker.data_dir, "/data");
@@ -199,6 +200,38 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   EXPECT_TRUE(parse(worker_arguments(synced, config, "r.json")).phase_sync);
   const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
+}
+
+// Note [Options bound once]: the flags every row shares land in the setup as given; each row
+// sets its own variant on a copy.
+TEST(BenchOptions, EachRowBuildsTheSharedSetupWithItsVariant) {
+  const BenchOptions o =
+      parse({"--arch", "resnet32", "--seed", "7", "--memory-format", "nchw", "--bucket-cap-mb",
+             "0.25", "--first-bucket-mb", "0.125", "--allow-slow-bf16"});
+  const SetupOptions ddp = setup_options(o, {.mode = Mode::Distributed,
+                                             .devices = 2,
+                                             .overlap = Overlap::Off,
+                                             .compression = parallel::GradCompression::BFloat16,
+                                             .precision = nn::Precision::BFloat16});
+  EXPECT_EQ(ddp.mode, Mode::Distributed);
+  EXPECT_EQ(ddp.arch, "resnet32");
+  EXPECT_EQ(ddp.seed, 7u);
+  EXPECT_EQ(ddp.memory_format, MemoryFormat::Contiguous);
+  EXPECT_EQ(ddp.ddp.reducer.bucket_cap_mb, 0.25);
+  EXPECT_EQ(ddp.ddp.reducer.first_bucket_mb, 0.125);
+  EXPECT_FALSE(ddp.ddp.reducer.overlap);
+  EXPECT_EQ(ddp.grad_compression, parallel::GradCompression::BFloat16);
+  EXPECT_EQ(ddp.precision, nn::Precision::BFloat16);
+  EXPECT_TRUE(ddp.allow_slow_bf16);
+  EXPECT_FLOAT_EQ(ddp.sgd.lr, 0.05f);  // as the timed steps have always run
+  EXPECT_FLOAT_EQ(ddp.sgd.weight_decay, 5e-4f);
+  const SetupOptions dp = setup_options(
+      o, {.mode = Mode::DataParallel, .devices = 2, .dp_replicas = Replicas::Rebuilt});
+  EXPECT_EQ(dp.mode, Mode::DataParallel);
+  EXPECT_FALSE(dp.dp.persistent_replicas);
+  EXPECT_TRUE(dp.ddp.reducer.overlap);
+  EXPECT_EQ(dp.grad_compression, parallel::GradCompression::None);
+  EXPECT_EQ(dp.precision, nn::Precision::Float32);
 }
 
 BenchRow measured_row(BenchConfig config, double images_per_s) {

@@ -21,17 +21,18 @@ std::string parse_error(std::vector<const char*> args) {
 
 TEST(TrainOptions, DefaultsAreThePapersRecipe) {
   const TrainOptions o = parse({});
-  EXPECT_EQ(o.mode, Mode::Single);
-  EXPECT_EQ(o.arch, "resnet20");
+  EXPECT_EQ(o.setup.mode, Mode::Single);
+  EXPECT_EQ(o.setup.arch, "resnet20");
   EXPECT_EQ(o.batch_size, 128);
-  EXPECT_FLOAT_EQ(o.lr, 0.1f);
-  EXPECT_FLOAT_EQ(o.momentum, 0.9f);
-  EXPECT_FLOAT_EQ(o.weight_decay, 1e-4f);
+  EXPECT_FLOAT_EQ(o.setup.sgd.lr, 0.1f);
+  EXPECT_FLOAT_EQ(o.setup.sgd.momentum, 0.9f);
+  EXPECT_FLOAT_EQ(o.setup.sgd.weight_decay, 1e-4f);
   EXPECT_EQ(o.schedule, Schedule::MultiStep);
   EXPECT_EQ(o.data_dir, "./data/cifar-10-batches-bin");
-  EXPECT_EQ(o.bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
-  EXPECT_EQ(o.first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
-  EXPECT_EQ(o.memory_format, std::nullopt);  // auto
+  EXPECT_EQ(o.setup.ddp.reducer.bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
+  EXPECT_EQ(o.setup.ddp.reducer.first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
+  EXPECT_TRUE(o.setup.ddp.reducer.overlap);
+  EXPECT_EQ(o.setup.memory_format, std::nullopt);  // auto
   EXPECT_EQ(o.backend, std::nullopt);
   EXPECT_FALSE(o.resume.given());
 }
@@ -95,38 +96,38 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "--grad-compression",
                                 "bf16",
                                 "--drop-last"});
-  EXPECT_EQ(o.mode, Mode::Distributed);
-  EXPECT_EQ(o.grad_compression, parallel::GradCompression::BFloat16);
+  EXPECT_EQ(o.setup.mode, Mode::Distributed);
+  EXPECT_EQ(o.setup.grad_compression, parallel::GradCompression::BFloat16);
   EXPECT_TRUE(o.drop_last);
-  EXPECT_EQ(o.arch, "resnet56");
+  EXPECT_EQ(o.setup.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
   EXPECT_EQ(o.backend, Backend::Gloo);
   EXPECT_EQ(o.epochs, 3);
   EXPECT_EQ(o.run_epochs, 1);
   EXPECT_EQ(o.batch_size, 256);
-  EXPECT_FLOAT_EQ(o.lr, 0.2f);
-  EXPECT_FLOAT_EQ(o.momentum, 0.8f);
-  EXPECT_TRUE(o.nesterov);
-  EXPECT_FLOAT_EQ(o.weight_decay, 5e-4f);
+  EXPECT_FLOAT_EQ(o.setup.sgd.lr, 0.2f);
+  EXPECT_FLOAT_EQ(o.setup.sgd.momentum, 0.8f);
+  EXPECT_TRUE(o.setup.sgd.nesterov);
+  EXPECT_FLOAT_EQ(o.setup.sgd.weight_decay, 5e-4f);
   EXPECT_EQ(o.schedule, Schedule::Cosine);
   EXPECT_DOUBLE_EQ(o.warmup_epochs, 1.5);
   EXPECT_EQ(o.workers, 3);
   EXPECT_EQ(o.data_dir, "/d");
   EXPECT_EQ(o.subset, 1000);
   EXPECT_TRUE(o.synthetic);
-  EXPECT_EQ(o.seed, 9u);
+  EXPECT_EQ(o.setup.seed, 9u);
   EXPECT_EQ(o.save, "a.ckpt");
   EXPECT_FALSE(o.resume.automatic);
   EXPECT_EQ(o.resume.path, "b.ckpt");
-  EXPECT_DOUBLE_EQ(o.bucket_cap_mb, 5);
-  EXPECT_DOUBLE_EQ(o.first_bucket_mb, 0.5);
-  EXPECT_TRUE(o.no_overlap);
+  EXPECT_DOUBLE_EQ(o.setup.ddp.reducer.bucket_cap_mb, 5);
+  EXPECT_DOUBLE_EQ(o.setup.ddp.reducer.first_bucket_mb, 0.5);
+  EXPECT_FALSE(o.setup.ddp.reducer.overlap);
   EXPECT_EQ(o.threads, 1);
   EXPECT_EQ(o.log_json, "m.jsonl");
   EXPECT_FALSE(o.progress);
-  EXPECT_TRUE(o.sync_bn);
+  EXPECT_TRUE(o.setup.sync_bn);
   EXPECT_DOUBLE_EQ(o.timeout_s, 12.5);
-  EXPECT_EQ(o.memory_format, MemoryFormat::Contiguous);
+  EXPECT_EQ(o.setup.memory_format, MemoryFormat::Contiguous);
   EXPECT_EQ(o.accumulate, 4);
   EXPECT_EQ(parse({"--mode", "dp", "--devices", "cpu:0,cpu:1"}).devices, "cpu:0,cpu:1");
 }
@@ -142,7 +143,7 @@ TEST(TrainOptions, ChoicesAreParsedIntoTheirEnums) {
            {"NHWC", MemoryFormat::ChannelsLast},
            {"contiguous", MemoryFormat::Contiguous},
            {"nchw", MemoryFormat::Contiguous}}) {
-    EXPECT_EQ(parse({"--memory-format", word}).memory_format, format) << word;
+    EXPECT_EQ(parse({"--memory-format", word}).setup.memory_format, format) << word;
   }
   for (const auto& [word, schedule] :
        std::vector<std::pair<const char*, Schedule>>{{"multistep", Schedule::MultiStep},
@@ -152,10 +153,10 @@ TEST(TrainOptions, ChoicesAreParsedIntoTheirEnums) {
     EXPECT_EQ(parse({"--schedule", word}).schedule, schedule) << word;
     EXPECT_STREQ(schedule_name(schedule), word == std::string("OneCycle") ? "onecycle" : word);
   }
-  EXPECT_EQ(parse({"--mode", "dp"}).mode, Mode::DataParallel);
+  EXPECT_EQ(parse({"--mode", "dp"}).setup.mode, Mode::DataParallel);
   EXPECT_EQ(parse({"--backend", "nccl"}).backend, Backend::Nccl);
-  EXPECT_EQ(parse({"--precision", "bf16"}).precision, nn::Precision::BFloat16);
-  EXPECT_EQ(parse({"--grad-compression", "fp16"}).grad_compression,
+  EXPECT_EQ(parse({"--precision", "bf16"}).setup.precision, nn::Precision::BFloat16);
+  EXPECT_EQ(parse({"--grad-compression", "fp16"}).setup.grad_compression,
             parallel::GradCompression::Float16);
   const TrainOptions automatic = parse({"--resume", "auto"});
   EXPECT_TRUE(automatic.resume.automatic);
@@ -190,14 +191,14 @@ TEST(TrainOptions, CombinationsAreChecked) {
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("--eval-only needs a checkpoint"),
             std::string::npos);
   o = {};
-  o.no_overlap = true;
+  o.setup.ddp.reducer.overlap = false;
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("are for --mode ddp"), std::string::npos);
   o = {};
-  o.sync_bn = true;
+  o.setup.sync_bn = true;
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("--grad-compression are for --mode ddp"),
             std::string::npos);
   o = {};
-  o.mode = Mode::Distributed;
+  o.setup.mode = Mode::Distributed;
   o.batch_size = 100;
   EXPECT_NE(error_message([&] {
               validate(o, 3);

@@ -20,6 +20,7 @@
 #include "tests/support/error_message.h"
 #include "tests/support/host_reads.h"
 #include "tests/support/image_batch.h"
+#include "tests/support/mpirun_ranks.h"
 #include "tests/support/spawn_ranks.h"
 #include "tests/support/split_compare.h"
 
@@ -36,6 +37,7 @@ using testing::small_net_batch;
 
 using testing::ddp_ranks_options;
 using testing::gloo_group;
+using testing::mpi_group;
 
 using Batch = testing::ImageBatch;
 
@@ -47,11 +49,11 @@ Batch global_batch(int64_t n) {
 // averaged gradient is the single-process one up to rounding.
 // `format`: of the DDP model and its batches (the reference stays NCHW); `bucket_views`:
 // gradient_as_bucket_view, whose views then take the parameters' format.
-void expect_resnet20_matches_one_process(int64_t global_rows,
+void expect_resnet20_matches_one_process(const std::shared_ptr<ProcessGroup>& group,
+                                         int64_t global_rows,
                                          MemoryFormat format = MemoryFormat::Contiguous,
                                          bool bucket_views = false,
                                          nn::Precision precision = nn::Precision::Float32) {
-  auto group = gloo_group();
   const int64_t rows = global_rows / group->size();
   const Batch batch = global_batch(global_rows);
 
@@ -98,30 +100,31 @@ void expect_resnet20_matches_one_process(int64_t global_rows,
 
 TEST(DdpMultiprocess, ResNet20OverTwoRanksMatchesOneProcess) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
-  expect_resnet20_matches_one_process(8);
+  expect_resnet20_matches_one_process(gloo_group(), 8);
 }
 
 TEST(DdpMultiprocess, ChannelsLastOverTwoRanksMatchesOneNchwProcess) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
-  expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast);
-  expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast, /*bucket_views=*/true);
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast);
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast,
+                                      /*bucket_views=*/true);
 }
 
 TEST(DdpMultiprocess, Bf16OverTwoRanksMatchesOneBf16Process) {
   TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
-  expect_resnet20_matches_one_process(8, MemoryFormat::ChannelsLast, false,
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::ChannelsLast, false,
                                       nn::Precision::BFloat16);
-  expect_resnet20_matches_one_process(8, MemoryFormat::Contiguous, true, nn::Precision::BFloat16);
+  expect_resnet20_matches_one_process(gloo_group(), 8, MemoryFormat::Contiguous, true,
+                                      nn::Precision::BFloat16);
 }
 
 TEST(DdpMultiprocess, ResNet20OverFourRanksMatchesOneProcess) {
   TANDEM_RUN_AS_RANKS(4, ddp_ranks_options());
-  expect_resnet20_matches_one_process(8);
+  expect_resnet20_matches_one_process(gloo_group(), 8);
 }
 
-TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
-  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
-  auto group = gloo_group();
+// The Reducer's instrumentation of the last of three steps on `group`.
+ReducerStepStats overlapped_step(const std::shared_ptr<ProcessGroup>& group) {
   Generator init(1);
   DdpOptions options;
   options.reducer.first_bucket_mb = 0.05;
@@ -132,12 +135,48 @@ TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
     model.zero_grad();
     cross_entropy(model.forward(batch.images), batch.labels).backward();
   }
-  const ReducerStepStats stats = model.reducer().last_step();
+  return model.reducer().last_step();
+}
+
+TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  const ReducerStepStats stats = overlapped_step(gloo_group());
   ASSERT_GT(stats.buckets.size(), 3u);
   // The first bucket (the classifier's gradients) is ready long before backward reaches conv1.
   EXPECT_LT(stats.buckets.front().started_ms, 0.0);
   EXPECT_GT(stats.hidden_fraction, 0.0);
   for (const BucketTiming& bucket : stats.buckets) EXPECT_GE(bucket.ended_ms, bucket.started_ms);
+}
+
+// DDP over MPI (mpirun starts the ranks): the same comparisons with one process, and the
+// overlap, which needs the MPI group's progress thread (Note [MPI progress]): without it the
+// first bucket would only finish when the end of backward waits for it.
+TEST(DdpMpiMultiprocess, ResNet20OverTwoRanksMatchesOneProcessInFp32AndBf16) {
+  TANDEM_RUN_UNDER_MPIRUN(2);
+  expect_resnet20_matches_one_process(mpi_group(), 8);
+  expect_resnet20_matches_one_process(mpi_group(), 8, MemoryFormat::ChannelsLast, true,
+                                      nn::Precision::BFloat16);
+}
+
+TEST(DdpMpiMultiprocess, ResNet20OverThreeRanksMatchesOneProcess) {
+  TANDEM_RUN_UNDER_MPIRUN(3);
+  expect_resnet20_matches_one_process(mpi_group(), 12);
+}
+
+// Which rank runs ahead varies on shared cores, and the one ahead waits for the other in each
+// bucket; but the later rank finds its peer's half of a bucket posted already, so its own
+// all-reduces finish during its backward, where the engine's thread drives them.
+TEST(DdpMpiMultiprocess, AllReducesFinishWhileBackwardRuns) {
+  TANDEM_RUN_UNDER_MPIRUN(2);
+  auto group = mpi_group();
+  const ReducerStepStats stats = overlapped_step(group);
+  ASSERT_GT(stats.buckets.size(), 3u);
+  EXPECT_GT(stats.hidden_fraction, 0.0);
+  bool finished_early = false;
+  for (const BucketTiming& bucket : stats.buckets) finished_early |= bucket.ended_ms < 0.0;
+  Tensor any_rank = full({1}, finished_early ? 1.0 : 0.0);
+  group->allreduce({any_rank}, ReduceOp::Max)->wait();
+  EXPECT_EQ(any_rank.item(), 1.0) << "no bucket finished before the end of backward on any rank";
 }
 
 TEST(DdpMultiprocess, RanksThatFreezeDifferentParametersAreRejected) {

@@ -5,11 +5,16 @@
 #include "nn/conv2d.h"
 #include "nn/linear.h"
 #include "parallel/comm/launch_env.h"
+#include "parallel/comm/mpi_process_group.h"
 
 namespace tandem::testing {
 
 std::shared_ptr<parallel::ProcessGroup> gloo_group(std::chrono::milliseconds timeout) {
   return parallel::init_process_group("gloo", parallel::from_environment(), {.timeout = timeout});
+}
+
+std::shared_ptr<parallel::ProcessGroup> mpi_group(std::chrono::milliseconds timeout) {
+  return parallel::init_process_group("mpi", parallel::mpi_environment(), {.timeout = timeout});
 }
 
 SpawnOptions ddp_ranks_options() {

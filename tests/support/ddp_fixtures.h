@@ -1,6 +1,6 @@
 #pragma once
-/// What the DDP multi-process tests share: the process group every rank joins, the spawn
-/// options, and two small models whose gradients are well conditioned enough to compare a
+/// What the DDP multi-process tests share: the process group every rank joins (Gloo or MPI),
+/// the spawn options, and two small models whose gradients are well conditioned enough to compare a
 /// distributed run with one process to float tolerance.
 
 #include <chrono>
@@ -15,6 +15,10 @@ namespace tandem::testing {
 /// This rank's Gloo group (from the variables spawn_ranks sets), with a short collective timeout
 /// so that a test that goes wrong fails instead of hanging.
 std::shared_ptr<parallel::ProcessGroup> gloo_group(
+    std::chrono::milliseconds timeout = std::chrono::seconds(30));
+
+/// This rank's MPI group, in a job mpirun started (tests/support/mpirun_ranks.h).
+std::shared_ptr<parallel::ProcessGroup> mpi_group(
     std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 /// Ranks with one kernel thread each (so 4 ranks fit 2 cores), 180 s for the whole job.

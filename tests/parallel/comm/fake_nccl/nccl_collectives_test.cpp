@@ -124,12 +124,11 @@ TEST_F(NcclCollectives, GatherAndScatterOffTheRootAreOneSendOrReceive) {
 // Uneven: rank 0 sends 1 row to itself, 0 to rank 1, 2 to rank 2, and receives 1, 3, 0. Its own
 // part is a device copy; the empty parts are skipped; all in one group.
 TEST_F(NcclCollectives, AlltoallIsSendsAndReceivesInOneGroup) {
-  // fake_cuda_memcpy.cpp queues each cudaMemcpyAsync as a launch.
-  const size_t copies = fake_cuda::calls_to("launch").size();
+  const size_t copies = fake_cuda::calls_to("cudaMemcpyAsync").size();
   finish(group->alltoall_single(on_gpu({4, 2}), on_gpu({3, 2}), {1, 3, 0}, {1, 0, 2}));
   EXPECT_EQ(nccl.operations(),
             (Operations{"recv 6 float32 from 1 on comm 0", "send 4 float32 to 2 on comm 0"}));
-  EXPECT_EQ(fake_cuda::calls_to("launch").size(), copies + 1);
+  EXPECT_EQ(fake_cuda::calls_to("cudaMemcpyAsync").size(), copies + 1);
   EXPECT_EQ(nccl.count("group_start"), 1);
   EXPECT_EQ(nccl.count("group_end"), 1);
 }

@@ -1,0 +1,115 @@
+#include "apps/train_cifar/checkpoint_keeper.h"
+
+#include <filesystem>
+
+#include "apps/common/output_paths.h"
+#include "engine/tandem.h"
+#include "nn/checkpoint.h"
+
+namespace tandem::apps {
+
+CheckpointKeeper::CheckpointKeeper(const TrainOptions& options,
+                                   std::shared_ptr<parallel::ProcessGroup> group, RunReport& report,
+                                   std::string resume_path)
+    : options_(options),
+      group_(std::move(group)),
+      rank_(group_ ? group_->rank() : 0),
+      world_(group_ ? group_->size() : 1),
+      report_(report),
+      resume_path_(std::move(resume_path)) {}
+
+// Note [A resume knows its run]: the settings are checked before anything is loaded, so a
+// wrong --arch is named as such, not as a missing key.
+//
+// Note [Resume at another world size]: an epoch-boundary checkpoint resumes at any world size,
+// as the Trainer shares each epoch out over this run's ranks afresh (Trainer::make_train_sampler);
+// position_from() refuses a mid-epoch one whose batch layout, the world size among it, differs.
+// An elastic resume in the middle of an epoch would translate the position here (the global
+// batch and the images already trained stay the same) and have make_train_sampler re-split what
+// is left of the epoch's order; every rank loads the whole checkpoint, so a sharded optimizer
+// would also take its new shard here.
+void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
+  if (resume_path_.empty()) return;
+  const std::string& path = resume_path_;
+  TANDEM_CHECK(!std::filesystem::is_directory(path), "[train_cifar] --resume ", path,
+               " is a folder: name the checkpoint file that --save wrote (PATH, beside "
+               "PATH.state)");
+  if (options_.eval_only && !std::filesystem::exists(nn::sidecar_path(path))) {
+    // Evaluation needs the weights alone: a checkpoint without its .state, or weights a
+    // PyTorch model saved with safetensors under the same names, evaluate too.
+    nn::load_state_dict(network, nn::load_safetensors(path).tensors);
+    return;
+  }
+  nn::Metadata saved;
+  try {
+    saved = nn::load_safetensors(nn::sidecar_path(path)).metadata;
+  } catch (const Error&) {
+    // Unreadable: load_checkpoint() below says why, or falls back to the previous pair.
+  }
+  const std::vector<std::string> warnings = check_resume_settings(saved, options_, path);
+  const nn::TrainingState state = nn::load_checkpoint(path, network, optimizer);
+  if (!state.fell_back_because.empty()) {
+    report_.warn("train_cifar: " + path + " was unusable (" + state.fell_back_because +
+                 "); resuming from " + nn::previous_path(path) + ", one save earlier");
+  }
+  start_ = position_from(state, options_, world_, path);
+  for (const std::string& warning : warnings) report_.warn(warning);  // nothing refuses it now
+}
+
+void CheckpointKeeper::check_ranks_resume_alike() {
+  if (!group_ || world_ == 1) return;
+  // float32 holds every epoch, batch and step below 2^24 exactly.
+  Tensor position = from_vector(std::vector<float>{static_cast<float>(start_.epoch),
+                                                   static_cast<float>(start_.batch),
+                                                   static_cast<float>(start_.step)},
+                                {3})
+                        .to(group_->tensor_device());
+  group_->broadcast({position}, 0)->wait();
+  const std::vector<float> leader = position.to_vector<float>();
+  TANDEM_CHECK(leader[0] == static_cast<float>(start_.epoch) &&
+                   leader[1] == static_cast<float>(start_.batch) &&
+                   leader[2] == static_cast<float>(start_.step),
+               "[train_cifar] rank ", rank_, " would start at epoch ", start_.epoch + 1, ", batch ",
+               start_.batch, " but rank 0 at epoch ", leader[0] + 1, ", batch ", leader[1],
+               ": every rank must see the same checkpoint (a shared file system, or a "
+               "copy on every machine)");
+}
+
+void CheckpointKeeper::check_outputs(const nn::Module& network) const {
+  if (rank_ != 0 || options_.save.empty()) return;
+  uint64_t pair_bytes = 0;  // weights and buffers, and the momentum of the parameters
+  for (const auto& [name, tensor] : network.state_dict()) {
+    pair_bytes += static_cast<uint64_t>(tensor.numel()) * 4;
+  }
+  pair_bytes += static_cast<uint64_t>(network.parameter_count()) * 4;
+  uint64_t held = 0;  // the files a save replaces
+  for (const std::string& file : {options_.save, nn::previous_path(options_.save)}) {
+    held += existing_file_bytes(file) + existing_file_bytes(nn::sidecar_path(file));
+  }
+  check_output_path("train_cifar", "--save", options_.save, 2 * pair_bytes, held);
+}
+
+bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,
+                                          const EpochShares& shares) const {
+  // Only between optimizer steps, never inside an --accumulate group; the last batch's save is
+  // the epoch's own; under a Join, a rank that has joined cannot meet the others' barrier.
+  return options_.save_every_steps > 0 && batches_done % options_.accumulate == 0 &&
+         step % options_.save_every_steps == 0 && batches_done < shares.batches_per_epoch &&
+         (!shares.uneven || batches_done < shares.batches_all_ranks_have);
+}
+
+// Note [Saving on every rank]: every rank calls save() at the same step, though rank 0 alone
+// writes, so that a save can be a collective: the barrier keeps any rank from reading the files
+// before they are complete, and a sharded optimizer (ZeRO) would gather its state to rank 0 here,
+// before the write, with every rank taking part; the file stays the format of plain DDP.
+void CheckpointKeeper::save(const RunPosition& position, const TrainingSetup& setup) {
+  if (options_.save.empty()) return;
+  if (rank_ == 0) {
+    nn::save_checkpoint(options_.save, *setup.network, *setup.optimizer,
+                        training_state_at(position, options_, world_));
+    report_.log_position("checkpoint", position);
+  }
+  if (group_) group_->barrier()->wait();
+}
+
+}  // namespace tandem::apps

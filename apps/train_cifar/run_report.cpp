@@ -1,0 +1,251 @@
+#include "apps/train_cifar/run_report.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+
+#include "apps/common/wording.h"
+#include "engine/tandem.h"
+#include "nn/checkpoint.h"
+
+namespace tandem::apps {
+namespace {
+
+std::string thousands(int64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Where the header says the run trains: its devices, or its ranks and how they reduce.
+std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
+  const TrainingSetup& setup = *run.setup;
+  if (options.setup.mode == Mode::DataParallel) {
+    return std::to_string(setup.devices.size()) + " devices (" + device_list(setup.devices) + ")";
+  }
+  if (options.setup.mode != Mode::Distributed) return setup.device().str();
+  return counted(run.world, "rank") + ", " + run.backend + " on " + setup.device().str() +
+         (options.setup.sync_bn ? ", SyncBatchNorm" : "") +
+         (options.setup.grad_compression != parallel::GradCompression::None
+              ? ", " +
+                    std::string(parallel::grad_compression_name(options.setup.grad_compression)) +
+                    " gradients"
+              : "") +
+         (run.shares.uneven ? ", uneven shares joined" : "");
+}
+
+}  // namespace
+
+RunReport::RunReport(const TrainOptions& options, int world, bool enabled, bool append_log)
+    : options_(options),
+      world_(world),
+      enabled_(enabled),
+      log_(enabled ? options.log_json : "", append_log) {}
+
+void RunReport::print_header(const RunShape& run, const RunPosition& start) const {
+  if (!enabled_) return;
+  std::printf(
+      "train_cifar: %s (%s parameters), mode %s on %s, global batch %lld, %s, lr %g "
+      "%s, %s data: %s train / %s test images, %s, %s, %s\n",
+      options_.setup.arch.c_str(), thousands(run.setup->network->parameter_count()).c_str(),
+      mode_name(options_.setup.mode), where_it_runs(options_, run).c_str(),
+      static_cast<long long>(options_.batch_size), counted(options_.epochs, "epoch").c_str(),
+      static_cast<double>(options_.setup.sgd.lr), schedule_name(options_.schedule),
+      options_.synthetic ? "synthetic" : "CIFAR-10", thousands(run.train_images).c_str(),
+      thousands(run.test_images).c_str(), counted(num_threads(), "thread").c_str(),
+      memory_format_name(run.setup->memory_format), nn::precision_name(options_.setup.precision));
+  if (start.batch > 0) {
+    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start.epoch + 1,
+                static_cast<long long>(start.batch),
+                static_cast<long long>(run.shares.batches_per_epoch),
+                static_cast<long long>(start.step));
+  } else if (start.epoch > 0) {
+    std::printf("resuming after epoch %d (step %lld)\n", start.epoch,
+                static_cast<long long>(start.step));
+  }
+  std::fflush(stdout);
+}
+
+// The UX review's cases 41 and 42: more busy threads than cores, or a rank's share of the batch
+// down to a few images, run (people try such things) but far slower than they expect, or with
+// noisy batch-norm statistics.
+void RunReport::print_warnings(const RunShape& run) const {
+  if (!enabled_) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool ddp = options_.setup.mode == Mode::Distributed;
+  const int local_ranks = ddp ? run.local_ranks : 1;
+  const int threads = num_threads() * local_ranks;
+  if (threads > cores) {
+    const std::string who = ddp ? counted(local_ranks, "rank") + " × " +
+                                      counted(num_threads(), "thread") + " on this machine"
+                                : counted(threads, "thread");
+    std::fprintf(stderr,
+                 "train_cifar: warning: %s on %s: they take turns on the cores, so this runs "
+                 "slower than %s would\n",
+                 who.c_str(), counted(cores, "core").c_str(),
+                 ddp ? "fewer ranks" : ("--threads " + std::to_string(cores)).c_str());
+  }
+  const int64_t sharers = ddp ? run.world : static_cast<int64_t>(run.setup->devices.size());
+  constexpr int64_t kFewImages = 8;
+  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.setup.sync_bn) {
+    std::fprintf(stderr,
+                 "train_cifar: warning: --batch-size %lld over %s is %lld images each: batch-norm "
+                 "statistics of so few are noisy (%s)\n",
+                 static_cast<long long>(options_.batch_size),
+                 counted(sharers, ddp ? "rank" : "device").c_str(),
+                 static_cast<long long>(options_.batch_size / sharers),
+                 ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size");
+  }
+}
+
+void RunReport::warn(const std::string& line) const {
+  if (enabled_) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void RunReport::report_eval(const PassMetrics& test) {
+  if (!enabled_) return;
+  std::printf("test: loss %.4f, accuracy %.2f%% on %lld images\n", test.loss, 100 * test.accuracy,
+              static_cast<long long>(test.images));
+  log_.write({{"type", "eval"}, {"test_loss", test.loss}, {"test_accuracy", test.accuracy}});
+}
+
+void RunReport::print_nothing_to_train(int epochs_done) const {
+  if (!enabled_) return;
+  std::printf("nothing to train: %s finished its %s\n", options_.save.c_str(),
+              counted(epochs_done, "epoch").c_str());
+}
+
+// For the fault drills and plots: where a run saved or resumed, when, and in which attempt of a
+// restarting launcher (TORCHELASTIC_RESTART_COUNT, set by tandem-run and torchrun).
+void RunReport::log_position(const char* type, const RunPosition& position) {
+  if (!enabled_) return;
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  log_.write({{"type", type},
+              {"epoch", position.epoch},
+              {"batch", position.batch},
+              {"step", position.step},
+              {"attempt", attempt != nullptr ? std::atoi(attempt) : 0},
+              {"unix_time", std::chrono::duration<double>(now).count()}});
+}
+
+void RunReport::start_clock(int epochs) {
+  run_clock_ = RunClock(epochs);
+}
+
+std::optional<EpochProgress> RunReport::epoch_progress(int epoch, int64_t steps,
+                                                       int64_t first_step) const {
+  if (!enabled_) return std::nullopt;
+  return EpochProgress(
+      {.epoch = epoch + 1,
+       .epochs = options_.epochs,
+       .steps = steps,
+       .first_step = first_step,
+       // Plain lines for --no-progress, a file or a pipe.
+       .bar_columns = options_.progress ? progress_terminal_columns() : std::nullopt,
+       .run = &run_clock_});
+}
+
+// The epoch's line, with the run's time so far and left while epochs remain, and its log record.
+void RunReport::report_epoch(int epoch, float lr, int64_t step, const PassMetrics& train,
+                             const PassMetrics& test) {
+  run_clock_.epoch_done();
+  if (!enabled_) return;
+  const double images_per_second = static_cast<double>(train.images) / train.seconds;
+  std::string run_time;
+  if (const double left = run_clock_.left_between_epochs(); left > 0) {
+    run_time = " | run " + format_duration(run_clock_.elapsed()) + ", about " +
+               format_duration(left) + " left";
+  }
+  std::printf(
+      "epoch %d/%d: train loss %.4f acc %.2f%% | test loss %.4f acc %.2f%% | %.1f s, "
+      "%.0f img/s, lr %.4g%s\n",
+      epoch + 1, options_.epochs, train.loss, 100 * train.accuracy, test.loss, 100 * test.accuracy,
+      train.seconds, images_per_second, static_cast<double>(lr), run_time.c_str());
+  std::fflush(stdout);
+  log_.write({{"type", "epoch"},
+              {"epoch", epoch + 1},
+              {"train_loss", train.loss},
+              {"train_accuracy", train.accuracy},
+              {"test_loss", test.loss},
+              {"test_accuracy", test.accuracy},
+              {"seconds", train.seconds},
+              {"host_reads", train.host_reads},
+              {"images_per_second", images_per_second},
+              {"lr", lr},
+              {"step", step},
+              {"mode", mode_name(options_.setup.mode)},
+              {"precision", nn::precision_name(options_.setup.precision)},
+              {"world_size", world_}});
+}
+
+void RunReport::print_interrupted(int epoch) const {
+  if (!enabled_) return;
+  std::printf("\ninterrupted during epoch %d; %s\n", epoch + 1, what_is_saved().c_str());
+}
+
+std::string RunReport::what_is_saved() const {
+  if (options_.save.empty()) return "nothing was saved (no --save)";
+  if (nn::has_checkpoint(options_.save)) return "the last checkpoint is intact";
+  return options_.save_every_steps > 0
+             ? "nothing was saved yet (--save writes every --save-every-steps steps and at the "
+               "end of each epoch)"
+             : "nothing was saved yet (--save writes at the end of each epoch)";
+}
+
+void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
+  if (!enabled_) return;
+  if (!summary.interrupted && last_epoch < options_.epochs) {
+    std::printf("stopped after epoch %d of %d (--run-epochs)\n", last_epoch, options_.epochs);
+  }
+  if (summary.epochs_done == 0) {
+    std::printf("done: no epoch finished in this run\n");  // no accuracy to report as 0.00 %
+  } else {
+    std::printf(
+        "done: %s, best test accuracy %.2f%%, last %.2f%%, %.1f s training, %.0f img/s, %.1f "
+        "GFLOP/s (%.0f MFLOP per image per step)\n",
+        counted(summary.epochs_done, "epoch").c_str(), 100 * summary.best_accuracy,
+        100 * summary.last_accuracy, summary.train_seconds, summary.images_per_second,
+        summary.images_per_second * summary.flops_per_image / 1e9, summary.flops_per_image / 1e6);
+  }
+  log_.write({{"type", "summary"},
+              {"epochs_done", summary.epochs_done},
+              {"best_test_accuracy", summary.best_accuracy},
+              {"last_test_accuracy", summary.last_accuracy},
+              {"train_seconds", summary.train_seconds},
+              {"images_per_second", summary.images_per_second},
+              {"flops_per_image", summary.flops_per_image},
+              {"interrupted", summary.interrupted},
+              {"mode", mode_name(options_.setup.mode)},
+              {"world_size", world_},
+              {"precision", nn::precision_name(options_.setup.precision)},
+              {"arch", options_.setup.arch}});
+  print_next_steps(summary, last_epoch);
+}
+
+// Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
+// says what it wrote and how to go on from it, as the review of a newcomer's first run asked.
+void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) const {
+  if (!options_.save.empty() && nn::has_checkpoint(options_.save)) {
+    std::printf("written: %s and %s (the checkpoint)%s%s\n", options_.save.c_str(),
+                nn::sidecar_path(options_.save).c_str(),
+                options_.log_json.empty() ? "" : ", metrics in ", options_.log_json.c_str());
+    if (summary.interrupted || last_epoch < options_.epochs) {
+      std::printf("continue: the same command with --resume %s\n", options_.save.c_str());
+    }
+    std::printf("evaluate: train_cifar --arch %s --eval-only --resume %s\n",
+                options_.setup.arch.c_str(), options_.save.c_str());
+  }
+  if (!options_.log_json.empty()) {
+    std::printf("plot:     scripts/plot_training.py %s\n", options_.log_json.c_str());
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace tandem::apps
