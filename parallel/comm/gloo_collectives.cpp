@@ -119,11 +119,8 @@ std::shared_ptr<Work> GlooProcessGroup::run_allgather(const std::string& op, Ten
     with_element_type(input.dtype(), [&](auto element) {
       using T = decltype(element);
       gloo::AllgatherOptions options(context_);
-      // In place (the input is this rank's chunk of the output, as sharded data parallel
-      // gathers its parameters): Gloo takes no input then, where it would memcpy the chunk
-      // onto itself (undefined behaviour, and an overlap error under ASan).
-      const bool in_place = elements_of<T>(input) == elements_of<T>(output) + rank() * input.numel();
-      if (!in_place) options.setInput(elements_of<T>(input), static_cast<size_t>(input.numel()));
+      if (!is_own_chunk(output, input, rank()))
+        options.setInput(elements_of<T>(input), static_cast<size_t>(input.numel()));
       options.setOutput(elements_of<T>(output), static_cast<size_t>(output.numel()));
       options.setTag(tag);
       options.setTimeout(this->options().timeout);
