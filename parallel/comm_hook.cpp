@@ -42,11 +42,10 @@ class CompressionHook final : public CommHook {
   std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, const GradBucket& bucket,
                                        Tensor shard) override {
     Tensor compressed_shard = empty({shard.numel()}, {.dtype = wire_, .device = shard.device()});
-    std::shared_ptr<Work> work = group.reduce_scatter_tensor(
-        compressed_shard, bucket.buffer.to(wire_), ReduceOp::Sum);
-    return then(std::move(work), [compressed_shard, shard]() mutable {
-      cast_out(compressed_shard, shard);
-    });
+    std::shared_ptr<Work> work =
+        group.reduce_scatter_tensor(compressed_shard, bucket.buffer.to(wire_), ReduceOp::Sum);
+    return then(std::move(work),
+                [compressed_shard, shard]() mutable { cast_out(compressed_shard, shard); });
   }
   size_t payload_bytes(int64_t elements) const override {
     return static_cast<size_t>(elements) * dtype_size(wire_);

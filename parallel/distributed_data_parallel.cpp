@@ -117,6 +117,12 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     trained_names_.push_back(name);
   }
   if (options_.sharding != Sharding::None) {
+    // A parameter no rank used keeps its .grad in DDP and plain SGD skips it; the sharded step
+    // cannot tell, and would move it by its momentum and weight decay.
+    TANDEM_CHECK(!options_.reducer.find_unused_parameters,
+                 "[ZeRO] find_unused_parameters is not supported with sharding (",
+                 sharding_name(options_.sharding),
+                 "): every parameter must take part in every step's loss");
     // Note [Shards per bucket]: the shards follow the buckets, which therefore never change.
     options_.reducer.rebuild_buckets = false;
     options_.reducer.shard_gradients = options_.sharding == Sharding::Gradients;

@@ -15,14 +15,6 @@ const char* sharding_name(Sharding sharding) {
   return "?";
 }
 
-Sharding parse_sharding(const std::string& name) {
-  if (name == "none" || name == "0") return Sharding::None;
-  if (name == "optimizer" || name == "1") return Sharding::Optimizer;
-  if (name == "gradients" || name == "2") return Sharding::Gradients;
-  TANDEM_FAIL("[ZeRO] unknown sharding '", name,
-              "' (choose none, optimizer or gradients; or the ZeRO stage 0, 1 or 2)");
-}
-
 FlatParameters::FlatParameters(std::vector<Tensor> parameters, ShardLayout layout)
     : parameters_(std::move(parameters)), layout_(std::move(layout)) {
   TANDEM_CHECK(layout_.parameter_count() == parameters_.size(), "[ZeRO] a layout of ",

@@ -26,8 +26,6 @@ enum class Sharding {
 
 /// "none", "optimizer", "gradients".
 const char* sharding_name(Sharding sharding);
-/// Those names, or the ZeRO stage numbers "0", "1", "2"; throws naming the choices otherwise.
-Sharding parse_sharding(const std::string& name);
 
 class FlatParameters {
  public:

@@ -151,8 +151,8 @@ void Reducer::make_views(Bucket& bucket) const {
   for (size_t index : bucket.parameters) {
     const Tensor& p = parameters_[index];
     // In the parameter's memory format, as PyTorch's bucket views (gradient_as_bucket_view).
-    bucket.views.push_back(ops::dense_view(bucket.flat.slice(offset, offset + p.numel()),
-                                           p.shape(), p.memory_format()));
+    bucket.views.push_back(ops::dense_view(bucket.flat.slice(offset, offset + p.numel()), p.shape(),
+                                           p.memory_format()));
     offset += p.numel();
   }
 }

@@ -213,9 +213,9 @@ class Reducer {
   using Clock = std::chrono::steady_clock;
 
   struct Bucket {
-    Tensor flat;                     ///< the bucket's gradients back to back, reduced in one call
-    int64_t numel = 0;               ///< of `flat` (stage 2: padded; kept while `flat` is not)
-    Tensor shard;     ///< stage 2: this rank's part of the reduced bucket (Note [Sharded gradients])
+    Tensor flat;        ///< the bucket's gradients back to back, reduced in one call
+    int64_t numel = 0;  ///< of `flat` (stage 2: padded; kept while `flat` is not)
+    Tensor shard;  ///< stage 2: this rank's part of the reduced bucket (Note [Sharded gradients])
     Tensor incoming;  ///< stage 2: the reduction's target while `shard` holds an unused gradient
     std::vector<size_t> parameters;  ///< indices into parameters_, in bucket order
     std::vector<Tensor> views;       ///< views of `flat`, one per parameter, their shapes
@@ -283,11 +283,12 @@ class Reducer {
   bool reduced_ = false;               ///< has_reduced_gradients()
   /// Stage 2: bucket buffers whose collective may still run, and their bytes.
   std::vector<std::pair<std::shared_ptr<Work>, size_t>> in_flight_;
-  size_t transient_bytes_ = 0;  ///< stage 2: bucket bytes alive (allocated, collective not seen done)
+  size_t transient_bytes_ =
+      0;  ///< stage 2: bucket bytes alive (allocated, collective not seen done)
   size_t peak_transient_bytes_ = 0;
-  int divisor_ = 1;                    ///< ranks the gradients are averaged over
-  StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
-  StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
+  int divisor_ = 1;           ///< ranks the gradients are averaged over
+  StreamRef forward_stream_;  ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
+  StreamRef grad_stream_;     ///< the stream the gradient hooks ran on this step
   /// The last step, until last_step() or take_step_record() reads it; turned into
   /// ReducerStepStats on demand, when every all-reduce has ended (on NCCL only once the device
   /// has run them).

@@ -11,8 +11,9 @@ namespace {
 constexpr size_t kNowhere = std::numeric_limits<size_t>::max();
 
 // This rank's part [begin, end) of a bucket, cut at its parameters' boundaries.
-std::vector<ShardSegment> segments_of(const BucketShards& bucket, const std::vector<int64_t>& numels,
-                                      int64_t begin, int64_t end) {
+std::vector<ShardSegment> segments_of(const BucketShards& bucket,
+                                      const std::vector<int64_t>& numels, int64_t begin,
+                                      int64_t end) {
   std::vector<ShardSegment> segments;
   for (size_t slot = 0; slot < bucket.parameters.size(); ++slot) {
     const size_t parameter = bucket.parameters[slot];

@@ -35,7 +35,8 @@ ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
   has_momentum_.assign(layout.parameter_count(), false);
   if (config_.momentum != 0.0f) {
     for (const BucketShards& bucket : layout.buckets()) {
-      momentum_.push_back(zeros({bucket.shard_numel}, {.device = ddp.process_group().tensor_device()}));
+      momentum_.push_back(
+          zeros({bucket.shard_numel}, {.device = ddp.process_group().tensor_device()}));
     }
   }
   take_state(full);
@@ -50,8 +51,7 @@ void ShardedSgd::take_state(nn::Sgd& full) {
   for (size_t i = 0; i < trained.size(); ++i) {
     const auto found = std::find_if(module_parameters_.begin(), module_parameters_.end(),
                                     [&](const Tensor& p) { return p.is_same(trained[i]); });
-    TANDEM_CHECK(found != module_parameters_.end(), "[ZeRO] parameter ",
-                 ddp_.trained_names().at(i),
+    TANDEM_CHECK(found != module_parameters_.end(), "[ZeRO] parameter ", ddp_.trained_names().at(i),
                  " of the DDP model is not among the optimizer's: build the nn::Sgd over "
                  "module().parameters()");
     const Tensor& buffer =
@@ -95,7 +95,8 @@ void ShardedSgd::step() {
 
 float ShardedSgd::agree_lr(bool joined) {
   ProcessGroup& group = ddp_.process_group();
-  Tensor lr = from_vector<float>({joined ? 0.0f : config_.lr}, {1}, {.device = group.tensor_device()});
+  Tensor lr =
+      from_vector<float>({joined ? 0.0f : config_.lr}, {1}, {.device = group.tensor_device()});
   group.allreduce({lr}, ReduceOp::Max)->synchronize();  // the host reads it next
   return static_cast<float>(lr.item());
 }
@@ -131,7 +132,8 @@ void ShardedSgd::step_bucket(size_t k) {
   // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
   const int64_t grad_begin = ddp_.sharding() == Sharding::Gradients ? 0 : bucket.shard_begin;
   const auto options_of = [&](size_t parameter) {
-    const bool decay = !(config_.no_decay_for_bn_and_bias && flat_.parameters()[parameter].dim() <= 1);
+    const bool decay =
+        !(config_.no_decay_for_bn_and_bias && flat_.parameters()[parameter].dim() <= 1);
     return SgdStepOptions{.lr = config_.lr,
                           .momentum = config_.momentum,
                           .dampening = config_.dampening,
