@@ -65,6 +65,7 @@ struct Trained {
 struct Variant {
   nn::Precision precision = nn::Precision::Float32;
   bool sync_bn = false;
+  GradCompression compression = GradCompression::None;  ///< the built-in hooks
 };
 
 // `steps` steps of `micro` micro-batches each (all but the last under no_sync(), each mean loss
@@ -75,6 +76,9 @@ Trained train(const std::shared_ptr<ProcessGroup>& group, Sharding sharding,
   net->set_precision(variant.precision);
   if (variant.sync_bn) convert_sync_batchnorm(*net, group);
   DistributedDataParallel model(net, group, options_for(sharding));
+  if (variant.compression != GradCompression::None) {
+    model.register_comm_hook(make_comm_hook(variant.compression));
+  }
   nn::Sgd sgd(net->parameters(), config);
   std::unique_ptr<ShardedSgd> sharded;
   if (sharding != Sharding::None) sharded = std::make_unique<ShardedSgd>(model, sgd);
@@ -175,6 +179,37 @@ TEST(ShardedDdpMultiprocess, StagesOneAndTwoStepLikeDdpInBf16AndWithSyncBatchNor
           std::string(sharding_name(sharding)) + (variant.sync_bn ? ", SyncBatchNorm" : ", bf16"));
     }
   }
+}
+
+// Note [Sharded reductions]: the fp16 and bf16 hooks reduce-scatter the bucket in 16 bits as they
+// all-reduce it; two ranks add each element once either way. A hook of one's own without
+// reduce_scatter() is refused at stage 2 when its first bucket launches.
+TEST(ShardedDdpMultiprocess, CompressionHooksReduceScatterAndOthersAreRefused) {
+  TANDEM_RUN_AS_RANKS(2, ddp_ranks_options());
+  auto group = gloo_group();
+  const nn::SgdConfig config{.lr = 0.1f, .momentum = 0.9f};
+  for (const GradCompression compression : {GradCompression::Float16, GradCompression::BFloat16}) {
+    const Variant variant{.compression = compression};
+    const Trained ddp = train(group, Sharding::None, config, 2, 1, variant);
+    expect_like_ddp(train(group, Sharding::Gradients, config, 2, 1, variant), ddp,
+                    Sharding::Gradients, grad_compression_name(compression));
+  }
+  class AllreduceOnly final : public CommHook {
+   public:
+    std::string name() const override { return "allreduce-only"; }
+    std::shared_ptr<Work> reduce(ProcessGroup& group, const GradBucket& bucket) override {
+      return group.allreduce({bucket.buffer}, ReduceOp::Sum);
+    }
+    size_t payload_bytes(int64_t elements) const override {
+      return static_cast<size_t>(elements) * sizeof(float);
+    }
+  };
+  DistributedDataParallel model(conv_bn_net(7), group, options_for(Sharding::Gradients));
+  model.register_comm_hook(std::make_shared<AllreduceOnly>());
+  const auto batch = testing::random_image_batch(kRows, 5);
+  const std::string message =
+      error_message([&] { cross_entropy(model.forward(batch.images), batch.labels).backward(); });
+  EXPECT_NE(message.find("'allreduce-only' has no reduce_scatter()"), std::string::npos) << message;
 }
 
 TEST(ShardedDdpMpiMultiprocess, StagesOneAndTwoStepLikeDdpOnTwoRanks) {
