@@ -52,7 +52,7 @@ class CommHook {
   /// buffer.numel() / size() elements) holds this rank's part of the sum over ranks: part r is
   /// elements [r·n, (r+1)·n). The buffer's values may be anything afterwards. The default throws.
   virtual std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, const GradBucket& bucket,
-                                               Tensor shard);
+                                               const Tensor& shard);
   /// Bytes this rank hands to collectives for a bucket of `elements` float32 gradients: what
   /// bench_cifar reports per step (each rank sends about twice this in a ring all-reduce).
   virtual size_t payload_bytes(int64_t elements) const = 0;
