@@ -26,8 +26,9 @@ CheckpointKeeper::CheckpointKeeper(const TrainOptions& options,
 // position_from() refuses a mid-epoch one whose batch layout, the world size among it, differs.
 // An elastic resume in the middle of an epoch would translate the position here (the global
 // batch and the images already trained stay the same) and have make_train_sampler re-split what
-// is left of the epoch's order; every rank loads the whole checkpoint, so a sharded optimizer
-// would also take its new shard here.
+// is left of the epoch's order. Every rank loads the whole checkpoint, and a sharded optimizer
+// (--zero) takes this run's part of its momentum when make_training_setup builds it, so the
+// world size and the stage may both change at a resume.
 void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
   if (resume_path_.empty()) return;
   const std::string& path = resume_path_;
@@ -100,12 +101,15 @@ bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,
 
 // Note [Saving on every rank]: every rank calls save() at the same step, though rank 0 alone
 // writes, so that a save can be a collective: the barrier keeps any rank from reading the files
-// before they are complete, and a sharded optimizer (ZeRO) would gather its state to rank 0 here,
-// before the write, with every rank taking part; the file stays the format of plain DDP.
+// before they are complete, and a sharded optimizer (ZeRO, --zero) gathers its state to rank 0
+// here, before the write, with every rank taking part; the file stays the format of plain DDP
+// (Note [Sharded data parallel], checkpoints).
 void CheckpointKeeper::save(const RunPosition& position, const TrainingSetup& setup) {
   if (options_.save.empty()) return;
+  const std::unique_ptr<nn::Sgd> gathered =
+      setup.sharded ? setup.sharded->consolidated(0) : nullptr;
   if (rank_ == 0) {
-    nn::save_checkpoint(options_.save, *setup.network, *setup.optimizer,
+    nn::save_checkpoint(options_.save, *setup.network, gathered ? *gathered : *setup.optimizer,
                         training_state_at(position, options_, world_));
     report_.log_position("checkpoint", position);
   }

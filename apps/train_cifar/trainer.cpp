@@ -133,8 +133,9 @@ std::shared_ptr<const data::Sampler> Trainer::make_train_sampler() {
   // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
   // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
   // unreduced while the others still run under no_sync(): with either the shares are padded,
-  // as PyTorch's DistributedSampler does.
+  // as PyTorch's DistributedSampler does. So they are with --zero, whose Join is not wired here.
   shares_.uneven = !options_.drop_last && !options_.setup.sync_bn && options_.accumulate == 1 &&
+                   options_.setup.ddp.sharding == parallel::Sharding::None &&
                    train_set_->size() % world_ != 0;
   data::DistributedSamplerConfig sharing{.num_replicas = world_,
                                          .rank = rank_,
@@ -212,8 +213,8 @@ bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t
       std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
   const bool steps_now = in_group == group_size - 1;
   if (in_group == 0) {
-    setup_.optimizer->set_lr(schedule_->lr_at(step_));
-    setup_.optimizer->zero_grad();
+    setup_.stepper().set_lr(schedule_->lr_at(step_));
+    setup_.stepper().zero_grad();
   }
   {
     std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
@@ -225,7 +226,7 @@ bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t
     pending.add(loss, count_correct(logits.detach(), batch.labels), batch.labels.size(0));
   }
   if (steps_now) {
-    setup_.optimizer->step();
+    setup_.stepper().step();
     ++step_;
   }
   return true;
