@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "apps/common/output_paths.h"
+#include "apps/train_cifar/saved_buckets.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 
@@ -53,7 +54,12 @@ void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
                  "); resuming from " + nn::previous_path(path) + ", one save earlier");
   }
   start_ = position_from(state, options_, world_, path);
+  resumed_ = state.extra;
   for (const std::string& warning : warnings) report_.warn(warning);  // nothing refuses it now
+}
+
+void CheckpointKeeper::restore_buckets(const TrainingSetup& setup) const {
+  restore_bucket_order(resumed_, setup, resume_path_);
 }
 
 void CheckpointKeeper::check_ranks_resume_alike() {
@@ -105,8 +111,9 @@ bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,
 void CheckpointKeeper::save(const RunPosition& position, const TrainingSetup& setup) {
   if (options_.save.empty()) return;
   if (rank_ == 0) {
-    nn::save_checkpoint(options_.save, *setup.network, *setup.optimizer,
-                        training_state_at(position, options_, world_));
+    nn::TrainingState state = training_state_at(position, options_, world_);
+    record_bucket_order(setup, state.extra);
+    nn::save_checkpoint(options_.save, *setup.network, *setup.optimizer, state);
     report_.log_position("checkpoint", position);
   }
   if (group_) group_->barrier()->wait();

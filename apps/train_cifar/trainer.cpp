@@ -56,6 +56,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
   setup_ = make_training_setup(
       options_.setup, choose_devices(options_.setup.mode, options_.devices, group_.get()), group_,
       [this](nn::Module& network, nn::Sgd& optimizer) { keeper_.resume(network, optimizer); });
+  keeper_.restore_buckets(setup_);
   const RunPosition& start = keeper_.start();
   step_ = start.step;
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
@@ -478,8 +479,7 @@ StepProfilerOptions Trainer::profile_options() const {
 
 double Trainer::flops_per_image() const {
   const Shape& images = train_set_->images.shape();  // (N, C, H, W)
-  return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end()))
-      .total();
+  return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end())).total();
 }
 
 }  // namespace tandem::apps
