@@ -41,6 +41,9 @@ class CheckpointKeeper {
   /// After DDP has wrapped the network: its gradient buckets as the checkpoint recorded them
   /// (apps/train_cifar/saved_buckets.h), so the resumed steps reduce as the saved run's would.
   void restore_buckets(const TrainingSetup& setup) const;
+  /// The ranks of the run that wrote the checkpoint (this run's when it did not record them, or
+  /// without a checkpoint): Note [Resume at another world size].
+  int resumed_world_size() const;
   /// Where this invocation begins: the checkpoint's position, or the run's start.
   const RunPosition& start() const { return start_; }
   /// Every rank must resume from the same position (a checkpoint one rank cannot see would

@@ -403,6 +403,7 @@ RunShape Trainer::shape() const {
           .backend = group_ ? group_->backend_name() : "",
           .world = world_,
           .local_ranks = local_ranks_,
+          .saved_world = keeper_.resumed_world_size(),
           .train_images = train_set_->size(),
           .test_images = test_set_->size(),
           .shares = shares_};
@@ -424,7 +425,9 @@ RunSummary Trainer::run() {
     report_.print_nothing_to_train(start.epoch);
     return summary;
   }
-  if (start.epoch > 0 || start.batch > 0) report_.log_position("resume", start);
+  if (start.epoch > 0 || start.batch > 0) {
+    report_.log_position("resume", start, keeper_.resumed_world_size());
+  }
   training_started() = true;
   const int last_epoch = options_.run_epochs > 0
                              ? std::min(options_.epochs, start.epoch + options_.run_epochs)
