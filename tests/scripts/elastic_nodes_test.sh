@@ -55,11 +55,12 @@ case "$case" in
     wait_for "$scratch/n0.log" "attempt 1 runs on 2 of 3 nodes \(0, 1\)"
     # Once the two have saved, so that the three resume from a 2-rank checkpoint.
     wait_for "$scratch/f.jsonl" '"attempt":1,[^}]*"type":"checkpoint"'
+    joined=$(date +%s.%N)
     node 2 n2again --rdzv-timeout 30; p2=$launcher
     echo "node 2 started again"
     for p in $p0 $p1 $p2; do wait "$p" || fail "a launcher exited with $?"; done
     grep -q "runs on 3 of 3 nodes (0, 1, 2)" "$scratch/n2again.log" || fail "node 2 did not rejoin"
-    "$python" - "$scratch/f.jsonl" "$lost" <<'PY' || fail "the log does not show 3 -> 2 -> 3"
+    "$python" - "$scratch/f.jsonl" "$lost" "$joined" <<'PY' || fail "the log does not show 3 -> 2 -> 3"
 import json, sys
 log = [json.loads(line) for line in open(sys.argv[1])]
 resumes = [r for r in log if r["type"] == "resume"]
@@ -68,7 +69,9 @@ print("resumes (world size from, to):", sizes)
 assert sizes[0] == (3, 2) and sizes[-1] == (2, 3), sizes
 assert [r for r in log if r["type"] == "epoch"][-1]["epoch"] == 2
 print(f"training again {resumes[0]['unix_time'] - float(sys.argv[2]):.2f} s after node 2 was lost "
-      f"(--rdzv-last-call 1), from step {resumes[0]['step']}")
+      f"(--rdzv-last-call 1), from step {resumes[0]['step']}, on 2 ranks")
+print(f"training again {resumes[-1]['unix_time'] - float(sys.argv[3]):.2f} s after node 2 was "
+      f"started again, from step {resumes[-1]['step']}, on 3 ranks")
 PY
     no_orphans
     ;;
