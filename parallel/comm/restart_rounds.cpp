@@ -87,12 +87,13 @@ std::optional<std::vector<int>> RestartRounds::wait_for_members(
     if (cancelled()) return std::nullopt;
     const int64_t joined = store_->add(key(round, "joined"), 0);
     if (joined >= options_.min_nodes && !enough_since) enough_since = Clock::now();
+    const auto now = Clock::now();  // enough nodes start at the last call, or at the deadline
     if (joined >= options_.nnodes ||
-        (enough_since && Clock::now() - *enough_since >= options_.last_call)) {
+        (enough_since && (now - *enough_since >= options_.last_call || now >= deadline))) {
       seal(round);
       continue;
     }
-    if (Clock::now() >= deadline) throw_timeout(round, joined);
+    if (now >= deadline) throw_timeout(round, joined);
     std::this_thread::sleep_for(options_.poll_interval);
   }
 }
