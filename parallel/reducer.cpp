@@ -159,15 +159,22 @@ void Reducer::make_views(Bucket& bucket) const {
 
 // Note [Bucket ordering]: rank 0's arrival order, so that all ranks agree. When rank 0 has no
 // complete one (it shadowed the last step, Note [Joined ranks]) it sends its current order.
+std::vector<size_t> Reducer::current_order() const {
+  std::vector<size_t> order;
+  for (const Bucket& bucket : buckets_) {
+    order.insert(order.end(), bucket.parameters.begin(), bucket.parameters.end());
+  }
+  return order;
+}
+
+std::vector<size_t> Reducer::rebuild_order() const {
+  return arrival_order_.size() == parameters_.size() ? arrival_order_ : current_order();
+}
+
 void Reducer::rebuild_buckets() {
   const auto count = static_cast<int64_t>(parameters_.size());
-  std::vector<int64_t> order_values(arrival_order_.begin(), arrival_order_.end());
-  if (order_values.size() != parameters_.size()) {
-    order_values.clear();
-    for (const Bucket& bucket : buckets_) {
-      order_values.insert(order_values.end(), bucket.parameters.begin(), bucket.parameters.end());
-    }
-  }
+  const std::vector<size_t> mine = rebuild_order();
+  const std::vector<int64_t> order_values(mine.begin(), mine.end());
   Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64, .device = device_});
   group_->broadcast({order}, 0)->synchronize();  // the host reads it next
   std::vector<size_t> order_from_rank0;
@@ -468,6 +475,32 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   std::vector<std::vector<size_t>> out;
   for (const Bucket& bucket : buckets_) out.push_back(bucket.parameters);
   return out;
+}
+
+std::vector<size_t> Reducer::bucket_order() const {
+  std::lock_guard lock(mutex_);
+  // Without the rebuild (and so under ZeRO) every run builds the same buckets: nothing to keep.
+  if (!options_.rebuild_buckets || (!rebuilt_ && synced_steps_ == 0)) return {};
+  return rebuild_due() ? rebuild_order() : current_order();
+}
+
+void Reducer::restore_bucket_order(const std::vector<size_t>& order) {
+  std::lock_guard lock(mutex_);
+  // Buckets that never change (Note [Shards per bucket]) are the ones the saving run had too,
+  // unless it rebuilt its own: then the reduction order, not the result's correctness, differs.
+  if (!options_.rebuild_buckets) return;
+  TANDEM_CHECK(synced_steps_ == 0 && !expect_hooks_,
+               "[DDP] restore_bucket_order must be called before the first backward pass");
+  std::vector<bool> seen(parameters_.size(), false);
+  bool permutation = order.size() == parameters_.size();
+  for (size_t index : order) {
+    permutation = permutation && index < seen.size() && !seen[index];
+    if (permutation) seen[index] = true;
+  }
+  TANDEM_CHECK(permutation, "[DDP] a saved bucket order must name each of the model's ",
+               parameters_.size(), " parameters once; it has ", order.size(), " entries");
+  build_buckets(order);
+  rebuilt_ = true;
 }
 
 }  // namespace tandem::parallel

@@ -15,6 +15,14 @@
 /// hold up to bucket_cap_mb. After the first step the buckets are rebuilt once in the order the
 /// gradients actually arrived on rank 0, broadcast so that every rank builds the same buckets.
 ///
+/// Note [Bucket order on resume]: with 3 or more ranks a bucket's all-reduce (Gloo's ring, NCCL's)
+/// adds each element's values in an order that depends on its place in the bucket, so the same
+/// gradients summed in other buckets differ in the last bits. A job resumed from a checkpoint
+/// would reduce its first step with the initial buckets where the uninterrupted job used the
+/// rebuilt ones. So bucket_order() is saved with a checkpoint and restore_bucket_order() resumes
+/// with it: the resumed job reduces every step exactly as the uninterrupted one (its rebuild
+/// already done). Two ranks add a + b = b + a, bit-exact in any layout.
+///
 /// Note [Launch order]: every rank must submit the same all-reduces in the same order (Note
 /// [Collective order]), so bucket k launches only once buckets 0 … k-1 have launched, even when
 /// it is ready earlier.
@@ -198,6 +206,16 @@ class Reducer {
   bool has_reduced_gradients() const;
   void clear_reduced_gradients();
   GradientMemory gradient_memory() const;
+  /// The parameters in the order of the buckets the next step reduces with (Note [Bucket order
+  /// on resume]): the rebuilt buckets', or, while the rebuild is due at the next forward, the
+  /// order it will build from (this rank's arrival order; rank 0's is the one every rank takes);
+  /// empty before the first step, whose initial buckets every Reducer builds alike, and empty
+  /// without rebuild_buckets (ZeRO), whose buckets never change.
+  std::vector<size_t> bucket_order() const;
+  /// Builds the buckets from `order` (a bucket_order() of the run a checkpoint comes from) and
+  /// skips the rebuild after the first step. Every rank alike, before the first backward pass.
+  /// Without rebuild_buckets it does nothing: those buckets (and ZeRO's shards) never change.
+  void restore_bucket_order(const std::vector<size_t>& order);
   /// Timings of the last finished step. On NCCL, whose all-reduces may still be running on the
   /// device when backward() returns, this first waits for them (Work::synchronize()).
   ReducerStepStats last_step() const;
@@ -233,6 +251,10 @@ class Reducer {
   void build_buckets(const std::vector<size_t>& order);
   void make_views(Bucket& bucket) const;  ///< views of `flat` per parameter
   void rebuild_buckets();
+  /// What rebuild_buckets() sends from rank 0: the last step's arrival order when it saw every
+  /// parameter, else the current buckets' order.
+  std::vector<size_t> rebuild_order() const;
+  std::vector<size_t> current_order() const;  ///< the parameters, bucket after bucket
   void find_unused_parameters(const std::vector<Tensor>& outputs);
   void launch_used_counts();
   void mark_ready_locked(size_t index, bool has_gradient);

@@ -207,9 +207,15 @@ void validate(const TrainOptions& o, int world_size) {
       "--mode ddp");
   if (o.setup.mode == Mode::Distributed) {
     const int64_t below = o.batch_size - o.batch_size % world_size;
+    // A resumed run keeps its global batch (Note [A resume knows its run]): other world sizes.
+    int fewer = world_size - 1, more = world_size + 1;
+    while (fewer > 1 && o.batch_size % fewer != 0) --fewer;
+    while (more < o.batch_size && o.batch_size % more != 0) ++more;
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
                  " does not split evenly over ", world_size, " ranks; use ",
-                 below > 0 ? std::to_string(below) + " or " : "", below + world_size);
+                 below > 0 ? std::to_string(below) + " or " : "", below + world_size,
+                 ", or keep it (as a resumed run must) on ", fewer,
+                 more <= o.batch_size ? " or " + std::to_string(more) : "", " ranks");
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");

@@ -56,6 +56,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
   setup_ = make_training_setup(
       options_.setup, choose_devices(options_.setup.mode, options_.devices, group_.get()), group_,
       [this](nn::Module& network, nn::Sgd& optimizer) { keeper_.resume(network, optimizer); });
+  keeper_.restore_buckets(setup_);
   const RunPosition& start = keeper_.start();
   step_ = start.step;
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
@@ -403,6 +404,7 @@ RunShape Trainer::shape() const {
           .backend = group_ ? group_->backend_name() : "",
           .world = world_,
           .local_ranks = local_ranks_,
+          .saved_world = keeper_.resumed_world_size(),
           .train_images = train_set_->size(),
           .test_images = test_set_->size(),
           .shares = shares_};
@@ -424,7 +426,9 @@ RunSummary Trainer::run() {
     report_.print_nothing_to_train(start.epoch);
     return summary;
   }
-  if (start.epoch > 0 || start.batch > 0) report_.log_position("resume", start);
+  if (start.epoch > 0 || start.batch > 0) {
+    report_.log_position("resume", start, keeper_.resumed_world_size());
+  }
   training_started() = true;
   const int last_epoch = options_.run_epochs > 0
                              ? std::min(options_.epochs, start.epoch + options_.run_epochs)
