@@ -11,9 +11,11 @@
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
 # the accuracy climbing. Both write resnet20[-cpu].ckpt (+ .state, .prev, .prev.state) and
 # resnet20[-cpu].jsonl in the checkout; train_cifar's last lines say how to resume, evaluate and plot.
+# Run again, the default continues its checkpoint (--resume auto), and says so once it is finished.
 # Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data; your own --data-dir or
 # --synthetic instead skips the download).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
