@@ -58,9 +58,9 @@ if [ "$gpus" -gt 0 ]; then
   echo "== ResNet-20 on $gpus GPU(s) ($devices), the paper's schedule"
   exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 164 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
-    --log-json "$root/resnet20.jsonl"
+    --resume auto --log-json "$root/resnet20.jsonl"
 fi
 echo "== no GPU build: a short ResNet-20 run on the CPU ($(nproc) cores)"
 exec "$train" "${data_flag[@]}" --mode single --arch resnet20 --subset 10000 --epochs 4 \
   --batch-size 128 --lr 0.1 --schedule onecycle --save "$root/resnet20-cpu.ckpt" \
-  --log-json "$root/resnet20-cpu.jsonl"
+  --resume auto --log-json "$root/resnet20-cpu.jsonl"
