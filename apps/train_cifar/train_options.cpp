@@ -257,6 +257,9 @@ void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environme
                mode_name(o.setup.mode), ": add --mode ddp");
   parallel::check_rank_and_world_size(parallel::parse_init_method(o.init_method), o.rank,
                                       o.world_size);
+  TANDEM_CHECK(!by_hand || o.backend != Backend::Mpi,
+               "[train_cifar] --backend mpi: mpirun starts the ranks and says where each sits; "
+               "drop --init-method, --rank and --world-size (or use --backend gloo)");
   TANDEM_CHECK(!by_hand || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
                " starts ranks on this machine through env://, but a rank started by hand (",
                o.init_method, ", --rank) is one process: start each rank with its own --rank");

@@ -478,8 +478,7 @@ StepProfilerOptions Trainer::profile_options() const {
 
 double Trainer::flops_per_image() const {
   const Shape& images = train_set_->images.shape();  // (N, C, H, W)
-  return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end()))
-      .total();
+  return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end())).total();
 }
 
 }  // namespace tandem::apps

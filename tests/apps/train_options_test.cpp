@@ -177,7 +177,7 @@ TEST(TrainOptions, BadFlagsAndValuesAreOneClearLine) {
            {{"--precision", "fp16"}, "--precision: fp16 not in {fp32,bf16}"},
            {{"--grad-compression", "int8"}, "--grad-compression: int8 not in {none,fp16,bf16}"},
            {{"--first-bucket-mb", "0"}, "--first-bucket-mb"},
-           {{"--backend", "mpi"}, "--backend: mpi not in {nccl,gloo}"}}) {
+           {{"--backend", "ucc"}, "--backend: ucc not in {nccl,gloo,mpi}"}}) {
     const std::string message = parse_error(args);
     EXPECT_NE(message.find("[train_cifar]"), std::string::npos) << message;
     EXPECT_NE(message.find(expected), std::string::npos) << message;
@@ -250,6 +250,13 @@ TEST(TrainOptions, RanksStartedByHand) {
   EXPECT_NE(error_message([&] {
               validate_launch(parse({"--mode", "ddp", "--init-method", "file:///x"}), nothing);
             }).find("[init_method] file:///x needs this process's rank and the world size"),
+            std::string::npos);
+  // MPI's ranks come from mpirun, never from a store.
+  EXPECT_NE(error_message([&] {
+              validate_launch(parse({"--mode", "ddp", "--backend", "mpi", "--init-method",
+                                     "tcp://10.1.1.20:23456", "--rank", "1", "--world-size", "3"}),
+                              nothing);
+            }).find("[train_cifar] --backend mpi: mpirun starts the ranks"),
             std::string::npos);
 }
 

@@ -118,8 +118,8 @@ TEST(Gloo, InitProcessGroupNamesUnsupportedBackends) {
     // Before any store is touched: no port is opened, no peer awaited.
     EXPECT_TRUE(contains(error_message([&] { init_process_group("nccl", env); }), "[nccl] "));
   }
-  EXPECT_TRUE(contains(error_message([&] { init_process_group("mpi", env); }),
-                       "[process_group] unknown backend 'mpi'"));
+  EXPECT_TRUE(contains(error_message([&] { init_process_group("ucc", env); }),
+                       "[process_group] unknown backend 'ucc'"));
 }
 
 // tandem-run's store outlives an attempt: a restarted attempt's ranks must not meet the keys the
