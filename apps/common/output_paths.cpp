@@ -80,14 +80,14 @@ void check_replaceable(const std::string& program, const std::string& flag,
 
 namespace {
 
-// The same file for two names: equal once made absolute and resolved, or, both existing, one
-// file under two names (a hard link).
+// The same path once made absolute, with "." and ".." and symbolic links resolved. Hard links are
+// not compared: a checkpoint's previous pair is a hard link of it between saves, by design (Note
+// [Checkpoint atomicity] in nn/checkpoint.h).
 bool same_file(const std::string& a, const std::string& b) {
   std::error_code error;
   const fs::path resolved_a = fs::weakly_canonical(fs::absolute(a), error);
   const fs::path resolved_b = fs::weakly_canonical(fs::absolute(b), error);
-  if (!error && resolved_a == resolved_b) return true;
-  return fs::exists(a, error) && fs::exists(b, error) && fs::equivalent(a, b, error);
+  return !error && resolved_a == resolved_b;
 }
 
 }  // namespace

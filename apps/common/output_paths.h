@@ -29,8 +29,8 @@ struct OutputFile {
   std::string named_by;
 };
 
-/// Checks that a run's outputs are different files (after "./" and "..", symbolic links and hard
-/// links): throws "[program] --log-json X is also --save's sidecar; give each output its own file"
+/// Checks that a run's outputs are different files (after "./" and "..", and symbolic links):
+/// throws "[program] --log-json X is also --save's sidecar; give each output its own file"
 /// otherwise, where one would overwrite the other. Empty paths are outputs not asked for.
 void check_distinct_outputs(const std::string& program, const std::vector<OutputFile>& outputs);
 
