@@ -94,7 +94,7 @@ std::string resume_source(const TrainOptions& options) {
     const std::string suffix = nn::sidecar_path("");
     if (path.size() > suffix.size() && path.ends_with(suffix) &&
         !std::filesystem::exists(nn::sidecar_path(path))) {
-      const std::string weights = path.substr(0, path.size() - suffix.size());
+      std::string weights = path.substr(0, path.size() - suffix.size());
       if (std::filesystem::is_regular_file(weights)) return weights;
     }
     return path;
