@@ -6,13 +6,36 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string>
+
 #include "apps/common/flag_errors.h"
 #include "apps/common/parse_command_line.h"
 #include "apps/common/run_main.h"
 #include "apps/common/version.h"
+#include "engine/error.h"
 #include "parallel/comm/launcher.h"
 
 namespace {
+
+// --nnodes N (a fixed size) or MIN:MAX (torchrun's elastic spelling).
+void parse_nnodes(const std::string& text, tandem::parallel::LaunchOptions& options) {
+  const size_t colon = text.find(':');
+  const auto number = [&](const std::string& part) {
+    size_t used = 0;
+    int value = -1;
+    try {
+      value = std::stoi(part, &used);
+    } catch (const std::exception&) {
+    }
+    TANDEM_CHECK(!part.empty() && used == part.size() && value >= 1, "[tandem-run] --nnodes ", text,
+                 ": expected N or MIN:MAX with 1 <= MIN <= MAX, e.g. --nnodes 2:4");
+    return value;
+  };
+  options.nnodes = number(text.substr(colon == std::string::npos ? 0 : colon + 1));
+  options.min_nodes = colon == std::string::npos ? 0 : number(text.substr(0, colon));
+  TANDEM_CHECK(options.min_nodes <= options.nnodes, "[tandem-run] --nnodes ", text,
+               ": MIN is above MAX");
+}
 
 int run(int argc, char** argv) {
   tandem::parallel::LaunchOptions options;
@@ -24,7 +47,11 @@ int run(int argc, char** argv) {
   app.add_option("--nproc-per-node,--nproc_per_node", options.nproc_per_node,
                  "workers to start on this machine")
       ->capture_default_str();
-  app.add_option("--nnodes", options.nnodes, "machines in the job")->capture_default_str();
+  std::string nnodes = "1";
+  app.add_option("--nnodes", nnodes,
+                 "machines in the job: N, or MIN:MAX (elastic: each attempt runs on the machines "
+                 "that join its restart round, at least MIN; needs --max-restarts)")
+      ->capture_default_str();
   app.add_option("--node-rank,--node_rank", options.node_rank, "this machine, 0..nnodes-1")
       ->capture_default_str();
   app.add_option("--master-addr,--master_addr", options.master_addr,
@@ -47,6 +74,12 @@ int run(int argc, char** argv) {
                  "with --max-restarts: seconds to wait for the other nodes to join an attempt")
       ->check(tandem::apps::positive_number())
       ->capture_default_str();
+  double last_call_s = 30.0;
+  app.add_option("--rdzv-last-call,--rdzv_last_call", last_call_s,
+                 "with --nnodes MIN:MAX: seconds an attempt waits for more nodes once MIN have "
+                 "joined")
+      ->check(tandem::apps::non_negative_number())
+      ->capture_default_str();
   // Everything from "--" (or the first argument that is not a flag) on is the workers' command.
   app.prefix_command();
   app.footer("Usage: tandem-run [flags] -- PROGRAM [ARGS...]\n");
@@ -62,6 +95,8 @@ int run(int argc, char** argv) {
   if (!options.command.empty() && options.command.front() == "--") {
     options.command.erase(options.command.begin());
   }
+  parse_nnodes(nnodes, options);
+  options.rdzv_last_call = std::chrono::milliseconds(static_cast<int64_t>(last_call_s * 1000));
   options.kill_grace = std::chrono::milliseconds(static_cast<int64_t>(kill_grace_s * 1000));
   options.timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   options.rdzv_timeout = std::chrono::milliseconds(static_cast<int64_t>(rdzv_timeout_s * 1000));

@@ -53,6 +53,14 @@ struct DistributedSamplerConfig {
 /// drop_last the permuted list is padded by repeating its start so the union covers the data set;
 /// with drop_last its tail is dropped instead; with neither (pad = false) nothing is added or
 /// dropped and shares differ by at most one. Rank r takes positions r, r + R, r + 2R, …
+///
+/// Note [Global batches at any world size]: with a global batch B split over the R ranks (B / R
+/// each), rank r's batch s holds positions r + R·(s·B/R + j), so global step s, all ranks'
+/// batch s together, holds positions s·B … (s + 1)·B − 1 of the epoch's order: the same images at
+/// any R that divides B, with and without drop_last, and unpadded (pad = false) on any data set
+/// size. Padded shares differ only in the last step, which holds the padding. That is what lets a
+/// job resume in the middle of an epoch at another world size (train_cifar, Note [Resume at
+/// another world size]) and train on the same global batches in the same order.
 class DistributedSampler final : public Sampler {
  public:
   DistributedSampler(int64_t n, const DistributedSamplerConfig& config);

@@ -26,12 +26,4 @@ Backend& backend_for(Device device) {
   return cuda_backend();
 }
 
-DeviceRuntime& runtime_for(Device device) {
-  return backend_for(device);
-}
-
-DeviceRuntime& cuda_runtime() {
-  return cuda_backend();
-}
-
 }  // namespace tandem

@@ -41,8 +41,10 @@
 
 namespace tandem {
 
-class Backend : public DeviceRuntime {
+class Backend {
  public:
+  virtual ~Backend() = default;
+
   /// Whether convolution, batch norm and pooling take channels-last tensors as they are; where
   /// not, the op front-ends hand them contiguous copies and convert the results back.
   virtual bool channels_last_kernels() const { return false; }

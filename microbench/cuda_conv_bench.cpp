@@ -138,7 +138,7 @@ void BM_CudaAllocatorTrainingLoop(benchmark::State& state) {
   const cuda::CachingAllocatorStats before = allocator.detailed_stats();
   for (auto _ : state) {
     train_step();
-    cuda::backend().synchronize(kGpu);
+    runtime_for(kGpu).synchronize(kGpu);
   }
   const cuda::CachingAllocatorStats after = allocator.detailed_stats();
   const double hits = static_cast<double>(after.cache_hits - before.cache_hits);

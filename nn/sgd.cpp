@@ -67,6 +67,12 @@ void Sgd::step() {
   for (const Group& group : groups) sgd_step_multi(group.tensors, group.options);
 }
 
+size_t Sgd::state_bytes() const {
+  size_t bytes = 0;
+  for (const Tensor& buffer : buffers_) bytes += buffer.defined() ? buffer.nbytes() : 0;
+  return bytes;
+}
+
 void Sgd::zero_grad() {
   const profiler::RecordScope scope("Optimizer.zero_grad#SGD.zero_grad",
                                     profiler::Category::Annotation);

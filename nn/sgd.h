@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/optimizer.h"
 
 namespace tandem::nn {
 
@@ -20,18 +21,20 @@ struct SgdConfig {
   bool no_decay_for_bn_and_bias = false;
 };
 
-class Sgd {
+class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<Tensor> parameters, const SgdConfig& config);
 
   /// Updates every parameter that has a gradient; parameters without one are left alone.
   /// One sgd_step_multi call per device and set of options.
-  void step();
+  void step() override;
   /// Drops gradients (set to none).
-  void zero_grad();
+  void zero_grad() override;
 
-  float lr() const { return config_.lr; }
-  void set_lr(float lr);
+  float lr() const override { return config_.lr; }
+  void set_lr(float lr) override;
+  /// Bytes of the momentum buffers defined so far.
+  size_t state_bytes() const override;
   const SgdConfig& config() const { return config_; }
   const std::vector<Tensor>& parameters() const { return parameters_; }
   /// Momentum buffers, one per parameter (undefined until the parameter's first step).

@@ -3,6 +3,7 @@
 #include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/ops/cast.h"
+#include "engine/ops/factory.h"
 
 namespace tandem::parallel {
 namespace {
@@ -12,6 +13,10 @@ class AllreduceHook final : public CommHook {
   std::string name() const override { return "allreduce"; }
   std::shared_ptr<Work> reduce(ProcessGroup& group, const GradBucket& bucket) override {
     return group.allreduce({bucket.buffer}, ReduceOp::Sum);
+  }
+  std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, const GradBucket& bucket,
+                                       const Tensor& shard) override {
+    return group.reduce_scatter_tensor(shard, bucket.buffer, ReduceOp::Sum);
   }
   size_t payload_bytes(int64_t elements) const override {
     return static_cast<size_t>(elements) * dtype_size(DType::Float32);
@@ -32,6 +37,17 @@ class CompressionHook final : public CommHook {
     Tensor buffer = bucket.buffer;
     return then(std::move(work), [compressed, buffer]() mutable { cast_out(compressed, buffer); });
   }
+  // Note [Sharded reductions]: the whole bucket travels in 16 bits, and only this rank's part
+  // of the sum is cast back. The compressed input stays with the group until it has run.
+  std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, const GradBucket& bucket,
+                                       const Tensor& shard) override {
+    Tensor compressed_shard = empty({shard.numel()}, {.dtype = wire_, .device = shard.device()});
+    std::shared_ptr<Work> work =
+        group.reduce_scatter_tensor(compressed_shard, bucket.buffer.to(wire_), ReduceOp::Sum);
+    return then(std::move(work), [compressed_shard, out = Tensor(shard)]() mutable {
+      cast_out(compressed_shard, out);
+    });
+  }
   size_t payload_bytes(int64_t elements) const override {
     return static_cast<size_t>(elements) * dtype_size(wire_);
   }
@@ -41,6 +57,14 @@ class CompressionHook final : public CommHook {
 };
 
 }  // namespace
+
+std::shared_ptr<Work> CommHook::reduce_scatter(ProcessGroup& /*group*/,
+                                               const GradBucket& /*bucket*/,
+                                               const Tensor& /*shard*/) {
+  TANDEM_FAIL("[DDP] communication hook '", name(),
+              "' has no reduce_scatter(), which sharded gradients (ZeRO stage 2) need: use "
+              "sharding of the optimizer state only, or give the hook a reduce_scatter()");
+}
 
 GradCompression parse_grad_compression(const std::string& name) {
   if (name == "none") return GradCompression::None;

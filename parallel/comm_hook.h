@@ -18,6 +18,12 @@
 ///   6.1e-5 and it overflows past 65504: small gradients, already divided by the world size,
 ///   lose bits as subnormals or flush to zero. Better precision where gradients are well scaled.
 /// Both are deterministic: every rank decompresses the same 16-bit sum, so replicas stay equal.
+///
+/// Note [Sharded reductions]: with gradients sharded (ZeRO stage 2, parallel/sharded_sgd.h) the
+/// Reducer asks its hook for reduce_scatter() instead of reduce(): the same reduction, except
+/// that each rank keeps only its part of the sum (Note [Shards per bucket] in shard_layout.h).
+/// The built-in hooks do both, the compression hooks with the same 16-bit casts around the
+/// reduce-scatter; a hook of one's own that has no reduce_scatter() is refused in one line.
 
 #include <memory>
 #include <string>
@@ -41,6 +47,12 @@ class CommHook {
   /// Starts reducing `bucket.buffer` over `group`. Every rank calls it for the same buckets in
   /// the same order (Note [Collective order]). May run on an autograd worker thread.
   virtual std::shared_ptr<Work> reduce(ProcessGroup& group, const GradBucket& bucket) = 0;
+  /// Note [Sharded reductions]: starts reducing `bucket.buffer` (float32, padded to a multiple
+  /// of group.size() elements) so that once the Work's wait() has returned, `shard` (float32,
+  /// buffer.numel() / size() elements) holds this rank's part of the sum over ranks: part r is
+  /// elements [r·n, (r+1)·n). The buffer's values may be anything afterwards. The default throws.
+  virtual std::shared_ptr<Work> reduce_scatter(ProcessGroup& group, const GradBucket& bucket,
+                                               const Tensor& shard);
   /// Bytes this rank hands to collectives for a bucket of `elements` float32 gradients: what
   /// bench_cifar reports per step (each rank sends about twice this in a ring all-reduce).
   virtual size_t payload_bytes(int64_t elements) const = 0;

@@ -1,5 +1,6 @@
 #include "parallel/distributed_data_parallel.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "engine/autograd/grad_mode.h"
@@ -110,13 +111,53 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   for (const auto& [name, tensor] : module_->named_buffers()) buffers_.push_back(tensor);
 
   std::vector<Tensor> trained;
-  std::vector<std::string> names;
   for (const auto& [name, tensor] : parameters) {
     if (!tensor.requires_grad()) continue;  // frozen parameters are not reduced
     trained.push_back(tensor);
-    names.push_back(name);
+    trained_names_.push_back(name);
   }
-  reducer_ = std::make_unique<Reducer>(trained, names, group_, options_.reducer);
+  if (options_.sharding != Sharding::None) {
+    // A parameter no rank used keeps its .grad in DDP and plain SGD skips it; the sharded step
+    // cannot tell, and would move it by its momentum and weight decay.
+    TANDEM_CHECK(!options_.reducer.find_unused_parameters,
+                 "[ZeRO] find_unused_parameters is not supported with sharding (",
+                 sharding_name(options_.sharding),
+                 "): every parameter must take part in every step's loss");
+    // Note [Shards per bucket]: the shards follow the buckets, which therefore never change.
+    options_.reducer.rebuild_buckets = false;
+    options_.reducer.shard_gradients = options_.sharding == Sharding::Gradients;
+  }
+  reducer_ = std::make_unique<Reducer>(trained, trained_names_, group_, options_.reducer);
+  if (options_.sharding != Sharding::None) {
+    flat_ = std::make_unique<FlatParameters>(trained, reducer_->shard_layout());
+  }
+}
+
+// Note [Counted memory]
+ModelStateBytes DistributedDataParallel::model_state_bytes(size_t optimizer_bytes) const {
+  ModelStateBytes bytes{.optimizer = optimizer_bytes};
+  for (const auto& [name, p] : module_->named_parameters()) {
+    if (!flat_ || !p.requires_grad()) bytes.parameters += p.nbytes();
+  }
+  if (flat_) bytes.parameters += flat_->bytes();
+  const GradientMemory memory = reducer_->gradient_memory();
+  bytes.gradients = memory.kept_bytes + memory.peak_transient_bytes;
+  // .grad tensors of their own: not views of the buckets (gradient_as_bucket_view).
+  std::vector<const Storage*> bucket_storage;
+  for (size_t k = 0; k < reducer_->bucket_assignment().size(); ++k) {
+    const Tensor reduced = reducer_->reduced_gradients(k);
+    if (reduced.defined()) bucket_storage.push_back(reduced.storage().get());
+  }
+  for (const auto& [name, p] : module_->named_parameters()) {
+    const Tensor grad = p.grad();
+    if (!grad.defined()) continue;
+    if (std::find(bucket_storage.begin(), bucket_storage.end(), grad.storage().get()) !=
+        bucket_storage.end()) {
+      continue;
+    }
+    bytes.gradients += grad.nbytes();
+  }
+  return bytes;
 }
 
 void DistributedDataParallel::sync_buffers() {
@@ -136,6 +177,10 @@ bool round_syncs(const JoinRound& round, size_t sync_flag) {
 }
 
 }  // namespace
+
+bool DistributedDataParallel::round_synchronises(const JoinRound& round) {
+  return round_syncs(round, kSyncFlag);
+}
 
 Tensor DistributedDataParallel::forward(const Tensor& input) {
   const bool reduces = autograd::grad_mode_enabled() && sync_;

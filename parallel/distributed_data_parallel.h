@@ -20,6 +20,11 @@
 /// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
 /// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
 ///
+/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/sharded_sgd.h): with
+/// options.sharding the buckets are fixed at construction and the trained parameters move into
+/// one flat buffer per bucket (FlatParameters), which a ShardedSgd steps a part of and
+/// all-gathers; with Sharding::Gradients the Reducer reduce-scatters (Note [Sharded gradients]).
+///
 /// DDP is a Joinable (parallel/joinable.h): under a Join, its forward drives the rounds, and its
 /// hook shadows a step's buffer broadcast and gradient reductions on a joined rank, and ends by
 /// broadcasting the model from the source rank (Note [Join final model]).
@@ -29,6 +34,7 @@
 #include "nn/module.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
+#include "parallel/flat_parameters.h"
 #include "parallel/joinable.h"
 #include "parallel/reducer.h"
 
@@ -39,6 +45,18 @@ struct DdpOptions {
   /// Rank 0's buffers (BN statistics) to every rank at the start of a forward (Note [Buffer
   /// broadcast]).
   bool broadcast_buffers = true;
+  /// What is split across the ranks (ZeRO's stage): with Optimizer or Gradients the buckets are
+  /// fixed (reducer.rebuild_buckets is turned off) and the parameters flattened per bucket; with
+  /// Gradients the Reducer also shards the gradients (reducer.shard_gradients). Step the model
+  /// with a parallel::ShardedSgd.
+  Sharding sharding = Sharding::None;
+};
+
+/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/sharded_sgd.h).
+struct ModelStateBytes {
+  size_t parameters = 0;  ///< the module's parameters (flat buffers, padding included)
+  size_t gradients = 0;   ///< .grad tensors, gradient buckets or shards, at their peak in a step
+  size_t optimizer = 0;   ///< the optimizer's state (momentum)
 };
 
 class DistributedDataParallel final : public nn::Module, public Joinable {
@@ -52,6 +70,15 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   nn::Module& module() { return *module_; }
   ProcessGroup& process_group() { return *group_; }
   Reducer& reducer() { return *reducer_; }
+  const Reducer& reducer() const { return *reducer_; }
+  Sharding sharding() const { return options_.sharding; }
+  /// The flat parameter buffers (Sharding::Optimizer, Gradients), else null.
+  const FlatParameters* flat_parameters() const { return flat_.get(); }
+  /// The names of the Reducer's parameters (those that require grad), in its order.
+  const std::vector<std::string>& trained_names() const { return trained_names_; }
+  /// This rank's parameters and gradients as they are now (call after a step, before
+  /// zero_grad()) and the optimizer's `optimizer_bytes` (Note [Counted memory]).
+  ModelStateBytes model_state_bytes(size_t optimizer_bytes) const;
   /// Copies rank 0's buffers to every rank (a collective): what a training forward does with
   /// broadcast_buffers (Note [Buffer broadcast]); call it before evaluating module() directly.
   void sync_buffers();
@@ -88,6 +115,10 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   };
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
+  /// Whether a Join round (Note [Join protocol]) driven by a DDP model synchronises gradients:
+  /// every rank sees the same answer, joined ones included.
+  static bool round_synchronises(const JoinRound& round);
+
  protected:
   std::shared_ptr<nn::Module> make_twin() const override;
 
@@ -104,6 +135,8 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   std::shared_ptr<ProcessGroup> group_;
   DdpOptions options_;
   std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<FlatParameters> flat_;  ///< sharding only
+  std::vector<std::string> trained_names_;
   std::vector<Tensor> buffers_;  ///< the module's buffers, listed once: sync_buffers() sends them
   bool sync_ = true;
   /// The next forward broadcasts buffers (Note [Buffer broadcast]).

@@ -15,7 +15,6 @@
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/profiler.h"
-#include "parallel/bucket_trace.h"
 
 namespace tandem::parallel {
 namespace {
@@ -88,6 +87,8 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                " and bucket_cap_mb ", options_.bucket_cap_mb);
   // The first bucket is the small one, so it never gets more than the others, as in PyTorch.
   options_.first_bucket_mb = std::min(options_.first_bucket_mb, options_.bucket_cap_mb);
+  check_sharding_options();
+  rebuilt_ = !options_.rebuild_buckets;  // never rebuilt: as if done already
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
   hook_ = make_comm_hook(GradCompression::None);
@@ -125,36 +126,55 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
                      static_cast<size_t>(options_.bucket_cap_mb * kMegabyte));
   buckets_.clear();
   locators_.assign(parameters_.size(), {});
+  const int64_t world = group_->size();
   for (const std::vector<size_t>& members : assignment) {
     Bucket bucket;
-    int64_t numel = 0;
-    for (size_t index : members) numel += parameters_[index].numel();
-    bucket.flat = zeros({numel}, {.device = device_});  // Note [Reducer on CUDA]
-    int64_t offset = 0;
-    for (size_t index : members) {
-      const Tensor& p = parameters_[index];
-      locators_[index] = {buckets_.size(), bucket.views.size()};
-      // In the parameter's memory format, as PyTorch's bucket views (gradient_as_bucket_view).
-      bucket.views.push_back(ops::dense_view(bucket.flat.slice(offset, offset + p.numel()),
-                                             p.shape(), p.memory_format()));
-      offset += p.numel();
-    }
     bucket.parameters = members;
+    for (size_t slot = 0; slot < members.size(); ++slot) {
+      locators_[members[slot]] = {buckets_.size(), slot};
+      bucket.numel += parameters_[members[slot]].numel();
+    }
+    if (options_.shard_gradients) {  // Note [Sharded gradients]: the flat buffer comes later
+      bucket.numel = (bucket.numel + world - 1) / world * world;
+      bucket.shard = zeros({bucket.numel / world}, {.device = device_});
+    } else {
+      bucket.flat = zeros({bucket.numel}, {.device = device_});  // Note [Reducer on CUDA]
+      make_views(bucket);
+    }
     buckets_.push_back(std::move(bucket));
+  }
+}
+
+void Reducer::make_views(Bucket& bucket) const {
+  bucket.views.clear();
+  int64_t offset = 0;
+  for (size_t index : bucket.parameters) {
+    const Tensor& p = parameters_[index];
+    // In the parameter's memory format, as PyTorch's bucket views (gradient_as_bucket_view).
+    bucket.views.push_back(ops::dense_view(bucket.flat.slice(offset, offset + p.numel()), p.shape(),
+                                           p.memory_format()));
+    offset += p.numel();
   }
 }
 
 // Note [Bucket ordering]: rank 0's arrival order, so that all ranks agree. When rank 0 has no
 // complete one (it shadowed the last step, Note [Joined ranks]) it sends its current order.
+std::vector<size_t> Reducer::current_order() const {
+  std::vector<size_t> order;
+  for (const Bucket& bucket : buckets_) {
+    order.insert(order.end(), bucket.parameters.begin(), bucket.parameters.end());
+  }
+  return order;
+}
+
+std::vector<size_t> Reducer::rebuild_order() const {
+  return arrival_order_.size() == parameters_.size() ? arrival_order_ : current_order();
+}
+
 void Reducer::rebuild_buckets() {
   const auto count = static_cast<int64_t>(parameters_.size());
-  std::vector<int64_t> order_values(arrival_order_.begin(), arrival_order_.end());
-  if (order_values.size() != parameters_.size()) {
-    order_values.clear();
-    for (const Bucket& bucket : buckets_) {
-      order_values.insert(order_values.end(), bucket.parameters.begin(), bucket.parameters.end());
-    }
-  }
+  const std::vector<size_t> mine = rebuild_order();
+  const std::vector<int64_t> order_values(mine.begin(), mine.end());
   Tensor order = from_vector(order_values, {count}, {.dtype = DType::Int64, .device = device_});
   group_->broadcast({order}, 0)->synchronize();  // the host reads it next
   std::vector<size_t> order_from_rank0;
@@ -249,6 +269,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   if (has_gradient) used_[index] = true;
   arrival_order_.push_back(index);
   Bucket& bucket = buckets_[locators_[index].bucket];
+  if (options_.shard_gradients && !bucket.flat.defined()) allocate_flat(bucket);
   Tensor view = bucket.views[locators_[index].slot];
   const Tensor grad = parameters_[index].grad();
   // An unused parameter's .grad, when it has one, holds what it accumulated under no_sync()
@@ -262,6 +283,8 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   } else {
     view.zero_();
   }
+  // Note [Sharded gradients]: the bucket holds it now, and only this rank's part will stay.
+  if (options_.shard_gradients) parameters_[index].set_grad(Tensor());
   if (--bucket.pending == 0) {
     bucket.ready_at = Clock::now();
     if (options_.overlap) launch_ready_buckets();
@@ -307,9 +330,16 @@ void Reducer::launch(size_t index) {
   runtime_for(device_).wait_for(forward_stream_);
   runtime_for(device_).wait_for(grad_stream_);
   Bucket& bucket = buckets_[index];
-  bucket.work = hook_->reduce(
-      *group_,
-      GradBucket{.index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()});
+  const GradBucket handed{
+      .index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()};
+  if (options_.shard_gradients) {
+    // Note [Sharded gradients]: a shard the optimizer has not consumed takes the new one added.
+    if (reduced_) bucket.incoming = zeros_like(bucket.shard);
+    bucket.work = hook_->reduce_scatter(*group_, handed, reduced_ ? bucket.incoming : bucket.shard);
+    release_flat(bucket);
+  } else {
+    bucket.work = hook_->reduce(*group_, handed);
+  }
   TANDEM_CHECK(bucket.work != nullptr, "[DDP] communication hook '", hook_->name(),
                "' returned no Work for bucket ", index);
 }
@@ -346,8 +376,14 @@ void Reducer::finalize() {
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   wait_for_buckets();
   runtime_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
-  write_back();
+  if (options_.shard_gradients) {
+    add_incoming_shards();
+    retire_completed();
+  } else {
+    write_back();
+  }
   record_step(backward_end);
+  reduced_ = true;
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
   require_finalize_ = false;
   ++synced_steps_;
@@ -384,8 +420,13 @@ void Reducer::shadow_backward() {
                "its last backward pass has ended");
   if (rebuild_due()) rebuild_buckets();
   forward_stream_ = grad_stream_ = runtime_for(device_).current_stream(device_);
+  reduced_ = false;  // a joined rank has no gradient of its own to add to
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    buckets_[k].flat.zero_();
+    if (options_.shard_gradients) {
+      allocate_flat(buckets_[k]);  // zeros
+    } else {
+      buckets_[k].flat.zero_();
+    }
     buckets_[k].ready_at = Clock::now();
     launch(k);
   }
@@ -396,6 +437,8 @@ void Reducer::shadow_backward() {
   wait_for_buckets();
   if (used_work_) used_work_->synchronize();
   used_work_.reset();
+  retire_completed();
+  reduced_ = true;
   ++synced_steps_;
 }
 
@@ -427,53 +470,6 @@ void Reducer::write_back() {
   }
 }
 
-void Reducer::record_step(Clock::time_point backward_end) {
-  ReducerStepRecord record;
-  record.backward_end = backward_end;
-  for (const Bucket& bucket : buckets_) {
-    BucketTiming timing;
-    timing.parameters = bucket.parameters.size();
-    timing.bytes = bucket.flat.nbytes();
-    timing.payload_bytes = hook_->payload_bytes(bucket.flat.numel());
-    timing.ready_ms = milliseconds_between(backward_end, bucket.ready_at);
-    trace_bucket_all_reduce(group_->backend_name(), record.buckets.size(), timing.bytes,
-                            timing.parameters, bucket.work);
-    record.buckets.push_back(timing);
-    record.works.push_back(bucket.work);
-  }
-  record.finalized = Clock::now();
-  step_record_ = std::move(record);
-}
-
-// Times are host times (Work::started_at()): on NCCL, when the watchdog saw the device reach and
-// pass each all-reduce, while ready_ms is when the hook queued the bucket's last copy; the host
-// runs ahead of the device, so on GPUs read them as an approximation of the overlap.
-ReducerStepStats Reducer::stats_of(const ReducerStepRecord& record) {
-  // On NCCL this blocks until the device has run the all-reduces. A failed one already threw
-  // from finalize() or will from the next collective; its times are what it has.
-  for (const std::shared_ptr<Work>& work : record.works) {
-    try {
-      work->synchronize();
-    } catch (const std::exception&) {
-    }
-  }
-  ReducerStepStats stats;
-  double hidden_ms = 0;
-  for (size_t k = 0; k < record.buckets.size(); ++k) {
-    BucketTiming timing = record.buckets[k];
-    const std::shared_ptr<Work>& work = record.works[k];
-    timing.started_ms = milliseconds_between(record.backward_end, work->started_at());
-    timing.ended_ms = milliseconds_between(record.backward_end, work->ended_at());
-    stats.comm_ms += timing.ended_ms - timing.started_ms;
-    stats.payload_bytes += timing.payload_bytes;
-    hidden_ms += std::max(0.0, std::min(timing.ended_ms, 0.0) - timing.started_ms);
-    stats.buckets.push_back(timing);
-  }
-  stats.hidden_fraction = stats.comm_ms > 0 ? hidden_ms / stats.comm_ms : 0;
-  stats.wait_ms = milliseconds_between(record.backward_end, record.finalized);
-  return stats;
-}
-
 std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   std::lock_guard lock(mutex_);
   std::vector<std::vector<size_t>> out;
@@ -481,28 +477,30 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   return out;
 }
 
-bool ReducerStepRecord::collectives_done() const {
-  return std::all_of(works.begin(), works.end(),
-                     [](const std::shared_ptr<Work>& work) { return work->completed(); });
-}
-
-std::optional<ReducerStepRecord> Reducer::take_step_record() const {
+std::vector<size_t> Reducer::bucket_order() const {
   std::lock_guard lock(mutex_);
-  std::optional<ReducerStepRecord> record = std::move(step_record_);
-  step_record_.reset();
-  return record;
+  // Without the rebuild (and so under ZeRO) every run builds the same buckets: nothing to keep.
+  if (!options_.rebuild_buckets || (!rebuilt_ && synced_steps_ == 0)) return {};
+  return rebuild_due() ? rebuild_order() : current_order();
 }
 
-ReducerStepStats Reducer::last_step() const {
-  const std::optional<ReducerStepRecord> record = take_step_record();
-  if (!record) {
-    std::lock_guard lock(mutex_);
-    return last_step_;
+void Reducer::restore_bucket_order(const std::vector<size_t>& order) {
+  std::lock_guard lock(mutex_);
+  // Buckets that never change (Note [Shards per bucket]) are the ones the saving run had too,
+  // unless it rebuilt its own: then the reduction order, not the result's correctness, differs.
+  if (!options_.rebuild_buckets) return;
+  TANDEM_CHECK(synced_steps_ == 0 && !expect_hooks_,
+               "[DDP] restore_bucket_order must be called before the first backward pass");
+  std::vector<bool> seen(parameters_.size(), false);
+  bool permutation = order.size() == parameters_.size();
+  for (size_t index : order) {
+    permutation = permutation && index < seen.size() && !seen[index];
+    if (permutation) seen[index] = true;
   }
-  ReducerStepStats stats = stats_of(*record);  // outside the lock: on NCCL it waits
-  std::lock_guard lock(mutex_);
-  last_step_ = stats;
-  return stats;
+  TANDEM_CHECK(permutation, "[DDP] a saved bucket order must name each of the model's ",
+               parameters_.size(), " parameters once; it has ", order.size(), " entries");
+  build_buckets(order);
+  rebuilt_ = true;
 }
 
 }  // namespace tandem::parallel

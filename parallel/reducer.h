@@ -15,6 +15,14 @@
 /// hold up to bucket_cap_mb. After the first step the buckets are rebuilt once in the order the
 /// gradients actually arrived on rank 0, broadcast so that every rank builds the same buckets.
 ///
+/// Note [Bucket order on resume]: with 3 or more ranks a bucket's all-reduce (Gloo's ring, NCCL's)
+/// adds each element's values in an order that depends on its place in the bucket, so the same
+/// gradients summed in other buckets differ in the last bits. A job resumed from a checkpoint
+/// would reduce its first step with the initial buckets where the uninterrupted job used the
+/// rebuilt ones. So bucket_order() is saved with a checkpoint and restore_bucket_order() resumes
+/// with it: the resumed job reduces every step exactly as the uninterrupted one (its rebuild
+/// already done). Two ranks add a + b = b + a, bit-exact in any layout.
+///
 /// Note [Launch order]: every rank must submit the same all-reduces in the same order (Note
 /// [Collective order]), so bucket k launches only once buckets 0 … k-1 have launched, even when
 /// it is ready earlier.
@@ -52,6 +60,23 @@
 ///
 /// Note [Reducer on CUDA] (in reducer.cpp, above launch()): how the Reducer orders its work on
 /// CUDA streams without blocking the host; on Gloo the same code runs with no-op stream steps.
+///
+/// Note [Sharded gradients] (shard_gradients, ZeRO stage 2; parallel/sharded_sgd.h): the buckets
+/// keep their order from construction (rebuild_buckets off: the shards are laid out by them,
+/// Note [Shards per bucket] in shard_layout.h), and what a bucket keeps between steps is only
+/// `shard`, this rank's part of its reduced gradients (1/world of it, padding included). Its
+/// flat buffer, padded to a multiple of the world size, is allocated when the bucket's first
+/// gradient of the step arrives, filled as above, handed to the hook's reduce_scatter() (Note
+/// [Sharded reductions] in comm_hook.h) and dropped at once: the process group holds it until
+/// the collective has run (NCCL: record_stream), then it is freed. Each parameter's .grad is
+/// dropped as soon as it has been copied into its bucket, so after the step a rank holds no
+/// gradient but its shard. The overlap with backward is DDP's: buckets launch as they fill, in
+/// order (Note [Launch order]), and last_step() times them alike. Under no_sync() .grad
+/// accumulates full-size as in DDP (as under FSDP's no_sync()); a synchronised backward whose
+/// shard was not consumed (clear_reduced_gradients()) adds the new shard to it, as .grad adds up.
+/// gradient_memory() counts the bytes: the shards, and the most bucket bytes alive at once (a
+/// bucket counts from its allocation until this Reducer sees its collective completed, an
+/// upper bound of when the group frees it).
 
 #include <chrono>
 #include <memory>
@@ -64,6 +89,7 @@
 #include "engine/tensor.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
+#include "parallel/shard_layout.h"
 
 namespace tandem::parallel {
 
@@ -80,6 +106,20 @@ struct ReducerOptions {
   /// false: buckets launch only after backward has ended, one after another; for measuring what
   /// the overlap is worth (bucket sizes stay the same).
   bool overlap = true;
+  /// false: the buckets stay as built at construction, in reverse registration order, instead of
+  /// being rebuilt in arrival order after the first step (sharded data parallel lays its shards
+  /// out by them).
+  bool rebuild_buckets = true;
+  /// ZeRO stage 2: reduce-scatter each bucket and keep only this rank's part (Note [Sharded
+  /// gradients]). Needs rebuild_buckets off; refuses find_unused_parameters and
+  /// gradient_as_bucket_view.
+  bool shard_gradients = false;
+};
+
+/// The gradient memory a Reducer holds, in bytes (Note [Sharded gradients]).
+struct GradientMemory {
+  size_t kept_bytes = 0;            ///< kept between steps: the buckets, or the shards (stage 2)
+  size_t peak_transient_bytes = 0;  ///< stage 2: most bucket bytes alive at once, so far
 };
 
 /// Where one bucket's time went in the last step, in ms relative to the end of backward
@@ -154,6 +194,28 @@ class Reducer {
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
+  /// The buckets as shards of this rank (Note [Shards per bucket]); with rebuild_buckets off they
+  /// never change.
+  ShardLayout shard_layout() const;
+  /// Bucket k's reduced gradients as the last finalize() or shadow_backward() left them: its flat
+  /// buffer (element order of shard_layout(), without the padding), or with shard_gradients this
+  /// rank's part of it. For the sharded optimizer, which steps from them.
+  Tensor reduced_gradients(size_t bucket) const;
+  /// A finalize() or shadow_backward() has reduced gradients since the last
+  /// clear_reduced_gradients() (the sharded optimizer's zero_grad()).
+  bool has_reduced_gradients() const;
+  void clear_reduced_gradients();
+  GradientMemory gradient_memory() const;
+  /// The parameters in the order of the buckets the next step reduces with (Note [Bucket order
+  /// on resume]): the rebuilt buckets', or, while the rebuild is due at the next forward, the
+  /// order it will build from (this rank's arrival order; rank 0's is the one every rank takes);
+  /// empty before the first step, whose initial buckets every Reducer builds alike, and empty
+  /// without rebuild_buckets (ZeRO), whose buckets never change.
+  std::vector<size_t> bucket_order() const;
+  /// Builds the buckets from `order` (a bucket_order() of the run a checkpoint comes from) and
+  /// skips the rebuild after the first step. Every rank alike, before the first backward pass.
+  /// Without rebuild_buckets it does nothing: those buckets (and ZeRO's shards) never change.
+  void restore_bucket_order(const std::vector<size_t>& order);
   /// Timings of the last finished step. On NCCL, whose all-reduces may still be running on the
   /// device when backward() returns, this first waits for them (Work::synchronize()).
   ReducerStepStats last_step() const;
@@ -169,7 +231,10 @@ class Reducer {
   using Clock = std::chrono::steady_clock;
 
   struct Bucket {
-    Tensor flat;                     ///< the bucket's gradients back to back, reduced in one call
+    Tensor flat;        ///< the bucket's gradients back to back, reduced in one call
+    int64_t numel = 0;  ///< of `flat` (stage 2: padded; kept while `flat` is not)
+    Tensor shard;  ///< stage 2: this rank's part of the reduced bucket (Note [Sharded gradients])
+    Tensor incoming;  ///< stage 2: the reduction's target while `shard` holds an unused gradient
     std::vector<size_t> parameters;  ///< indices into parameters_, in bucket order
     std::vector<Tensor> views;       ///< views of `flat`, one per parameter, their shapes
     size_t pending = 0;              ///< gradients still to arrive this step
@@ -184,7 +249,12 @@ class Reducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
+  void make_views(Bucket& bucket) const;  ///< views of `flat` per parameter
   void rebuild_buckets();
+  /// What rebuild_buckets() sends from rank 0: the last step's arrival order when it saw every
+  /// parameter, else the current buckets' order.
+  std::vector<size_t> rebuild_order() const;
+  std::vector<size_t> current_order() const;  ///< the parameters, bucket after bucket
   void find_unused_parameters(const std::vector<Tensor>& outputs);
   void launch_used_counts();
   void mark_ready_locked(size_t index, bool has_gradient);
@@ -195,6 +265,12 @@ class Reducer {
   bool rebuild_due() const;
 
   void record_step(Clock::time_point backward_end);
+  // Note [Sharded gradients]
+  void check_sharding_options() const;
+  void allocate_flat(Bucket& bucket);
+  void release_flat(Bucket& bucket);
+  void retire_completed();
+  void add_incoming_shards();
   std::string names_of_pending() const;
 
   std::vector<Tensor> parameters_;
@@ -226,9 +302,15 @@ class Reducer {
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
   bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_
   int64_t synced_steps_ = 0;           ///< finalized or shadowed steps (Note [Joined ranks])
-  int divisor_ = 1;                    ///< ranks the gradients are averaged over
-  StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
-  StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
+  bool reduced_ = false;               ///< has_reduced_gradients()
+  /// Stage 2: bucket buffers whose collective may still run, and their bytes.
+  std::vector<std::pair<std::shared_ptr<Work>, size_t>> in_flight_;
+  size_t transient_bytes_ =
+      0;  ///< stage 2: bucket bytes alive (allocated, collective not seen done)
+  size_t peak_transient_bytes_ = 0;
+  int divisor_ = 1;           ///< ranks the gradients are averaged over
+  StreamRef forward_stream_;  ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
+  StreamRef grad_stream_;     ///< the stream the gradient hooks ran on this step
   /// The last step, until last_step() or take_step_record() reads it; turned into
   /// ReducerStepStats on demand, when every all-reduce has ended (on NCCL only once the device
   /// has run them).

@@ -83,6 +83,7 @@ void add_variant_flags(CLI::App& app, BenchOptions& o) {
       app, "--overlap", o.overlaps, overlap_rows_spellings(),
       "ddp: all-reduce while backward runs (on), only after it (off), or a row for each (both)");
   add_grad_compression_flag(app, o.compressions);
+  add_zero_flag(app, o.shardings);
   add_choices_flag(app, "--dp-replicas", o.dp_replicas, kReplicasSpellings,
                    "dp: replicas kept between steps and refreshed in place (persistent) or rebuilt "
                    "every step as PyTorch does (rebuilt), a row for each listed");
@@ -152,6 +153,8 @@ std::string BenchConfig::label() const {
   if (overlap) text += std::string(" overlap ") + overlap_name(*overlap);
   if (compression && *compression != parallel::GradCompression::None)
     text += std::string(" ") + parallel::grad_compression_name(*compression);
+  if (sharding && *sharding != parallel::Sharding::None)
+    text += std::string(" zero ") + zero_stage_name(*sharding);
   if (dp_replicas == Replicas::Rebuilt) text += " rebuilt replicas";
   if (precision != nn::Precision::Float32)
     text += std::string(" amp ") + nn::precision_name(precision);
@@ -204,11 +207,14 @@ std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {
         }
         for (Overlap overlap : o.overlaps) {
           for (parallel::GradCompression compression : o.compressions) {
-            configs.push_back({.mode = mode,
-                               .devices = devices,
-                               .batch = batch,
-                               .overlap = overlap,
-                               .compression = compression});
+            for (parallel::Sharding sharding : o.shardings) {
+              configs.push_back({.mode = mode,
+                                 .devices = devices,
+                                 .batch = batch,
+                                 .overlap = overlap,
+                                 .compression = compression,
+                                 .sharding = sharding});
+            }
           }
         }
       }
@@ -259,6 +265,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--overlap", overlap_name(c.overlap.value_or(Overlap::On))},
       {"--grad-compression",
        parallel::grad_compression_name(c.compression.value_or(parallel::GradCompression::None))},
+      {"--zero", zero_stage_name(c.sharding.value_or(parallel::Sharding::None))},
       {"--dp-replicas", replicas_name(c.dp_replicas.value_or(Replicas::Persistent))},
       {"--seed", std::to_string(o.setup.seed)},
       {"--memory-format", memory_format_flag_name(o.setup.memory_format)},
@@ -284,6 +291,7 @@ BenchConfig worker_config(const BenchOptions& o) {
     config.overlap = o.overlaps.empty() ? Overlap::On : o.overlaps[0];
     config.compression =
         o.compressions.empty() ? parallel::GradCompression::None : o.compressions[0];
+    config.sharding = o.shardings.empty() ? parallel::Sharding::None : o.shardings[0];
   }
   if (config.mode == Mode::DataParallel) {
     config.dp_replicas = o.dp_replicas.empty() ? Replicas::Persistent : o.dp_replicas[0];
@@ -303,6 +311,7 @@ SetupOptions setup_options(const BenchOptions& o, const BenchConfig& config) {
   setup.dp.persistent_replicas = config.dp_replicas != Replicas::Rebuilt;
   setup.ddp.reducer.overlap = config.overlap != Overlap::Off;
   setup.grad_compression = config.compression.value_or(parallel::GradCompression::None);
+  setup.ddp.sharding = config.sharding.value_or(parallel::Sharding::None);
   setup.precision = config.precision;
   return setup;
 }

@@ -79,6 +79,8 @@ struct BenchOptions {
   std::vector<Overlap> overlaps{Overlap::On};  ///< ddp: a row for each (--overlap both: on, off)
   /// ddp: gradient compression, a row for each
   std::vector<parallel::GradCompression> compressions{parallel::GradCompression::None};
+  /// ddp: ZeRO's stage (--zero), a row for each
+  std::vector<parallel::Sharding> shardings{parallel::Sharding::None};
   std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
   bool real = false;
@@ -106,11 +108,13 @@ struct BenchConfig {
   int64_t batch = 128;               ///< global
   std::optional<Overlap> overlap{};  ///< ddp only
   std::optional<parallel::GradCompression> compression{};  ///< ddp only
+  std::optional<parallel::Sharding> sharding{};            ///< ddp only (--zero)
   std::optional<Replicas> dp_replicas{};                   ///< dp only
   nn::Precision precision = nn::Precision::Float32;        ///< Note [Mixed precision]
 
-  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16" (compressed gradients), "dp x2
-  /// b128 rebuilt replicas", "single x1 b128 amp bf16" (mixed precision)
+  /// e.g. "ddp x2 b128 overlap on", "ddp x2 b128 overlap on bf16" (compressed gradients), "ddp x2
+  /// b128 overlap on zero 2" (sharded), "dp x2 b128 rebuilt replicas", "single x1 b128 amp bf16"
+  /// (mixed precision)
   std::string label() const;
   friend bool operator==(const BenchConfig&, const BenchConfig&) = default;
 };

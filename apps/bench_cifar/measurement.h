@@ -66,6 +66,9 @@ struct Measurement {
   double peak_fraction = std::numeric_limits<double>::quiet_NaN();
   double peak_rss_mb = 0;  ///< peak resident set (MiB); ddp: the largest rank's
   double parameter_bytes = 0;
+  /// ddp: bytes of parameters, gradients (at their peak in a step) and optimizer state that a
+  /// rank holds, counted (Note [Counted memory] in parallel/sharded_sgd.h); the largest rank's
+  double state_bytes = 0;
   double final_loss = 0;  ///< the last step's loss: a sanity check, not a metric
   std::vector<BucketStat> buckets;
 };
@@ -120,6 +123,7 @@ inline constexpr auto kMetrics = [] {
     {"peak_fraction",       &M::peak_fraction,       kAll, Once,      "% of peak",     Percent},
     {"peak_rss_mb",         &M::peak_rss_mb,         kAll, Once,      "peak RSS MiB",  Whole},
     {"parameter_bytes",     &M::parameter_bytes,     kAll, Once,      nullptr,         None},
+    {"state_bytes",         &M::state_bytes,         kDdp, Once,      "state MiB",     MiB},
     {"final_loss",          &M::final_loss,          kAll, Once,      nullptr,         None},
   });
 

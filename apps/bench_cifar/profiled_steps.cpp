@@ -31,9 +31,9 @@ void profile_steps(const BenchOptions& o, const BenchConfig& config, TrainingSet
   for (int i = 0; i < o.steps; ++i) {
     const data::Batch& batch = pool[static_cast<size_t>(i) % pool.size()];
     profile.begin_step();
-    s.optimizer->zero_grad();
+    s.stepper().zero_grad();
     cross_entropy(s.model->forward(batch.images), batch.labels).backward();
-    s.optimizer->step();
+    s.stepper().step();
     profile.end_step();
   }
 }

@@ -59,6 +59,7 @@ ordered_json options_to_json(const BenchOptions& o) {
           {"first_bucket_mb", o.setup.ddp.reducer.first_bucket_mb},
           {"overlap", name_in(overlap_rows_spellings(), o.overlaps)},
           {"grad_compression", names(o.compressions, parallel::grad_compression_name)},
+          {"zero", names(o.shardings, zero_stage_name)},
           {"dp_replicas", names(o.dp_replicas, replicas_name)},
           {"precision", names(o.precisions, nn::precision_name)},
           {"data", o.real ? o.data_dir : "synthetic"},
@@ -160,6 +161,7 @@ ordered_json row_to_json(const BenchRow& row, const BenchOptions& options) {
       {"batch_size", c.batch},
       {"overlap", name_or_null(c.overlap, overlap_name)},
       {"grad_compression", name_or_null(c.compression, parallel::grad_compression_name)},
+      {"zero", name_or_null(c.sharding, zero_stage_name)},
       {"dp_replicas", name_or_null(c.dp_replicas, replicas_name)},
       {"precision", nn::precision_name(c.precision)},
       {"bucket_cap_mb", ddp ? ordered_json(options.setup.ddp.reducer.bucket_cap_mb) : nullptr}};

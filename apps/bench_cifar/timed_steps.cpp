@@ -58,12 +58,12 @@ Tensor train_step(TrainingSetup& s, const data::Batch& batch, bool phase_sync, T
     if (timed != nullptr) timed->marks[k] = mark_all(s.devices);
   };
   boundary(0);
-  s.optimizer->zero_grad();
+  s.stepper().zero_grad();
   Tensor loss = cross_entropy(s.model->forward(batch.images), batch.labels);
   boundary(1);
   loss.backward();
   boundary(2);
-  s.optimizer->step();
+  s.stepper().step();
   boundary(3);
   return loss.detach();
 }

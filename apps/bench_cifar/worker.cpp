@@ -58,10 +58,9 @@ double peak_rss_mb() {
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-// The largest peak RSS over the ranks. The exchange runs on the rank's own device, which is
-// what a NCCL group needs.
-double peak_rss_over_ranks(parallel::ProcessGroup* group, Device device) {
-  const double own = peak_rss_mb();
+// The largest of `own` over the ranks. The exchange runs on the rank's own device, which is what
+// a NCCL group needs.
+double largest_over_ranks(parallel::ProcessGroup* group, Device device, double own) {
   if (!group || group->size() == 1) return own;
   std::vector<Tensor> all;
   all.reserve(static_cast<size_t>(group->size()));
@@ -149,7 +148,14 @@ Measurement measure(const BenchOptions& o, int& rank) {
       nn::count_training_flops(*setup.network, Shape(images.begin() + 1, images.end())).total();
   m.gflop_per_s = m.images_per_s * m.flops_per_image / 1e9;
   if (!o.profile_dir.empty()) profile_steps(o, config, setup, pool, rank);
-  m.peak_rss_mb = peak_rss_over_ranks(group.get(), setup.device());
+  if (setup.ddp) {
+    const parallel::ModelStateBytes bytes =
+        setup.ddp->model_state_bytes(setup.stepper().state_bytes());
+    m.state_bytes = largest_over_ranks(
+        group.get(), setup.device(),
+        static_cast<double>(bytes.parameters + bytes.gradients + bytes.optimizer));
+  }
+  m.peak_rss_mb = largest_over_ranks(group.get(), setup.device(), peak_rss_mb());
   if (group) group->barrier()->wait();  // no rank leaves while another still needs it
   return m;
 }

@@ -14,6 +14,17 @@ constexpr const char* kModesHelp =
 constexpr const char* kCompressionHelp =
     "ddp: gradients cross ranks as fp16 or bf16 (half the bytes; a communication hook, see "
     "docs/parallel.md) or uncompressed (none)";
+// Note [Why --zero]: the stage numbers are the one vocabulary the ZeRO paper, DeepSpeed's
+// "zero_optimization.stage" and PyTorch's docs share (ZeroRedundancyOptimizer is stage 1, FSDP's
+// SHARD_GRAD_OP stage 2), they order by memory saved, and stage 3 (FSDP's FULL_SHARD) would be
+// the next number; FSDP's strategy names describe what stays whole rather than what is split.
+constexpr const char* kZeroHelp =
+    "ddp: ZeRO stage. 0: plain DDP; 1: each rank keeps the momentum of its shard of the "
+    "parameters only (PyTorch's ZeroRedundancyOptimizer); 2: the gradients too, "
+    "reduce-scattered during backward (FSDP's SHARD_GRAD_OP). Checkpoints stay plain DDP's";
+constexpr Spelling<parallel::Sharding> kZeroSpellings[] = {{"0", parallel::Sharding::None},
+                                                           {"1", parallel::Sharding::Optimizer},
+                                                           {"2", parallel::Sharding::Gradients}};
 constexpr const char* kPrecisionHelp =
     "bf16: convolutions and the linear layer in bfloat16 with float32 accumulation, activations "
     "kept in bfloat16; weights, optimizer, batch-norm statistics, loss and checkpoints stay "
@@ -108,6 +119,19 @@ void add_grad_compression_flag(CLI::App& app,
                                std::vector<parallel::GradCompression>& compressions) {
   add_choices_flag(app, "--grad-compression", compressions, compression_spellings(),
                    std::string(kCompressionHelp) + "; a row for each listed");
+}
+
+const char* zero_stage_name(parallel::Sharding sharding) {
+  return name_in(kZeroSpellings, sharding);
+}
+
+void add_zero_flag(CLI::App& app, parallel::Sharding& sharding) {
+  add_choice_flag(app, "--zero", sharding, kZeroSpellings, kZeroHelp);
+}
+
+void add_zero_flag(CLI::App& app, std::vector<parallel::Sharding>& shardings) {
+  add_choices_flag(app, "--zero", shardings, kZeroSpellings,
+                   std::string(kZeroHelp) + "; a row for each listed");
 }
 
 void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared) {

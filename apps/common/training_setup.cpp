@@ -133,6 +133,10 @@ TrainingSetup make_training_setup(const SetupOptions& o, std::vector<Device> dev
         s.ddp->register_comm_hook(parallel::make_comm_hook(o.grad_compression));
       }
       s.model = s.ddp;
+      // Takes its part of the momentum a checkpoint loaded (before_wrapping) on every rank.
+      if (o.ddp.sharding != parallel::Sharding::None) {
+        s.sharded = std::make_unique<parallel::ShardedSgd>(*s.ddp, *s.optimizer);
+      }
       break;
   }
   return s;

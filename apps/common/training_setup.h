@@ -23,6 +23,7 @@
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
+#include "parallel/sharded_sgd.h"
 
 namespace tandem::apps {
 
@@ -69,7 +70,7 @@ struct SetupOptions {
   std::optional<MemoryFormat> memory_format{};
   nn::SgdConfig sgd{};
   parallel::DataParallelOptions dp{};  ///< dp: persistent or rebuilt replicas
-  parallel::DdpOptions ddp{};          ///< ddp: buckets, overlap
+  parallel::DdpOptions ddp{};          ///< ddp: buckets, overlap, sharding (--zero)
   parallel::GradCompression grad_compression = parallel::GradCompression::None;  ///< ddp
   bool sync_bn = false;  ///< ddp: parallel::convert_sync_batchnorm before wrapping
   nn::Precision precision = nn::Precision::Float32;  ///< Note [Mixed precision]
@@ -84,8 +85,15 @@ struct TrainingSetup {
   std::shared_ptr<nn::Module> model;           ///< what forward() runs: network, *dp or *ddp
   std::shared_ptr<parallel::DataParallel> dp;  ///< dp mode only
   std::shared_ptr<parallel::DistributedDataParallel> ddp;  ///< ddp mode only
-  std::unique_ptr<nn::Sgd> optimizer;                      ///< over the network's parameters
+  /// Over the network's parameters: what checkpoints save and load. With sharding (--zero) it
+  /// holds no momentum (`sharded` took its part): step stepper() instead.
+  std::unique_ptr<nn::Sgd> optimizer;
+  std::unique_ptr<parallel::ShardedSgd> sharded;  ///< ddp with sharding only
 
+  /// The optimizer that steps the model: `sharded` where there is one, else `optimizer`.
+  nn::Optimizer& stepper() const {
+    return sharded ? static_cast<nn::Optimizer&>(*sharded) : *optimizer;
+  }
   /// Where batches go (dp: the first replica's device, which scatters them).
   Device device() const { return devices.front(); }
 };

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "apps/common/output_paths.h"
+#include "apps/train_cifar/saved_buckets.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 
@@ -21,13 +22,21 @@ CheckpointKeeper::CheckpointKeeper(const TrainOptions& options,
 // Note [A resume knows its run]: the settings are checked before anything is loaded, so a
 // wrong --arch is named as such, not as a missing key.
 //
-// Note [Resume at another world size]: an epoch-boundary checkpoint resumes at any world size,
-// as the Trainer shares each epoch out over this run's ranks afresh (Trainer::make_train_sampler);
-// position_from() refuses a mid-epoch one whose batch layout, the world size among it, differs.
-// An elastic resume in the middle of an epoch would translate the position here (the global
-// batch and the images already trained stay the same) and have make_train_sampler re-split what
-// is left of the epoch's order; every rank loads the whole checkpoint, so a sharded optimizer
-// would also take its new shard here.
+// Note [Resume at another world size]: a checkpoint resumes at any world size that splits its
+// global batch (--batch-size may not change: Note [A resume knows its run]; validate() names the
+// world sizes that split it), as the Trainer shares each epoch out over this run's ranks afresh
+// (Trainer::make_train_sampler). In the middle of an epoch the position needs no translation:
+// global step s holds the same images at any world size (Note [Global batches at any world size]
+// in data/sampler.h), so "s batches of the epoch done" means the same images trained, the loader
+// starts every rank at its batch s, and the learning rate stays a function of the global step,
+// whose count per epoch does not depend on the world size either. What is not bit-identical to
+// the job that kept its size: each rank's batch-norm statistics come from its own (now larger or
+// smaller) share of the global batch (--sync-bn: from all of it, as before), and the average
+// gradient is summed in another order. The mid-epoch metrics are sums over ranks, so the epoch's
+// record is whole. Every rank loads the whole checkpoint, and a sharded optimizer (--zero) takes
+// this run's part of its momentum when make_training_setup builds it, so the world size and the
+// stage may both change at a resume. position_from() compares the batch layout at the saving
+// run's world size.
 void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
   if (resume_path_.empty()) return;
   const std::string& path = resume_path_;
@@ -50,7 +59,16 @@ void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
                  "); resuming from " + nn::previous_path(path) + ", one save earlier");
   }
   start_ = position_from(state, options_, world_, path);
+  resumed_ = state.extra;
   for (const std::string& warning : warnings) report_.warn(warning);  // nothing refuses it now
+}
+
+int CheckpointKeeper::resumed_world_size() const {
+  return saved_world_size(resumed_, world_);
+}
+
+void CheckpointKeeper::restore_buckets(const TrainingSetup& setup) const {
+  restore_bucket_order(resumed_, setup, resume_path_);
 }
 
 void CheckpointKeeper::check_ranks_resume_alike() {
@@ -111,13 +129,18 @@ bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,
 
 // Note [Saving on every rank]: every rank calls save() at the same step, though rank 0 alone
 // writes, so that a save can be a collective: the barrier keeps any rank from reading the files
-// before they are complete, and a sharded optimizer (ZeRO) would gather its state to rank 0 here,
-// before the write, with every rank taking part; the file stays the format of plain DDP.
+// before they are complete, and a sharded optimizer (ZeRO, --zero) gathers its state to rank 0
+// here, before the write, with every rank taking part; the file stays the format of plain DDP
+// (Note [Sharded data parallel], checkpoints).
 void CheckpointKeeper::save(const RunPosition& position, const TrainingSetup& setup) {
   if (options_.save.empty()) return;
+  const std::unique_ptr<nn::Sgd> gathered =
+      setup.sharded ? setup.sharded->consolidated(0) : nullptr;
   if (rank_ == 0) {
-    nn::save_checkpoint(options_.save, *setup.network, *setup.optimizer,
-                        training_state_at(position, options_, world_));
+    nn::TrainingState state = training_state_at(position, options_, world_);
+    record_bucket_order(setup, state.extra);
+    nn::save_checkpoint(options_.save, *setup.network, gathered ? *gathered : *setup.optimizer,
+                        state);
     report_.log_position("checkpoint", position);
   }
   if (group_) group_->barrier()->wait();

@@ -39,6 +39,12 @@ class CheckpointKeeper {
   /// sets start(). Runs before DDP wraps the network, whose constructor then broadcasts rank 0's
   /// weights (make_training_setup's BeforeWrapping).
   void resume(nn::Module& network, nn::Sgd& optimizer);
+  /// After DDP has wrapped the network: its gradient buckets as the checkpoint recorded them
+  /// (apps/train_cifar/saved_buckets.h), so the resumed steps reduce as the saved run's would.
+  void restore_buckets(const TrainingSetup& setup) const;
+  /// The ranks of the run that wrote the checkpoint (this run's when it did not record them, or
+  /// without a checkpoint): Note [Resume at another world size].
+  int resumed_world_size() const;
   /// Where this invocation begins: the checkpoint's position, or the run's start.
   const RunPosition& start() const { return start_; }
   /// Every rank must resume from the same position (a checkpoint one rank cannot see would
@@ -66,6 +72,7 @@ class CheckpointKeeper {
   RunReport& report_;
   std::string resume_path_;  ///< the checkpoint this run resumes from, or ""
   RunPosition start_{};      ///< where this invocation began: the checkpoint's position, or 0
+  nn::Metadata resumed_{};   ///< the checkpoint's training-state metadata
   std::unique_ptr<OutputLock> save_lock_;  ///< --save's, held from check_outputs() on
 };
 

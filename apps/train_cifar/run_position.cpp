@@ -87,6 +87,16 @@ std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
   return warnings;
 }
 
+int saved_world_size(const nn::Metadata& extra, int otherwise) {
+  const auto found = extra.find("world_size");
+  if (found == extra.end()) return otherwise;
+  try {
+    return std::stoi(found->second);
+  } catch (const std::exception&) {
+    return otherwise;
+  }
+}
+
 std::string resume_source(const TrainOptions& options) {
   if (!options.resume.automatic) {
     // --resume PATH.state names the pair by its sidecar (unless it is a pair's weights itself).
@@ -110,6 +120,7 @@ nn::TrainingState training_state_at(const RunPosition& position, const TrainOpti
   // Informational: the weights are float32 in either precision, so any run may resume them.
   state.extra["precision"] = nn::precision_name(options.setup.precision);
   for (const auto& [flag, value] : run_settings(options)) state.extra["run" + flag] = value;
+  state.extra["world_size"] = std::to_string(world_size);
   if (position.batch == 0) return state;
   state.extra["epoch_batches"] = std::to_string(position.batch);
   state.extra["epoch_loss_sum"] = exact(position.so_far.loss_sum);
@@ -124,12 +135,15 @@ RunPosition position_from(const nn::TrainingState& state, const TrainOptions& op
                           int world_size, const std::string& path) {
   RunPosition position{.epoch = static_cast<int>(state.epoch), .step = state.step};
   if (state.extra.count("epoch_batches") == 0) return position;
+  // Note [Resume at another world size] (checkpoint_keeper.cpp): the layout is compared at the
+  // saving run's world size where the checkpoint records it (older ones: at this run's).
   const auto layout = state.extra.find("batch_layout");
-  const std::string mine = batch_layout(options, world_size);
-  TANDEM_CHECK(layout != state.extra.end() && layout->second == mine, "[train_cifar] ", path,
-               " was saved in the middle of epoch ", state.epoch + 1, " by a run with ",
+  const int saved_world = saved_world_size(state.extra, world_size);
+  TANDEM_CHECK(layout != state.extra.end() && layout->second == batch_layout(options, saved_world),
+               "[train_cifar] ", path, " was saved in the middle of epoch ", state.epoch + 1,
+               " by a run with ",
                layout == state.extra.end() ? "an unrecorded layout" : layout->second,
-               "; this run has ", mine,
+               "; this run has ", batch_layout(options, world_size),
                ": resume it with the same values (its batches would differ otherwise)");
   const auto count = [&](const char* key) {
     return static_cast<int64_t>(number_at(state.extra, key, path));

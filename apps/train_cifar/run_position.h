@@ -10,7 +10,8 @@
 /// image) (Note [Loader determinism]), the learning rate of the step. So a resume that starts the
 /// loader at that batch gives exactly the batches, augmentations and updates the uninterrupted
 /// run would have given, and ends with bit-identical weights (on the CPU, whose kernels are
-/// deterministic; two ranks sum gradients in one order whatever the bucket layout). Saves fall
+/// deterministic; at any rank count, as a ddp checkpoint also carries the gradient buckets' order,
+/// Note [Bucket order on resume] in parallel/reducer.h). Saves fall
 /// only between optimizer steps (never inside an --accumulate group), in ddp on every rank after
 /// the same step (K counts the run's steps, which every rank takes together), and with uneven
 /// shares (Note [Join protocol]) only while no rank has joined. The epoch's training metrics so
@@ -18,7 +19,9 @@
 ///
 /// The batches mean the same only with the same batch layout: a mid-epoch checkpoint records
 /// the global batch, the ranks, --accumulate, --subset, --drop-last and the seed, and a resume
-/// with other values is refused (one line); an epoch-boundary checkpoint resumes with any.
+/// with other values is refused (one line); an epoch-boundary checkpoint resumes with any. Other
+/// ranks (the same global batch) resume it too: Note [Resume at another world size] in
+/// checkpoint_keeper.cpp.
 
 #include <cstdint>
 #include <string>
@@ -79,8 +82,13 @@ std::vector<std::string> check_resume_settings(const nn::Metadata& saved,
                                                const TrainOptions& options,
                                                const std::string& path);
 
+/// The world size of the run that wrote a checkpoint with training-state metadata `extra`;
+/// `otherwise` for checkpoints from before it was recorded.
+int saved_world_size(const nn::Metadata& extra, int otherwise);
+
 /// The position `state` (loaded from `path`) records. Throws a one-line tandem::Error when a
-/// mid-epoch checkpoint was written with another batch layout than `options` over `world_size`.
+/// mid-epoch checkpoint was written with another batch layout than `options` (the world size
+/// aside where the checkpoint records its own: Note [Resume at another world size]).
 RunPosition position_from(const nn::TrainingState& state, const TrainOptions& options,
                           int world_size, const std::string& path);
 

@@ -61,14 +61,19 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
       options_.synthetic ? "synthetic" : "CIFAR-10", thousands(run.train_images).c_str(),
       thousands(run.test_images).c_str(), counted(num_threads(), "thread").c_str(),
       memory_format_name(run.setup->memory_format), nn::precision_name(options_.setup.precision));
+  // Note [Resume at another world size]
+  const std::string resized = run.saved_world == run.world
+                                  ? ""
+                                  : detail::concat(", saved by ", run.saved_world, " ranks, now ",
+                                                   counted(run.world, "rank"));
   if (start.batch > 0) {
-    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld)\n", start.epoch + 1,
+    std::printf("resuming in epoch %d at batch %lld of %lld (step %lld%s)\n", start.epoch + 1,
                 static_cast<long long>(start.batch),
                 static_cast<long long>(run.shares.batches_per_epoch),
-                static_cast<long long>(start.step));
+                static_cast<long long>(start.step), resized.c_str());
   } else if (start.epoch > 0) {
-    std::printf("resuming after epoch %d (step %lld)\n", start.epoch,
-                static_cast<long long>(start.step));
+    std::printf("resuming after epoch %d (step %lld%s)\n", start.epoch,
+                static_cast<long long>(start.step), resized.c_str());
   }
   std::fflush(stdout);
 }
@@ -124,16 +129,21 @@ void RunReport::print_nothing_to_train(int epochs_done) const {
 
 // For the fault drills and plots: where a run saved or resumed, when, and in which attempt of a
 // restarting launcher (TORCHELASTIC_RESTART_COUNT, set by tandem-run and torchrun).
-void RunReport::log_position(const char* type, const RunPosition& position) {
+void RunReport::log_position(const char* type, const RunPosition& position, int from_world) {
   if (!enabled_) return;
   const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
   const auto now = std::chrono::system_clock::now().time_since_epoch();
-  log_.write({{"type", type},
-              {"epoch", position.epoch},
-              {"batch", position.batch},
-              {"step", position.step},
-              {"attempt", attempt != nullptr ? std::atoi(attempt) : 0},
-              {"unix_time", std::chrono::duration<double>(now).count()}});
+  nlohmann::json record{{"type", type},
+                        {"epoch", position.epoch},
+                        {"batch", position.batch},
+                        {"step", position.step},
+                        {"attempt", attempt != nullptr ? std::atoi(attempt) : 0},
+                        {"unix_time", std::chrono::duration<double>(now).count()}};
+  if (from_world > 0) {
+    record["world_size_from"] = from_world;
+    record["world_size_to"] = world_;
+  }
+  log_.write(record);
 }
 
 void RunReport::start_clock(int epochs) {

@@ -47,6 +47,7 @@ struct RunShape {
   std::string backend{};                 ///< ddp: the process group's ("gloo", "nccl")
   int world = 1;                         ///< ddp: the job's ranks
   int local_ranks = 1;                   ///< ddp: the ranks on this machine (sharing its cores)
+  int saved_world = 1;                   ///< a resume: the ranks of the run it continues
   int64_t train_images = 0;
   int64_t test_images = 0;
   EpochShares shares{};
@@ -70,8 +71,9 @@ class RunReport {
   void report_eval(const PassMetrics& test);
   /// --resume auto after the last epoch: nothing left to train.
   void print_nothing_to_train(int epochs_done) const;
-  /// A log record of where the run saved or resumed (type "checkpoint" or "resume").
-  void log_position(const char* type, const RunPosition& position);
+  /// A log record of where the run saved or resumed (type "checkpoint" or "resume"); a resume
+  /// also says the world size of the run it continues and its own (world_size_from, _to).
+  void log_position(const char* type, const RunPosition& position, int from_world = 0);
 
   /// Starts the run's clock for the `epochs` this invocation will train.
   void start_clock(int epochs);

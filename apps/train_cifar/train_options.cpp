@@ -132,6 +132,7 @@ void add_parallel_flags(CLI::App& app, TrainOptions& o) {
                "ddp: batch-norm statistics over every rank's images (SyncBatchNorm), so N ranks "
                "normalise as one process of the global batch");
   add_grad_compression_flag(app, o.setup.grad_compression);
+  add_zero_flag(app, o.setup.ddp.sharding);
   app.add_flag("--drop-last", o.drop_last,
                "drop each epoch's short last batch; in ddp also the images that do not divide over "
                "the ranks (otherwise ranks with fewer batches join, Note [Join protocol])");
@@ -225,13 +226,21 @@ void validate(const TrainOptions& o, int world_size) {
   TANDEM_CHECK(
       o.setup.mode == Mode::Distributed ||
           (!o.backend && o.setup.ddp.reducer.overlap && !o.setup.sync_bn &&
-           o.setup.grad_compression == parallel::GradCompression::None),
-      "[train_cifar] --backend, --no-overlap, --sync-bn and --grad-compression are for --mode ddp");
+           o.setup.grad_compression == parallel::GradCompression::None &&
+           o.setup.ddp.sharding == parallel::Sharding::None),
+      "[train_cifar] --backend, --no-overlap, --sync-bn, --grad-compression and --zero are for "
+      "--mode ddp");
   if (o.setup.mode == Mode::Distributed) {
     const int64_t below = o.batch_size - o.batch_size % world_size;
+    // A resumed run keeps its global batch (Note [A resume knows its run]): other world sizes.
+    int fewer = world_size - 1, more = world_size + 1;
+    while (fewer > 1 && o.batch_size % fewer != 0) --fewer;
+    while (more < o.batch_size && o.batch_size % more != 0) ++more;
     TANDEM_CHECK(o.batch_size % world_size == 0, "[train_cifar] --batch-size ", o.batch_size,
                  " does not split evenly over ", world_size, " ranks; use ",
-                 below > 0 ? std::to_string(below) + " or " : "", below + world_size);
+                 below > 0 ? std::to_string(below) + " or " : "", below + world_size,
+                 ", or keep it (as a resumed run must) on ", fewer,
+                 more <= o.batch_size ? " or " + std::to_string(more) : "", " ranks");
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");

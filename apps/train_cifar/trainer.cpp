@@ -56,6 +56,7 @@ Trainer::Trainer(const TrainOptions& options, std::shared_ptr<parallel::ProcessG
   setup_ = make_training_setup(
       options_.setup, choose_devices(options_.setup.mode, options_.devices, group_.get()), group_,
       [this](nn::Module& network, nn::Sgd& optimizer) { keeper_.resume(network, optimizer); });
+  keeper_.restore_buckets(setup_);
   const RunPosition& start = keeper_.start();
   step_ = start.step;
   TANDEM_CHECK(options_.batch_size >= static_cast<int64_t>(setup_.devices.size()),
@@ -133,8 +134,9 @@ std::shared_ptr<const data::Sampler> Trainer::make_train_sampler() {
   // Uneven shares train under a Join (Note [Join protocol]). SyncBatchNorm cannot join, and
   // with --accumulate a rank that ran out in the middle of a group would leave its micro-batches
   // unreduced while the others still run under no_sync(): with either the shares are padded,
-  // as PyTorch's DistributedSampler does.
+  // as PyTorch's DistributedSampler does. So they are with --zero, whose Join is not wired here.
   shares_.uneven = !options_.drop_last && !options_.setup.sync_bn && options_.accumulate == 1 &&
+                   options_.setup.ddp.sharding == parallel::Sharding::None &&
                    train_set_->size() % world_ != 0;
   data::DistributedSamplerConfig sharing{.num_replicas = world_,
                                          .rank = rank_,
@@ -212,8 +214,8 @@ bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t
       std::min<int64_t>(options_.accumulate, batches - (batch_index - in_group));
   const bool steps_now = in_group == group_size - 1;
   if (in_group == 0) {
-    setup_.optimizer->set_lr(schedule_->lr_at(step_));
-    setup_.optimizer->zero_grad();
+    setup_.stepper().set_lr(schedule_->lr_at(step_));
+    setup_.stepper().zero_grad();
   }
   {
     std::optional<parallel::DistributedDataParallel::NoSyncGuard> no_sync;
@@ -225,7 +227,7 @@ bool Trainer::train_batch(const data::Batch& batch, int64_t batch_index, int64_t
     pending.add(loss, count_correct(logits.detach(), batch.labels), batch.labels.size(0));
   }
   if (steps_now) {
-    setup_.optimizer->step();
+    setup_.stepper().step();
     ++step_;
   }
   return true;
@@ -402,6 +404,7 @@ RunShape Trainer::shape() const {
           .backend = group_ ? group_->backend_name() : "",
           .world = world_,
           .local_ranks = local_ranks_,
+          .saved_world = keeper_.resumed_world_size(),
           .train_images = train_set_->size(),
           .test_images = test_set_->size(),
           .shares = shares_};
@@ -423,7 +426,9 @@ RunSummary Trainer::run() {
     report_.print_nothing_to_train(start.epoch);
     return summary;
   }
-  if (start.epoch > 0 || start.batch > 0) report_.log_position("resume", start);
+  if (start.epoch > 0 || start.batch > 0) {
+    report_.log_position("resume", start, keeper_.resumed_world_size());
+  }
   training_started() = true;
   const int last_epoch = options_.run_epochs > 0
                              ? std::min(options_.epochs, start.epoch + options_.run_epochs)

@@ -120,14 +120,6 @@ void CpuBackend::cast(const Tensor& src, Tensor& dst) {
   }
 }
 
-Allocator& CpuBackend::allocator(Device) {
-  return cpu_allocator();
-}
-
-int CpuBackend::device_count() {
-  return INT32_MAX;
-}
-
 CpuBackend& backend() {
   static CpuBackend instance;
   return instance;

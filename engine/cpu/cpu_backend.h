@@ -9,13 +9,7 @@ namespace tandem::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  Allocator& allocator(Device device) override;
   bool channels_last_kernels() const override { return true; }
-  int device_count() override;
-  /// The host clock now (Note [Timing marks]).
-  std::unique_ptr<TimingMark> mark_time(Device device) override;
-  StreamRef current_stream(Device device) override { return {.device = device}; }
-  void wait_for(const StreamRef&) override {}
 
   // copy.cpp
   void copy(const Tensor& src, Tensor& dst) override;
@@ -81,9 +75,6 @@ class CpuBackend final : public Backend {
   // sgd.cpp
   void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
                 const SgdStepOptions& options) override;
-
- private:
-  void synchronize_device(Device) override {}  // CPU work is done when its call returns
 };
 
 CpuBackend& backend();

@@ -29,13 +29,6 @@ class CudaBackend final : public Backend {
   void set_cudnn_benchmark(bool benchmark) { cudnn_benchmark_ = benchmark; }
   bool cudnn_benchmark() const { return cudnn_benchmark_; }
 
-  // backend.cpp
-  Allocator& allocator(Device device) override;
-  int device_count() override;
-  std::unique_ptr<TimingMark> mark_time(Device device) override;
-  StreamRef current_stream(Device device) override;
-  void wait_for(const StreamRef& producer) override;
-
   // copy.cpp
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& dst, double value) override;
@@ -104,8 +97,6 @@ class CudaBackend final : public Backend {
                               const Tensor& labels, Tensor& grad_logits) override;
 
  private:
-  void synchronize_device(Device device) override;  // backend.cpp
-
   std::atomic<bool> allow_tf32_{false};
   std::atomic<bool> cudnn_benchmark_{true};
 };

@@ -1,4 +1,5 @@
 #include "engine/cuda/handles.h"
+#include "engine/cuda/cublas_check.h"
 
 #include <map>
 #include <memory>

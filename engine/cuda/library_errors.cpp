@@ -1,6 +1,7 @@
-// CUBLAS_CHECK's and CUDNN_CHECK's errors (engine/cuda/runtime/cuda_check.h,
+// CUBLAS_CHECK's and CUDNN_CHECK's errors (engine/cuda/cublas_check.h,
 // engine/cuda/cudnn_check.h).
 
+#include "engine/cuda/cublas_check.h"
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/runtime/cuda_check.h"

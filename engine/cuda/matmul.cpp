@@ -2,6 +2,7 @@
 // float32 (cublasSgemm), or bfloat16 a and b with a float32 c (cublasGemmEx: CUDA_R_16BF inputs,
 // CUDA_R_32F output, CUBLAS_COMPUTE_32F), as Note [bfloat16 activations] asks.
 
+#include "engine/cuda/cublas_check.h"
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/gemm_args.h"

@@ -1,5 +1,7 @@
-// Linked when Tandem is built without CUDA: asking for a CUDA device fails with
-// a clear message instead of a link error or a crash.
+// Linked when Tandem is built without CUDA: asking for a CUDA device's kernels or uploads fails
+// with a clear message instead of a link error or a crash. The runtime's entry points are in
+// no_cuda_runtime.cpp, apart, because the fake-runtime tests (tests/engine/cuda_host) take this
+// file with the real CUDA runtime.
 
 #include "engine/backend.h"
 #include "engine/device.h"
@@ -12,16 +14,6 @@ Backend& cuda_backend() {
               ": this Tandem build has no CUDA backend; reconfigure with -DTANDEM_CUDA=ON on a "
               "machine with the CUDA toolkit, cuDNN and NCCL, or use cpu devices");
 }
-
-bool cuda_available() {
-  return false;
-}
-
-std::string cuda_unavailable_reason() {
-  return "built without CUDA";
-}
-
-void bind_thread_to(Device /*device*/) noexcept {}  // no CUDA device can exist
 
 namespace detail {
 

@@ -14,7 +14,7 @@ Tensor empty(const Shape& shape, const TensorOptions& options) {
     TANDEM_CHECK(size >= 0, "[empty] negative size in shape ", shape_str(shape));
   }
   const size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(options.dtype);
-  Allocator& allocator = backend_for(options.device).allocator(options.device);
+  Allocator& allocator = runtime_for(options.device).allocator(options.device);
   auto storage = std::make_shared<Storage>(nbytes, options.device, allocator);
   Tensor tensor(std::make_shared<TensorImpl>(
       std::move(storage), shape, strides_for(shape, options.memory_format), 0, options.dtype));

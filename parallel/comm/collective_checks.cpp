@@ -98,6 +98,12 @@ std::string describe_mismatch(const std::vector<std::string>& by_rank) {
          "same sizes and dtypes)";
 }
 
+bool is_own_chunk(const Tensor& output, const Tensor& input, int rank) {
+  const auto* chunk =
+      static_cast<const char*>(output.data_ptr()) + static_cast<size_t>(rank) * input.nbytes();
+  return input.numel() > 0 && static_cast<const char*>(input.data_ptr()) == chunk;
+}
+
 std::string alltoall_counts_mismatch(const std::vector<std::vector<int64_t>>& counts) {
   const size_t size = counts.size();
   for (size_t from = 0; from < size; ++from) {

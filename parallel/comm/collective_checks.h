@@ -24,6 +24,11 @@ void check_collective_dtype(const char* backend, const std::string& op, size_t i
 void check_reduce_dtype(const char* backend, const std::string& op, size_t index, DType dtype,
                         ReduceOp reduce_op);
 
+/// allgather_into_tensor in place: `input` is rank `rank`'s chunk of `output` (the same memory),
+/// as sharded data parallel gathers its parameters. Gloo then takes no input and MPI takes
+/// MPI_IN_PLACE, where copying the chunk onto itself would be undefined (overlapping memcpy).
+bool is_own_chunk(const Tensor& output, const Tensor& input, int rank);
+
 // --- Note [Collective consistency]
 
 /// One rank's call, in words that are equal on every rank exactly when the calls match:

@@ -119,7 +119,8 @@ std::shared_ptr<Work> GlooProcessGroup::run_allgather(const std::string& op, Ten
     with_element_type(input.dtype(), [&](auto element) {
       using T = decltype(element);
       gloo::AllgatherOptions options(context_);
-      options.setInput(elements_of<T>(input), static_cast<size_t>(input.numel()));
+      if (!is_own_chunk(output, input, rank()))
+        options.setInput(elements_of<T>(input), static_cast<size_t>(input.numel()));
       options.setOutput(elements_of<T>(output), static_cast<size_t>(output.numel()));
       options.setTag(tag);
       options.setTimeout(this->options().timeout);

@@ -37,6 +37,12 @@ void validate(const LaunchOptions& o) {
   TANDEM_CHECK(o.nproc_per_node >= 1, "[tandem-run] --nproc-per-node must be at least 1, got ",
                o.nproc_per_node);
   TANDEM_CHECK(o.nnodes >= 1, "[tandem-run] --nnodes must be at least 1, got ", o.nnodes);
+  const bool elastic = o.min_nodes != 0 && o.min_nodes != o.nnodes;
+  TANDEM_CHECK(o.min_nodes >= 0 && o.min_nodes <= o.nnodes, "[tandem-run] --nnodes ", o.min_nodes,
+               ":", o.nnodes, " needs 1 <= MIN <= MAX");
+  TANDEM_CHECK(!elastic || o.max_restarts > 0, "[tandem-run] --nnodes ", o.min_nodes, ":", o.nnodes,
+               " decides the nodes of each attempt at its restart round, which needs "
+               "--max-restarts 1 or more");
   TANDEM_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, "[tandem-run] --node-rank ", o.node_rank,
                " is out of range for --nnodes ", o.nnodes, " (0..", o.nnodes - 1, ")");
   TANDEM_CHECK(o.master_port >= 0 && o.master_port <= 65535, "[tandem-run] --master-port ",
@@ -140,8 +146,16 @@ int terminal_columns_of(int fd) {
   return size.ws_col > 0 ? size.ws_col : 80;
 }
 
+// Which nodes an attempt runs on (Note [Elastic rounds]): this one's place among them, densely
+// numbered, and how many; a fixed-size job's are --node-rank and --nnodes.
+struct NodeShape {
+  int group_rank = 0;
+  int nodes = 1;
+  int first_rank(const LaunchOptions& o) const { return group_rank * o.nproc_per_node; }
+};
+
 std::vector<std::string> worker_environment(const LaunchOptions& o, int local_rank, int port,
-                                            int attempt) {
+                                            int attempt, NodeShape shape) {
   std::map<std::string, std::string> vars;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     const std::string text = *entry;
@@ -154,11 +168,11 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int local_ra
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     vars["TANDEM_NUM_THREADS"] = std::to_string(std::max(1, cores / o.nproc_per_node));
   }
-  vars["RANK"] = std::to_string(o.node_rank * o.nproc_per_node + local_rank);
+  vars["RANK"] = std::to_string(shape.first_rank(o) + local_rank);
   vars["LOCAL_RANK"] = std::to_string(local_rank);
-  vars["WORLD_SIZE"] = std::to_string(o.nnodes * o.nproc_per_node);
+  vars["WORLD_SIZE"] = std::to_string(shape.nodes * o.nproc_per_node);
   vars["LOCAL_WORLD_SIZE"] = std::to_string(o.nproc_per_node);
-  vars["GROUP_RANK"] = std::to_string(o.node_rank);
+  vars["GROUP_RANK"] = std::to_string(shape.group_rank);
   vars["MASTER_ADDR"] = o.master_addr;
   vars["MASTER_PORT"] = std::to_string(port);
   vars["TANDEM_STORE_HOSTED"] = o.host_store ? "1" : "0";
@@ -168,7 +182,7 @@ std::vector<std::string> worker_environment(const LaunchOptions& o, int local_ra
   // launcher's terminal; a bar redrawn with '\r' survives the rank prefix (LinePrefixer emits at
   // each '\r'), so a worker may draw one in the columns the prefix leaves.
   if (const int columns = terminal_columns_of(o.stdout_fd); columns > 0) {
-    const int rank = o.node_rank * o.nproc_per_node + local_rank;
+    const int rank = shape.first_rank(o) + local_rank;
     const int prefix = static_cast<int>(("[rank " + std::to_string(rank) + "] ").size());
     vars["TANDEM_TERMINAL_COLUMNS"] = std::to_string(std::max(columns - prefix, 20));
   } else {
@@ -200,6 +214,7 @@ void tell_rounds(RestartRounds* rounds, const std::function<void(RestartRounds&)
 struct Attempt {
   int number = 0;         ///< TORCHELASTIC_RESTART_COUNT, the same on every node
   int restarts_used = 0;  ///< by this launcher, before this attempt
+  NodeShape shape{};      ///< the nodes it runs on
   std::optional<Clock::time_point> job_deadline{};  ///< --timeout counts over all attempts
   RestartRounds* rounds = nullptr;                  ///< with --max-restarts > 0
 };
@@ -215,10 +230,10 @@ class Supervisor {
     std::vector<std::string> argv = options.command;
     argv[0] = program;
     for (int local = 0; local < options.nproc_per_node; ++local) {
-      const int rank = options.node_rank * options.nproc_per_node + local;
+      const int rank = attempt.shape.first_rank(options) + local;
       const std::string prefix = "[rank " + std::to_string(rank) + "] ";
       workers_.push_back(std::make_unique<WorkerProcess>(
-          argv, worker_environment(options, local, port, attempt.number)));
+          argv, worker_environment(options, local, port, attempt.number, attempt.shape)));
       out_.emplace_back(prefix, options.stdout_fd);
       err_.emplace_back(prefix, options.stderr_fd);
       exits_.push_back(
@@ -427,6 +442,18 @@ LaunchResult ended_between_attempts(const LaunchOptions& o, int exit_code, std::
                       .restarts = restarts};
 }
 
+// Note [Elastic rounds]: which nodes an elastic attempt runs on, for the log of each node.
+void say_members(const LaunchOptions& o, const Attempt& attempt) {
+  std::string ids;
+  for (int id : attempt.rounds->members()) ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+  write_line(o.stderr_fd, "[tandem-run] attempt " + std::to_string(attempt.number) + " runs on " +
+                              std::to_string(attempt.shape.nodes) + " of " +
+                              std::to_string(o.nnodes) + " nodes (" + ids +
+                              "): " + std::to_string(attempt.shape.nodes * o.nproc_per_node) +
+                              " workers, node " + std::to_string(o.node_rank) + " is group rank " +
+                              std::to_string(attempt.shape.group_rank));
+}
+
 // Joins each attempt with the other nodes and runs it, until one is not restarted.
 LaunchResult run_attempts(const LaunchOptions& o, int port, Attempt attempt,
                           SignalForwarding& signals) {
@@ -454,6 +481,9 @@ LaunchResult run_attempts(const LaunchOptions& o, int port, Attempt attempt,
                                     attempt.restarts_used);
     }
     attempt.number = *number;
+    attempt.shape = {.group_rank = attempt.rounds->group_rank(),
+                     .nodes = static_cast<int>(attempt.rounds->members().size())};
+    if (o.min_nodes != 0 && o.min_nodes != o.nnodes) say_members(o, attempt);
     Supervisor supervisor(o, port, attempt);
     LaunchResult result = supervisor.run(signals);
     result.restarts = attempt.restarts_used;
@@ -471,7 +501,7 @@ LaunchResult launch(const LaunchOptions& options) {
   validate(options);
   std::unique_ptr<StoreServer> server;
   const int port = prepare_port(options, server);
-  Attempt first;
+  Attempt first{.shape = {.group_rank = options.node_rank, .nodes = options.nnodes}};
   if (options.timeout.count() > 0) first.job_deadline = Clock::now() + options.timeout;
   if (options.max_restarts == 0) {
     SignalForwarding signals;
@@ -486,7 +516,9 @@ LaunchResult launch(const LaunchOptions& options) {
                       .timeout = options.rdzv_timeout,
                       .named_by = "--master-addr:--master-port"});
   RestartRounds rounds(store, {.nnodes = options.nnodes,
+                               .min_nodes = options.min_nodes,
                                .node_rank = options.node_rank,
+                               .last_call = options.rdzv_last_call,
                                .rdzv_timeout = options.rdzv_timeout});
   first.rounds = &rounds;
   SignalForwarding signals;

@@ -13,7 +13,12 @@
 /// is a terminal, TANDEM_TERMINAL_COLUMNS: its width less the rank prefix (a progress bar's room).
 ///
 /// With max_restarts > 0 a failed worker stops the node's workers and every node starts them all
-/// again, up to max_restarts times (torchrun's --max-restarts; Note [Restart rounds]).
+/// again, up to max_restarts times (torchrun's --max-restarts; Note [Restart rounds]). With
+/// min_nodes < nnodes (--nnodes MIN:MAX) each attempt runs on the nodes that joined its round,
+/// numbered densely (Note [Elastic rounds]):
+///
+///   tandem-run --nnodes 2:3 --node-rank 1 --nproc-per-node 4 --master-addr node0 --master-port
+///     29500 --max-restarts 5 --rdzv-last-call 10 -- ./train_cifar --mode ddp --resume auto ...
 
 #include <sys/types.h>
 
@@ -26,8 +31,10 @@ namespace tandem::parallel {
 
 struct LaunchOptions {
   int nproc_per_node = 1;
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;  ///< machines in the job; with min_nodes, the most an attempt takes
+  /// --nnodes MIN:MAX: the fewest machines an attempt starts with (0: nnodes, a fixed size).
+  int min_nodes = 0;
+  int node_rank = 0;  ///< this machine's id, 0 … nnodes - 1 (its group rank varies when elastic)
   /// Host of the rendezvous store: node 0's address as the other nodes reach it.
   std::string master_addr = "127.0.0.1";
   /// Port of the rendezvous store; 0 picks a free one (one node only: the other nodes could not
@@ -56,6 +63,9 @@ struct LaunchOptions {
   /// With max_restarts > 0: how long a launcher waits for the other nodes to join an attempt
   /// (and node 0's for them to finish), before it gives up with an error naming the missing.
   std::chrono::milliseconds rdzv_timeout{600000};
+  /// Elastic (min_nodes < nnodes): once min_nodes have joined a round, how long it waits for
+  /// more before it starts (torchrun's last call).
+  std::chrono::milliseconds rdzv_last_call{30000};
   /// Where the workers' prefixed output and the launcher's messages go.
   int stdout_fd = 1;
   int stderr_fd = 2;

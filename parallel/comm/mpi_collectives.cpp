@@ -92,12 +92,13 @@ std::shared_ptr<Work> MpiProcessGroup::run_allgather(const std::string& op, Tens
   count_of(op, output.numel());
   wait_for_devices({output, input});
   std::string call = describe_call("allgather", {input}, -1, nullptr);
-  Stage post = [comm = shared_->comm, output, input](MpiOperation& operation) {
+  const bool in_place = is_own_chunk(output, input, rank());
+  Stage post = [comm = shared_->comm, output, input, in_place](MpiOperation& operation) {
     if (input.numel() == 0) return;
     const MPI_Datatype type = mpi_datatype(input.dtype());
     const auto n = static_cast<int>(input.numel());
-    check_mpi(MPI_Iallgather(input.data_ptr(), n, type, output.data_ptr(), n, type, comm,
-                             next_request(operation)),
+    check_mpi(MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data_ptr(), n, type, output.data_ptr(),
+                             n, type, comm, next_request(operation)),
               "MPI_Iallgather");
   };
   return collective(op, std::move(call), {}, {std::move(post)});

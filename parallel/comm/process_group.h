@@ -130,7 +130,8 @@ class ProcessGroup {
   /// outputs[r] receives rank r's `input`: size() tensors of the input's shape and dtype.
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input);
   /// `output` (contiguous, size() × input.numel() elements of the input's dtype, any shape)
-  /// receives rank r's `input` at elements [r·n, (r+1)·n).
+  /// receives rank r's `input` at elements [r·n, (r+1)·n). `input` may be that very chunk of
+  /// `output` (in place, as sharded data parallel gathers its parameters).
   std::shared_ptr<Work> allgather_into_tensor(Tensor output, Tensor input);
   /// On rank `root`, outputs[r] receives rank r's `input` (size() tensors of its shape and
   /// dtype); on the other ranks `outputs` must be empty.

@@ -17,6 +17,18 @@
 /// A launcher killed while waiting for a round and started again counts twice in that round;
 /// the workers' own rendezvous then times out, and the failure starts another round.
 ///
+/// Note [Elastic rounds] (--nnodes MIN:MAX, torchrun's spelling): a round starts with whoever
+/// joined it in time. Joining takes a ticket, add("<r>/joined", 1), and writes this node's id
+/// under it. The round is sealed once MAX have joined, or once MIN have and --rdzv-last-call has
+/// passed since (torchrun's last call); the first launcher to see that seals it (an add() decides
+/// who) and writes the members: the ids of tickets 1 … joined. Every node takes the members from
+/// the store, so all agree, and numbers them densely in id order: group rank, RANK and WORLD_SIZE
+/// follow from that. A node whose ticket came after the seal finds the round running without it
+/// and closes it, so every node joins the next round with it (scale up, as a relaunched launcher
+/// always did; the job resumes from its newest checkpoint). A node lost for good is simply absent
+/// from the next round (scale down). Fewer than MIN within --rdzv-timeout ends the job with one
+/// line naming the nodes missing. Node 0 stays the one fixed point: its launcher hosts the store.
+///
 ///   RestartRounds rounds(store, {.nnodes = 2, .node_rank = 1});
 ///   while (true) {
 ///     const int attempt = *rounds.join(never);  // every node starts attempt `attempt` together
@@ -28,14 +40,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "parallel/comm/store.h"
 
 namespace tandem::parallel {
 
 struct RestartRoundsOptions {
-  int nnodes = 1;
-  int node_rank = 0;
+  int nnodes = 1;     ///< the most nodes a round takes
+  int min_nodes = 0;  ///< the fewest a round starts with (Note [Elastic rounds]); 0: nnodes
+  int node_rank = 0;  ///< this node's id, 0 … nnodes - 1
+  /// Once min_nodes have joined, how long a round waits for more before it starts.
+  std::chrono::milliseconds last_call{30000};
   /// How long join() waits for the other nodes, and node 0's finish() for them to finish.
   std::chrono::milliseconds rdzv_timeout{600000};
   /// How often join() and finish() look at the store while waiting.
@@ -54,6 +70,11 @@ class RestartRounds {
   std::optional<int> join(const std::function<bool()>& cancelled);
   /// The round joined last.
   int round() const { return round_; }
+  /// The ids of the nodes in the round joined last, ascending; a node's place among them is its
+  /// group rank (Note [Elastic rounds]).
+  const std::vector<int>& members() const { return members_; }
+  /// This node's place in members().
+  int group_rank() const;
   /// Whether some node closed the round joined last. One request; throws if the store is lost.
   bool closed();
   /// Closes the round joined last, so every node stops its workers and joins the next.
@@ -68,8 +89,13 @@ class RestartRounds {
  private:
   std::string key(int round, const std::string& name) const;
   /// Waits until every node has joined `round`: true; false when it was closed meanwhile.
-  bool wait_for_nodes(int round, std::chrono::steady_clock::time_point deadline,
-                      const std::function<bool()>& cancelled);
+  /// The members once the round is sealed with `ticket` among them (sealing it when due); nothing
+  /// when it was closed, cancelled, or sealed without this ticket (then closed by this node).
+  std::optional<std::vector<int>> wait_for_members(int round, int64_t ticket,
+                                                   std::chrono::steady_clock::time_point deadline,
+                                                   const std::function<bool()>& cancelled);
+  void seal(int round);
+  void throw_timeout(int round, int64_t joined);
   void close_round(int round);
   void throw_if_ended();
   /// "1, 3": the nodes that have not joined `round`.
@@ -78,6 +104,7 @@ class RestartRounds {
   std::shared_ptr<Store> store_;
   RestartRoundsOptions options_;
   int round_ = -1;
+  std::vector<int> members_;
 };
 
 }  // namespace tandem::parallel

@@ -276,6 +276,32 @@ TEST(BenchCifar, DataParallelCanRebuildItsReplicasEveryStep) {
   EXPECT_EQ(report["options"]["dp_replicas"], json::array({"rebuilt"}));
 }
 
+// --zero: a row per stage, and the bytes each rank holds (Note [Counted memory]): with P the
+// ResNet-20's float32 parameters, plain DDP 4P (parameters, .grad, buckets, momentum), stage 1
+// 3P + P/2 (half the momentum), stage 2 less again (half the gradients kept; the buckets while
+// they fly).
+TEST(BenchCifarMultiprocess, ZeroRowsCountTheStateEachRankHolds) {
+  TempDir dir;
+  const ProgramRun run =
+      bench_cifar({"--modes",       "ddp",   "--devices",     "2",
+                   "--zero",        "0,1,2", "--device-type", "cpu",
+                   "--batch-sizes", "8",     "--steps",       "1",
+                   "--warmup",      "1",     "--repeats",     "1",
+                   "--threads",     "2",     "--json",        dir.file("bench.json")},
+                  dir);
+  ASSERT_EQ(run.exit_code, 0) << run.output << run.errors;
+  EXPECT_EQ(first_table(run.output).at(3).at(0), "ddp x2 b8 overlap on zero 2") << run.output;
+  const json report = json::parse(read_text(dir.file("bench.json")));
+  ASSERT_EQ(report["rows"].size(), 3u);
+  const double p = report["rows"][0]["parameter_bytes"].get<double>();
+  const auto state = [&](int row) { return report["rows"][row]["state_bytes"].get<double>(); };
+  EXPECT_EQ(report["rows"][2]["zero"], "2");
+  EXPECT_EQ(state(0), 4 * p);
+  EXPECT_NEAR(state(1), 3.5 * p, 4096) << "padding: under 2 elements a bucket";
+  EXPECT_LT(state(2), state(1));
+  EXPECT_GT(state(2), 2 * p) << "P, P/2 of gradients and of momentum, and a bucket in flight";
+}
+
 TEST(BenchCifar, AConfigurationThatCannotRunIsReportedAndTheOthersRun) {
   TempDir dir;
   const ProgramRun run =

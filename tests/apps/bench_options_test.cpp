@@ -54,6 +54,18 @@ TEST(BenchOptions, EachGradientCompressionIsADdpRow) {
             parallel::GradCompression::BFloat16);
 }
 
+TEST(BenchOptions, EachZeroStageIsADdpRow) {
+  const BenchOptions o = parse({"--modes", "single,ddp", "--devices", "2", "--zero", "0,1,2"});
+  EXPECT_EQ(
+      labels(expand_matrix(o)),
+      (std::vector<std::string>{"single x1 b128", "ddp x2 b128 overlap on",
+                                "ddp x2 b128 overlap on zero 1", "ddp x2 b128 overlap on zero 2"}));
+  const auto args = worker_arguments(o, expand_matrix(o)[3], "r.json");
+  EXPECT_EQ(worker_config(parse({args.begin(), args.end()})).sharding,
+            parallel::Sharding::Gradients);
+  EXPECT_FALSE(expand_matrix(o)[0].sharding.has_value());  // not a ddp row
+}
+
 TEST(BenchOptions, EachDpReplicaChoiceIsADpRow) {
   const BenchOptions o =
       parse({"--modes", "dp,ddp", "--devices", "2", "--dp-replicas", "persistent,rebuilt"});
@@ -200,7 +212,8 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
                            .devices = 4,
                            .batch = 64,
                            .overlap = Overlap::Off,
-                           .compression = parallel::GradCompression::None};
+                           .compression = parallel::GradCompression::None,
+                           .sharding = parallel::Sharding::Optimizer};
   const BenchOptions worker = parse(worker_arguments(parent, config, "/tmp/result.json"));
   EXPECT_EQ(worker.worker_json, "/tmp/result.json");
   EXPECT_EQ(worker_config(worker), config);
@@ -228,6 +241,7 @@ TEST(BenchOptions, EachRowBuildsTheSharedSetupWithItsVariant) {
                                              .devices = 2,
                                              .overlap = Overlap::Off,
                                              .compression = parallel::GradCompression::BFloat16,
+                                             .sharding = parallel::Sharding::Gradients,
                                              .precision = nn::Precision::BFloat16});
   EXPECT_EQ(ddp.mode, Mode::Distributed);
   EXPECT_EQ(ddp.arch, "resnet32");
@@ -237,6 +251,7 @@ TEST(BenchOptions, EachRowBuildsTheSharedSetupWithItsVariant) {
   EXPECT_EQ(ddp.ddp.reducer.first_bucket_mb, 0.125);
   EXPECT_FALSE(ddp.ddp.reducer.overlap);
   EXPECT_EQ(ddp.grad_compression, parallel::GradCompression::BFloat16);
+  EXPECT_EQ(ddp.ddp.sharding, parallel::Sharding::Gradients);
   EXPECT_EQ(ddp.precision, nn::Precision::BFloat16);
   EXPECT_TRUE(ddp.allow_slow_bf16);
   EXPECT_FLOAT_EQ(ddp.sgd.lr, 0.05f);  // as the timed steps have always run
@@ -247,6 +262,7 @@ TEST(BenchOptions, EachRowBuildsTheSharedSetupWithItsVariant) {
   EXPECT_FALSE(dp.dp.persistent_replicas);
   EXPECT_TRUE(dp.ddp.reducer.overlap);
   EXPECT_EQ(dp.grad_compression, parallel::GradCompression::None);
+  EXPECT_EQ(dp.ddp.sharding, parallel::Sharding::None);
   EXPECT_EQ(dp.precision, nn::Precision::Float32);
 }
 

@@ -95,9 +95,12 @@ TEST(TrainOptions, ParsesEveryFlag) {
                                 "4",
                                 "--grad-compression",
                                 "bf16",
+                                "--zero",
+                                "2",
                                 "--drop-last"});
   EXPECT_EQ(o.setup.mode, Mode::Distributed);
   EXPECT_EQ(o.setup.grad_compression, parallel::GradCompression::BFloat16);
+  EXPECT_EQ(o.setup.ddp.sharding, parallel::Sharding::Gradients);
   EXPECT_TRUE(o.drop_last);
   EXPECT_EQ(o.setup.arch, "resnet56");
   EXPECT_EQ(o.nproc, 4);
@@ -195,7 +198,11 @@ TEST(TrainOptions, CombinationsAreChecked) {
   EXPECT_NE(error_message([&] { validate(o, 1); }).find("are for --mode ddp"), std::string::npos);
   o = {};
   o.setup.sync_bn = true;
-  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--grad-compression are for --mode ddp"),
+  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--zero are for --mode ddp"),
+            std::string::npos);
+  o = {};
+  o.setup.ddp.sharding = parallel::Sharding::Optimizer;
+  EXPECT_NE(error_message([&] { validate(o, 1); }).find("--zero are for --mode ddp"),
             std::string::npos);
   o = {};
   o.setup.mode = Mode::Distributed;

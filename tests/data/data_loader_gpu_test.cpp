@@ -10,6 +10,7 @@
 #if TANDEM_WITH_CUDA
 #include "engine/cuda/runtime/pinned_allocator.h"
 #include "engine/cuda/runtime/stream.h"
+#include "tests/support/cuda_busy_wait.h"
 #endif
 
 namespace tandem::data {

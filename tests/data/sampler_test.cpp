@@ -4,6 +4,7 @@
 #include <numeric>
 #include <set>
 
+#include "data/data_loader.h"
 #include "data/sampler.h"
 #include "engine/error.h"
 
@@ -121,6 +122,50 @@ TEST(DistributedSampler, UnpaddedSharesCoverTheDataOnce) {
   std::vector<int64_t> expected(11);
   std::iota(expected.begin(), expected.end(), 0);
   EXPECT_EQ(all, expected);
+}
+
+// The images of each global step when `global_batch` is split over `world` ranks: rank r's
+// batch s of global_batch / world indices (the loader's batches) is its part of global step s.
+std::vector<std::multiset<int64_t>> global_steps(int64_t n, int64_t world, int64_t global_batch,
+                                                 bool drop_last, bool pad, int64_t epoch) {
+  std::vector<std::multiset<int64_t>> steps;
+  const int64_t local = global_batch / world;
+  for (int64_t rank = 0; rank < world; ++rank) {
+    const DistributedSampler sampler(
+        n, {.num_replicas = world, .rank = rank, .seed = 9, .drop_last = drop_last, .pad = pad});
+    const std::vector<int64_t> mine = sampler.indices(epoch);
+    const int64_t batches = batch_count(sampler.size(), local, drop_last);
+    if (static_cast<int64_t>(steps.size()) < batches) steps.resize(static_cast<size_t>(batches));
+    for (int64_t i = 0; i < batches * local && i < sampler.size(); ++i) {
+      steps[static_cast<size_t>(i / local)].insert(mine[static_cast<size_t>(i)]);
+    }
+  }
+  return steps;
+}
+
+// Note [Global batches at any world size]: an elastic resume relies on it. Data set sizes that
+// divide by every world size and ones that do not; a global batch of 12 splits over 1–4 ranks.
+TEST(DistributedSampler, AGlobalStepHoldsTheSameImagesAtAnyWorldSize) {
+  for (const int64_t n : {96, 100, 101, 119, 13}) {
+    for (const bool drop_last : {false, true}) {
+      const auto one_rank = global_steps(n, 1, 12, drop_last, /*pad=*/false, 3);
+      ASSERT_EQ(one_rank.size(), static_cast<size_t>(drop_last ? n / 12 : (n + 11) / 12));
+      for (const int64_t world : {2, 3, 4}) {
+        EXPECT_EQ(global_steps(n, world, 12, drop_last, false, 3), one_rank)
+            << n << " images over " << world << " ranks" << (drop_last ? ", drop_last" : "");
+      }
+    }
+    // Padded shares (SyncBatchNorm, --accumulate): the same steps but the last, which holds the
+    // padding that the world size decides.
+    auto one_rank = global_steps(n, 1, 12, false, /*pad=*/true, 3);
+    one_rank.pop_back();
+    for (const int64_t world : {2, 3, 4}) {
+      auto steps = global_steps(n, world, 12, false, true, 3);
+      ASSERT_EQ(steps.size(), one_rank.size() + 1) << n << " images over " << world;
+      steps.pop_back();
+      EXPECT_EQ(steps, one_rank) << n << " images over " << world << " ranks, padded";
+    }
+  }
 }
 
 TEST(DistributedSampler, BadArguments) {

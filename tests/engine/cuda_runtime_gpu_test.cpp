@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda/cublas_check.h"
 #include "engine/cuda/cublas_library.h"
 #include "engine/cuda/cudnn_check.h"
 #include "engine/cuda/runtime/caching_allocator.h"
@@ -22,6 +23,7 @@
 #include "engine/cuda/runtime/stream.h"
 #include "engine/tandem.h"
 #include "tests/support/allocator_scenarios.h"
+#include "tests/support/cuda_busy_wait.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::cuda {

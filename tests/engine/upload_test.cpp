@@ -11,6 +11,7 @@
 #include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/pinned_allocator.h"
 #include "engine/cuda/runtime/stream.h"
+#include "tests/support/cuda_busy_wait.h"
 #endif
 
 namespace tandem {

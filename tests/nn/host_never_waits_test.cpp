@@ -18,6 +18,7 @@
 
 #if TANDEM_WITH_CUDA
 #include "engine/cuda/runtime/stream.h"
+#include "tests/support/cuda_busy_wait.h"
 #endif
 
 namespace tandem::nn {

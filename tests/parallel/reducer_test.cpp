@@ -100,6 +100,42 @@ TEST(Reducer, BucketsFollowReverseRegistrationThenArrivalOrder) {
   EXPECT_EQ((std::set<size_t>{rebuilt[4][0], rebuilt[5][0]}), (std::set<size_t>{2, 3}));
 }
 
+// Note [Bucket order on resume]: what a checkpoint saves is the order the next step reduces in,
+// and a Reducer restored with it builds those buckets and does not rebuild again.
+TEST(Reducer, BucketOrderSavedAfterAnyStepRestoresTheSameBuckets) {
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
+  EXPECT_TRUE(model.reducer().bucket_order().empty());  // the initial buckets: nothing to save
+  sum(model.forward(input_rows(4, 0))).backward();
+  const std::vector<size_t> after_one = model.reducer().bucket_order();  // the rebuild is due
+  ASSERT_EQ(after_one.size(), 6u);
+  EXPECT_NE(after_one, (std::vector<size_t>{5, 4, 3, 2, 1, 0}));  // the arrival order
+  sum(model.forward(input_rows(4, 1))).backward();                // rebuilds from it
+  EXPECT_EQ(model.reducer().bucket_order(), after_one);
+  const auto rebuilt = model.reducer().bucket_assignment();
+
+  DistributedDataParallel resumed(std::make_shared<OutOfOrder>(), solo_group(),
+                                  one_parameter_per_bucket());
+  resumed.reducer().restore_bucket_order(after_one);
+  EXPECT_EQ(resumed.reducer().bucket_assignment(), rebuilt);
+  for (int step = 0; step < 2; ++step) {
+    sum(resumed.forward(input_rows(4, 2 + step))).backward();
+    EXPECT_EQ(resumed.reducer().bucket_assignment(), rebuilt) << "step " << step;
+  }
+  EXPECT_NE(error_message([&] {
+              resumed.reducer().restore_bucket_order(after_one);
+            }).find("[DDP] restore_bucket_order must be called before the first backward pass"),
+            std::string::npos);
+  DistributedDataParallel fresh(std::make_shared<OutOfOrder>(), solo_group(),
+                                one_parameter_per_bucket());
+  EXPECT_NE(error_message([&] {
+              fresh.reducer().restore_bucket_order({0, 1, 2, 3, 4, 4});
+            })
+                .find("[DDP] a saved bucket order must name each of the model's 6 parameters "
+                      "once; it has 6 entries"),
+            std::string::npos);
+}
+
 // The first bucket is meant to be the small one: a first_bucket_mb above bucket_cap_mb is
 // capped there, whoever set it.
 TEST(Reducer, FirstBucketIsAtMostTheCap) {

@@ -8,6 +8,10 @@
 #             (--timeout 4), tandem-run SIGKILLs the stopped one after --kill-grace and restarts
 #   uneven    as kill, twice, on 2049 images: the ranks' shares differ by one batch and train under
 #             parallel::Join, where saves stop once a rank could have joined
+#   ranks3    3 ranks, gradient buckets of 0.05 MiB (--first-bucket-mb/--bucket-cap-mb), 480 images
+#   ranks4    and 1 epoch of 10 steps: a random rank SIGKILLed just after the first mid-epoch save,
+#             so the job resumes in the middle of an epoch; 3+ ranks add up a gradient in an order
+#             that depends on its place in its bucket (Note [Bucket order on resume])
 #   giveup    tandem-run --max-restarts 1, killed twice: the job ends non-zero with one line
 #             naming the restarts used
 #   torchrun  PyTorch's torchrun --max_restarts 3 (its TORCHELASTIC_RESTART_COUNT and per-attempt
@@ -27,16 +31,22 @@ scratch="$(mktemp -d)"
 trap 'pkill -KILL -f "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -12 "$f"; done; exit 1; }
 
-images=2048
+images=2048 nproc=2
 [ "$case" = uneven ] && images=2049
 job=(--mode ddp --backend gloo --synthetic --subset "$images" --batch-size 64 --epochs 3 --workers 1
      --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 4)
+if [ "$case" = ranks3 ] || [ "$case" = ranks4 ]; then
+  nproc="${case#ranks}"
+  job=(--mode ddp --backend gloo --synthetic --subset 480 --batch-size 48 --epochs 1 --workers 1
+       --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 10 --first-bucket-mb 0.05
+       --bucket-cap-mb 0.05)
+fi
 
 now() { date +%s.%N; }
 seconds_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 # The fault-free job, under the same launcher as the faulty one.
 clean_start=$(now)
-timeout 300 "$run" --nproc-per-node 2 --master-port 0 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
+timeout 300 "$run" --nproc-per-node "$nproc" --master-port 0 -- "$train" "${job[@]}" --save "$scratch/clean.ckpt" \
   --log-json "$scratch/clean.jsonl" \
   >"$scratch/clean.log" 2>&1 || fail "the fault-free job exited with $?"
 clean_seconds=$(seconds_since "$clean_start")
@@ -58,7 +68,7 @@ hit_a_rank() {
   local old="$1" sig="$2" deadline=$((SECONDS + 60)) now
   while [ $SECONDS -lt $deadline ]; do
     now="$(workers)"
-    [ "$(wc -w <<<"$now")" -eq 2 ] && [ "$now" != "$old" ] && break
+    [ "$(wc -w <<<"$now")" -eq "$nproc" ] && [ "$now" != "$old" ] && break
     kill -0 "$launcher_pid" 2>/dev/null || fail "the launcher exited before fault $fault_count"
     sleep 0.05
   done
@@ -130,6 +140,23 @@ case "$case" in
     grep -qE "within 4 s|Timed out waiting 4000ms" "$scratch/faulty.log" || fail "the survivor did not time out on the stopped rank"
     grep -q "restarting all workers" "$scratch/faulty.log" || fail "tandem-run did not restart"
     grep -h -m1 -E "within 4 s|Timed out waiting 4000ms" "$scratch/faulty.log" | cut -c1-240
+    ;;
+  ranks3|ranks4)
+    faulty timeout 300 "$run" --nproc-per-node "$nproc" --master-port 0 --max-restarts 1 --kill-grace 2 --
+    deadline=$((SECONDS + 120))
+    until [ -e "$scratch/f.ckpt.state" ]; do
+      [ $SECONDS -lt $deadline ] && kill -0 "$launcher_pid" 2>/dev/null || fail "no first save"
+      sleep 0.02
+    done
+    victim="$(workers | shuf -n 1 --random-source=<(yes "$RANDOM"))"
+    fault_count=1
+    date +%s.%N >>"$scratch/fault_times"
+    kill -KILL "$victim"
+    echo "fault 1: SIGKILL to worker pid $victim just after the first save"
+    expect_same_result
+    "$python" -c 'import json, sys; sys.exit(not any(r["type"] == "resume" and r["batch"] > 0
+                  for r in map(json.loads, open(sys.argv[1]))))' "$scratch/f.jsonl" \
+      || fail "the job did not resume in the middle of an epoch"
     ;;
   giveup)
     faulty timeout 300 "$run" --nproc-per-node 2 --master-port 0 --max-restarts 1 --kill-grace 2 --

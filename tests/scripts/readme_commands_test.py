@@ -30,6 +30,7 @@ SKIPPED = [
     (r"^scripts/get_cifar10\.sh\b", "GetCifar10Script.* (it needs the archive)"),
     (r"^scripts/train\.sh$", "trains for minutes (the line with flags runs, shortened)"),
     (r"^export ", "variables for the launchers below"),
+    (r"^tandem-run --nnodes 2:3\b", "three machines (ElasticNodes.* runs three launchers on loopback)"),
     (r"^tandem-run --nnodes 2\b", "two machines (NetnsDdp.* runs two network namespaces)"),
     (r"^mpirun\b.* -H ", "several machines (mpirun -np 2 runs the same on one)"),
     (r"^srun\b|^for attempt .* srun\b", "a Slurm cluster (SlurmDdp.*, as root)"),

@@ -12,6 +12,7 @@
 
 #include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/stream.h"
+#include "tests/support/cuda_busy_wait.h"
 #include "tests/support/error_message.h"
 
 namespace tandem::testing::allocator_scenarios {

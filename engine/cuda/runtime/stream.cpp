@@ -6,7 +6,6 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/cuda/runtime/device.h"
@@ -299,11 +298,6 @@ void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t p
   const DeviceGuard guard(waiting_device);
   // An event of another device is fine here; reusing it while the wait is queued is too.
   CUDA_CHECK(cudaStreamWaitEvent(waiting, event.handle(), 0));
-}
-
-void busy_wait(cudaStream_t stream, int device, double milliseconds) {
-  DeviceGuard guard(device);
-  kernels::spin(static_cast<long long>(milliseconds * 1e6), stream);
 }
 
 }  // namespace tandem::cuda

@@ -172,8 +172,4 @@ class StreamGuard {
 void stream_wait_stream(cudaStream_t waiting, int waiting_device, cudaStream_t producer,
                         int producer_device);
 
-/// Queues a kernel that keeps `stream` busy for about `milliseconds` (spinning on the clock).
-/// For tests and benchmarks of stream ordering; it computes nothing.
-void busy_wait(cudaStream_t stream, int device, double milliseconds);
-
 }  // namespace tandem::cuda

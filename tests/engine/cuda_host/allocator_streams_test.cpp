@@ -10,6 +10,7 @@
 #include "engine/cuda/runtime/pinned_allocator.h"
 #include "engine/cuda/runtime/stream.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
+#include "tests/support/cuda_busy_wait.h"
 
 namespace tandem::cuda {
 namespace {

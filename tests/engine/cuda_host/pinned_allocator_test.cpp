@@ -12,6 +12,7 @@
 #include "engine/cuda/runtime/stream.h"
 #include "engine/error.h"
 #include "tests/engine/cuda_host/fake_cuda_fixture.h"
+#include "tests/support/cuda_busy_wait.h"
 
 namespace tandem::cuda {
 namespace {

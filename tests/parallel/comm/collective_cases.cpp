@@ -147,10 +147,16 @@ void check_gathers(ProcessGroup& group) {
       group.allgather(list, mine(rank))->wait();
       Tensor flat = make(std::vector<double>(static_cast<size_t>(n * size), 0.0), dtype);
       group.allgather_into_tensor(flat, mine(rank))->wait();
+      // In place, as sharded data parallel gathers its parameters (is_own_chunk()).
+      Tensor in_place = make(std::vector<double>(static_cast<size_t>(n * size), 0.0), dtype);
+      in_place.slice(rank * n, (rank + 1) * n).copy_(mine(rank));
+      group.allgather_into_tensor(in_place, in_place.slice(rank * n, (rank + 1) * n))->wait();
       for (int r = 0; r < size; ++r) {
         EXPECT_EQ(values_of(list[r]), values_of(mine(r))) << "allgather " << dtype_name(dtype);
         EXPECT_EQ(values_of(flat.slice(r * n, (r + 1) * n)), values_of(mine(r)))
             << "allgather_into_tensor " << dtype_name(dtype);
+        EXPECT_EQ(values_of(in_place.slice(r * n, (r + 1) * n)), values_of(mine(r)))
+            << "allgather_into_tensor in place " << dtype_name(dtype);
       }
       for (int root = 0; root < size; ++root) {
         std::vector<Tensor> gathered;

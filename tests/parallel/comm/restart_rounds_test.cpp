@@ -90,6 +90,52 @@ TEST_F(RestartRoundsTest, TheRendezvousTimeoutNamesTheMissingNodes) {
       << message;
 }
 
+// Note [Elastic rounds]: with --nnodes 2:3 two nodes start a round once the last call has
+// passed, numbered densely; a third that comes later ends it, and the next round has all three.
+TEST_F(RestartRoundsTest, AnElasticRoundStartsWithWhoeverCameAndALateNodeEndsIt) {
+  const auto elastic = [&](int id) {
+    return RestartRounds(client(), {.nnodes = 3,
+                                    .min_nodes = 2,
+                                    .node_rank = id,
+                                    .last_call = 100ms,
+                                    .rdzv_timeout = 20s,
+                                    .poll_interval = 5ms});
+  };
+  RestartRounds node0 = elastic(0), node2 = elastic(2);
+  auto first = join_async(node0);
+  EXPECT_EQ(first.wait_for(150ms), std::future_status::timeout);  // one node is not enough
+  EXPECT_EQ(node2.join(never_cancelled), 0);
+  EXPECT_EQ(first.get(), 0);
+  EXPECT_EQ(node0.members(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(node2.members(), node0.members());
+  EXPECT_EQ(node2.group_rank(), 1);  // dense: node 2 is the second of two
+  RestartRounds node1 = elastic(1);
+  auto late = join_async(node1);
+  EXPECT_EQ(late.wait_for(100ms), std::future_status::timeout);  // waits in round 1
+  EXPECT_TRUE(node0.closed());
+  auto again0 = join_async(node0);
+  EXPECT_EQ(node2.join(never_cancelled), 1);
+  EXPECT_EQ(again0.get(), 1);
+  EXPECT_EQ(late.get(), 1);
+  EXPECT_EQ(node1.members(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(node1.group_rank(), 1);
+  EXPECT_EQ(node2.group_rank(), 2);
+}
+
+TEST_F(RestartRoundsTest, TooFewNodesForAnElasticRoundEndInOneLineNamingTheMissing) {
+  RestartRounds node1(client(), {.nnodes = 3,
+                                 .min_nodes = 2,
+                                 .node_rank = 1,
+                                 .last_call = 10ms,
+                                 .rdzv_timeout = 300ms,
+                                 .poll_interval = 5ms});
+  const std::string message = error_message([&] { node1.join(never_cancelled); });
+  EXPECT_TRUE(contains(message,
+                       "[tandem-run] node 1: only 1 of at least 2 nodes (--nnodes 2:3) joined "
+                       "attempt 0 within --rdzv-timeout (300 ms); missing: node 0, 2"))
+      << message;
+}
+
 TEST_F(RestartRoundsTest, AnEndedJobFailsTheNextJoinSayingWhy) {
   RestartRounds node0 = node(0), node1 = node(1);
   join_both(node0, node1);

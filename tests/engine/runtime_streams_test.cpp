@@ -1,22 +1,24 @@
-// Backend::current_stream() / wait_for(): how code above the engine (the Reducer) orders work that
-// one thread queues and another uses, without knowing whether the device is a CPU or a GPU.
+// DeviceRuntime::current_stream() / wait_for(): how code above the engine (the Reducer) orders
+// work that one thread queues and another uses, without knowing whether the device is a CPU or a
+// GPU.
 
 #include <gtest/gtest.h>
 
-#include "engine/backend.h"
+#include "engine/device_runtime.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
 #include "tests/support/cuda_skip.h"
 
 #if TANDEM_WITH_CUDA
 #include "engine/cuda/runtime/stream.h"
+#include "tests/support/cuda_busy_wait.h"
 #endif
 
 namespace tandem {
 namespace {
 
-TEST(BackendStreams, TheCpuHasNoStreamsAndWaitsForNothing) {
-  Backend& cpu = backend_for(Device::cpu(1));
+TEST(RuntimeStreams, TheCpuHasNoStreamsAndWaitsForNothing) {
+  DeviceRuntime& cpu = runtime_for(Device::cpu(1));
   const StreamRef stream = cpu.current_stream(Device::cpu(1));
   EXPECT_EQ(stream.device, Device::cpu(1));
   EXPECT_EQ(stream.stream, nullptr);
@@ -28,23 +30,23 @@ TEST(BackendStreams, TheCpuHasNoStreamsAndWaitsForNothing) {
 
 #if TANDEM_WITH_CUDA
 
-TEST(BackendStreamsGpu, CurrentStreamFollowsTheGuardAndWaitForOrdersTheConsumer) {
+TEST(RuntimeStreamsGpu, CurrentStreamFollowsTheGuardAndWaitForOrdersTheConsumer) {
   TANDEM_SKIP_WITHOUT_CUDA();
   const Device gpu = Device::cuda(0);
-  Backend& backend = backend_for(gpu);
+  DeviceRuntime& runtime = runtime_for(gpu);
   const cuda::Stream producer = cuda::Stream::create(0);
   Tensor x = zeros({1 << 16}, {.device = gpu});
   x.to_vector<float>();  // x is zero on the device before the producer starts
   StreamRef produced;
   {
     const cuda::StreamGuard guard(producer);
-    produced = backend.current_stream(gpu);
+    produced = runtime.current_stream(gpu);
     EXPECT_EQ(produced.stream, static_cast<void*>(producer.handle()));
     cuda::busy_wait(producer.handle(), 0, 100.0);
     x.fill_(1.0);
   }
-  EXPECT_EQ(backend.current_stream(gpu).stream, nullptr) << "the legacy default stream again";
-  backend.wait_for(produced);
+  EXPECT_EQ(runtime.current_stream(gpu).stream, nullptr) << "the legacy default stream again";
+  runtime.wait_for(produced);
   const Tensor y = mul(x, 2.0f);  // on the default stream, behind the producer's fill
   const std::vector<float> values = y.to_vector<float>();
   EXPECT_EQ(values.front(), 2.0f);
@@ -53,7 +55,7 @@ TEST(BackendStreamsGpu, CurrentStreamFollowsTheGuardAndWaitForOrdersTheConsumer)
 
 #else
 
-TEST(BackendStreamsGpu, NeedsCuda) {
+TEST(RuntimeStreamsGpu, NeedsCuda) {
   TANDEM_SKIP_WITHOUT_CUDA();
 }
 

@@ -1,10 +1,13 @@
-// The CPU's timing marks (Note [Timing marks] in engine/device_runtime.h): the host clock, since
-// CPU work is done when the call that queued it returns.
+// The CPU's DeviceRuntime; its timing marks are the host clock (Note [Timing marks] in
+// engine/device_runtime.h), since CPU work is done when the call that queued it returns.
+
+#include "engine/cpu/cpu_runtime.h"
 
 #include <chrono>
+#include <cstdint>
 
-#include "engine/cpu/cpu_backend.h"
 #include "engine/elapsed.h"
+#include "engine/error.h"
 
 namespace tandem::cpu {
 namespace {
@@ -23,8 +26,21 @@ class HostTimingMark final : public TimingMark {
 
 }  // namespace
 
-std::unique_ptr<TimingMark> CpuBackend::mark_time(Device) {
+Allocator& CpuRuntime::allocator(Device) {
+  return cpu_allocator();
+}
+
+int CpuRuntime::device_count() {
+  return INT32_MAX;
+}
+
+std::unique_ptr<TimingMark> CpuRuntime::mark_time(Device) {
   return std::make_unique<HostTimingMark>();
+}
+
+CpuRuntime& runtime() {
+  static CpuRuntime instance;
+  return instance;
 }
 
 }  // namespace tandem::cpu
