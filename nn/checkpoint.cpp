@@ -128,6 +128,13 @@ bool has_checkpoint(const std::string& path) {
   return !pair_id(path).empty() || !pair_id(previous_path(path)).empty();
 }
 
+Metadata loadable_metadata(const std::string& path) {
+  for (const std::string& pair : {path, previous_path(path)}) {
+    if (!pair_id(pair).empty()) return load_safetensors(sidecar_path(pair)).metadata;
+  }
+  return {};
+}
+
 TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optimizer) {
   try {
     return load_pair(path, model, optimizer);

@@ -41,6 +41,12 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optim
 /// interrupted first save leaves neither (`--resume auto` then starts afresh).
 bool has_checkpoint(const std::string& path);
 
+/// The sidecar's metadata (the training state and the caller's extra keys) of the pair that
+/// load_checkpoint(path) loads: `path`'s when its two files come from one save, else the previous
+/// pair's; empty when neither is whole. What a caller checks its settings against, so that a
+/// sidecar of another save is named as such by load_checkpoint(), not as other settings.
+Metadata loadable_metadata(const std::string& path);
+
 std::string sidecar_path(const std::string& path);
 /// Where save_checkpoint() keeps the previous complete pair: `path.prev` (+ `.state`).
 std::string previous_path(const std::string& path);

@@ -16,6 +16,7 @@
 #   scripts/check_style.sh --format-only      # no build needed
 #   scripts/check_style.sh --fix              # clang-format -i over the tree, then both checks
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
 format_only=0 fix=0 build="$root/build"

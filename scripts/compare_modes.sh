@@ -13,6 +13,7 @@
 # Each mode logs to DIR/<mode>.jsonl and saves DIR/<mode>.ckpt after every epoch; running the
 # script again resumes an unfinished mode and skips finished ones (job chaining).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/runs/modes}"

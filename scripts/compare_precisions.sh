@@ -6,6 +6,7 @@
 #
 #   scripts/compare_precisions.sh runs/precisions 15 0     # DIR, epochs, seed
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/runs/precisions}"

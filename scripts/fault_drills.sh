@@ -6,6 +6,7 @@
 #
 #   scripts/fault_drills.sh [BUILD_DIR]     # default ./build
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"

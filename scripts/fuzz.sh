@@ -14,6 +14,7 @@
 # A crash found becomes a fixed bug plus its input copied into tests/fuzz/corpus/<target>/, which
 # fuzz_tests (FuzzCorpus.*, in every test build) replays from then on.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-20}"

@@ -2,6 +2,7 @@
 # Installs the Debian packages Tandem builds against, only those missing.
 # Idempotent and non-interactive; needs root (or sudo) only when something is missing.
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 packages=(
   cmake g++ make

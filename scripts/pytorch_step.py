@@ -127,6 +127,9 @@ def run_probe():
 
 
 def main():
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         return run_worker(json.loads(sys.argv[2]))
     if sys.argv[1:] == ["--probe"]:

@@ -10,6 +10,7 @@
 # resumes from it (the same run, not a new one); the per-epoch log is appended to DIR/log.jsonl.
 # Extra train_cifar flags can follow DIR (e.g. --run-epochs 20 to stop after 20 more epochs).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dir="${1:-$root/runs/resnet20-paper}"

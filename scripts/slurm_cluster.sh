@@ -15,6 +15,7 @@
 #
 # Environment: SLURM_CLUSTER_WAIT (default 30): seconds `start` waits for the node to turn idle.
 set -uo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 export PATH="$PATH:/usr/sbin:/sbin"   # the daemons live in /usr/sbin, missing from some PATHs
 
 conf=/etc/slurm/slurm.conf

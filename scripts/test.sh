@@ -31,6 +31,7 @@
 # Environment: BUILD_DIR (default ./build, ./build-asan or ./build-tsan with --sanitize),
 # BUILD_TYPE (default Release; RelWithDebInfo with --sanitize), JOBS (default: all cores).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize="" build=1 run_tests=1

@@ -48,6 +48,9 @@ def version(tool):
 
 
 def main():
+    if sys.argv[1:2] in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(sys.argv) < 3:
         sys.exit("usage: tidy_keys.py BUILD_DIR FILE...")
     build = os.path.realpath(sys.argv[1])

@@ -11,9 +11,11 @@
 # machine, a short ResNet-20 run (10,000 images, 4 epochs, a few minutes on 2 cores) that shows
 # the accuracy climbing. Both write resnet20[-cpu].ckpt (+ .state, .prev, .prev.state) and
 # resnet20[-cpu].jsonl in the checkout; train_cifar's last lines say how to resume, evaluate and plot.
+# Run again, the default continues its checkpoint (--resume auto), and says so once it is finished.
 # Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data; your own --data-dir or
 # --synthetic instead skips the download).
 set -euo pipefail
+case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
@@ -56,9 +58,9 @@ if [ "$gpus" -gt 0 ]; then
   echo "== ResNet-20 on $gpus GPU(s) ($devices), the paper's schedule"
   exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 164 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
-    --log-json "$root/resnet20.jsonl"
+    --resume auto --log-json "$root/resnet20.jsonl"
 fi
 echo "== no GPU build: a short ResNet-20 run on the CPU ($(nproc) cores)"
 exec "$train" "${data_flag[@]}" --mode single --arch resnet20 --subset 10000 --epochs 4 \
   --batch-size 128 --lr 0.1 --schedule onecycle --save "$root/resnet20-cpu.ckpt" \
-  --log-json "$root/resnet20-cpu.jsonl"
+  --resume auto --log-json "$root/resnet20-cpu.jsonl"

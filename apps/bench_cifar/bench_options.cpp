@@ -28,6 +28,7 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
                  "device counts: dp runs on that many devices (cuda:0 … cuda:n-1 or cpu:0 … "
                  "cpu:n-1), ddp on that many processes (nccl or gloo)")
       ->delimiter(',')
+      ->check(positive_count())  // "must be > 0, got 0" rather than CLI11's range
       ->check(CLI::Range(1, 1024))
       ->default_str("1,2");
   add_choice_flag(app, "--device-type", o.device_type, kDeviceTypeSpellings,
@@ -39,6 +40,7 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
+      ->check(positive_count())
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->default_str("128");
 }

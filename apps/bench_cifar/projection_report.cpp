@@ -1,7 +1,11 @@
 #include "apps/bench_cifar/projection_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
+
+#include "apps/common/mode.h"
+#include "engine/error.h"
 
 namespace tandem::apps::bench {
 namespace {
@@ -55,6 +59,25 @@ ComputeProfile profile_of(const Measurement& m, int64_t batch) {
   return profile;
 }
 
+std::string superlinear_note(const std::vector<ProjectionRow>& rows) {
+  const ProjectionRow* highest = nullptr;
+  int over = 0;
+  for (const ProjectionRow& row : rows) {
+    if (row.step.efficiency <= 1.0) continue;
+    ++over;
+    if (highest == nullptr || row.step.efficiency > highest->step.efficiency) highest = &row;
+  }
+  if (highest == nullptr) return "";
+  const ProjectedStep& step = highest->step;
+  return detail::concat(
+      over, over == 1 ? " projected row has" : " projected rows have",
+      " an efficiency over 100 % (up to ", std::lround(100 * step.efficiency),
+      " %: ", mode_name(step.mode), " on ", step.gpus, " GPUs at batch ", step.global_batch,
+      " over ", highest->link, "): the per-GPU batch of ", step.local_batch,
+      " computed faster per image than the whole batch on one device, which the "
+      "projection carries over (Note [Projection profiles]); read those rows as an upper bound");
+}
+
 ProjectionReport build_projection(const BenchOptions& o, const std::vector<BenchRow>& measured,
                                   WorkArea& area) {
   ProjectionReport report;
@@ -86,6 +109,8 @@ ProjectionReport build_projection(const BenchOptions& o, const std::vector<Bench
       }
     }
   }
+  const std::string superlinear = superlinear_note(report.rows);
+  if (!superlinear.empty()) report.notes.push_back(superlinear);
   return report;
 }
 

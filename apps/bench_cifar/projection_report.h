@@ -36,6 +36,11 @@ std::vector<LinkModel> links_of(const BenchOptions& options);
 /// The projection profile of a DDP world-size-1 measurement (Note [Projection profiles]).
 ComputeProfile profile_of(const Measurement& measured, int64_t batch);
 
+/// A note (a warning) when a projected row's efficiency is over 100 % (the rows of a per-GPU batch
+/// that computes faster per image than the whole batch on one GPU), naming the highest; "" when
+/// none is: such a row is not a real speed-up but the profiles' non-linearity.
+std::string superlinear_note(const std::vector<ProjectionRow>& rows);
+
 /// Measures the profiles (reusing matching ddp x1 rows of `measured`) and projects every batch
 /// size onto every GPU count over every link.
 ProjectionReport build_projection(const BenchOptions& options,

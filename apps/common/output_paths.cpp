@@ -61,4 +61,47 @@ void check_output_path(const std::string& program, const std::string& flag, cons
                "another place");
 }
 
+void check_replaceable(const std::string& program, const std::string& flag,
+                       const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(path, error);
+  if (error || status.type() == fs::file_type::not_found ||
+      status.type() == fs::file_type::regular || status.type() == fs::file_type::directory) {
+    return;  // a folder is check_output_path()'s to name
+  }
+  const bool link = status.type() == fs::file_type::symlink;
+  TANDEM_FAIL("[", program, "] ", flag, " ", path, ": is ",
+              link ? "a symbolic link" : "not a regular file (a device, pipe or socket)",
+              link ? "; a save replaces the link itself, not what it names: name the target"
+                   : ", which a save would replace: name a file",
+              link ? detail::concat(" (", fs::weakly_canonical(path, error).string(), ")") : "",
+              " or another path");
+}
+
+namespace {
+
+// The same path once made absolute, with "." and ".." and symbolic links resolved. Hard links are
+// not compared: a checkpoint's previous pair is a hard link of it between saves, by design (Note
+// [Checkpoint atomicity] in nn/checkpoint.h).
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code error;
+  const fs::path resolved_a = fs::weakly_canonical(fs::absolute(a), error);
+  const fs::path resolved_b = fs::weakly_canonical(fs::absolute(b), error);
+  return !error && resolved_a == resolved_b;
+}
+
+}  // namespace
+
+void check_distinct_outputs(const std::string& program, const std::vector<OutputFile>& outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = i + 1; j < outputs.size(); ++j) {
+      if (outputs[i].path.empty() || outputs[j].path.empty()) continue;
+      TANDEM_CHECK(!same_file(outputs[i].path, outputs[j].path), "[", program, "] ",
+                   outputs[j].named_by, " ", outputs[j].path, " is also ", outputs[i].named_by,
+                   " (", outputs[i].path,
+                   "), which would overwrite it: give each output its own file");
+    }
+  }
+}
+
 }  // namespace tandem::apps

@@ -49,13 +49,10 @@ void CheckpointKeeper::resume(nn::Module& network, nn::Sgd& optimizer) {
     nn::load_state_dict(network, nn::load_safetensors(path).tensors);
     return;
   }
-  nn::Metadata saved;
-  try {
-    saved = nn::load_safetensors(nn::sidecar_path(path)).metadata;
-  } catch (const Error&) {
-    // Unreadable: load_checkpoint() below says why, or falls back to the previous pair.
-  }
-  const std::vector<std::string> warnings = check_resume_settings(saved, options_, path);
+  // The settings of the pair that loads: a sidecar of another save, or an unreadable one, is
+  // load_checkpoint()'s to name (or to fall back from), not a difference of settings.
+  const std::vector<std::string> warnings =
+      check_resume_settings(nn::loadable_metadata(path), options_, path);
   const nn::TrainingState state = nn::load_checkpoint(path, network, optimizer);
   if (!state.fell_back_because.empty()) {
     report_.warn("train_cifar: " + path + " was unusable (" + state.fell_back_because +
@@ -93,18 +90,32 @@ void CheckpointKeeper::check_ranks_resume_alike() {
                "copy on every machine)");
 }
 
-void CheckpointKeeper::check_outputs(const nn::Module& network) const {
+// Note [New run, old checkpoint]: a run without --resume whose --save holds a checkpoint would
+// replace another run's work (kept one save longer as PATH.prev, then gone), so it is refused
+// unless --overwrite says that is meant: a refusal costs one flag, a warning scrolled past costs
+// the trained model. Lightning warns instead, but names its checkpoints by epoch, so it replaces
+// nothing. --resume auto continues the checkpoint, so it is never refused.
+void CheckpointKeeper::check_outputs(const nn::Module& network) {
   if (rank_ != 0 || options_.save.empty()) return;
+  const std::string& save = options_.save;
   uint64_t pair_bytes = 0;  // weights and buffers, and the momentum of the parameters
   for (const auto& [name, tensor] : network.state_dict()) {
     pair_bytes += static_cast<uint64_t>(tensor.numel()) * 4;
   }
   pair_bytes += static_cast<uint64_t>(network.parameter_count()) * 4;
   uint64_t held = 0;  // the files a save replaces
-  for (const std::string& file : {options_.save, nn::previous_path(options_.save)}) {
+  for (const std::string& file : {save, nn::previous_path(save)}) {
+    check_replaceable("train_cifar", "--save", file);
+    check_replaceable("train_cifar", "--save", nn::sidecar_path(file));
     held += existing_file_bytes(file) + existing_file_bytes(nn::sidecar_path(file));
   }
-  check_output_path("train_cifar", "--save", options_.save, 2 * pair_bytes, held);
+  check_output_path("train_cifar", "--save", save, 2 * pair_bytes, held);
+  // Locked first, so that a run still writing there is named as such.
+  save_lock_ = std::make_unique<OutputLock>("train_cifar", "--save", save);
+  TANDEM_CHECK(resumes() || options_.overwrite || !nn::has_checkpoint(save),
+               "[train_cifar] --save ", save,
+               " holds the checkpoint of an earlier run, which this run would replace: add "
+               "--resume auto to continue it, or --overwrite to start afresh over it");
 }
 
 bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/common/output_lock.h"
 #include "apps/common/training_setup.h"
 #include "apps/train_cifar/run_position.h"
 #include "apps/train_cifar/run_report.h"
@@ -51,9 +52,11 @@ class CheckpointKeeper {
   void check_ranks_resume_alike();
 
   /// --save's path, with room for two checkpoints of `network` (the new one and the previous one
-  /// kept), before any step (apps/common/output_paths.h); rank 0 only, as it alone writes.
-  /// MetricsLog checks --log-json's.
-  void check_outputs(const nn::Module& network) const;
+  /// kept), before any step (apps/common/output_paths.h): nothing but regular files replaced,
+  /// no other run's checkpoint replaced without --resume or --overwrite (Note [New run, old
+  /// checkpoint]), and locked for the run's lifetime (Note [One writer per output]). Rank 0 only,
+  /// as it alone writes. MetricsLog checks --log-json's.
+  void check_outputs(const nn::Module& network);
   /// Whether to save after the optimizer step that ended with `batches_done` batches of the
   /// epoch, `step` steps into the run (Note [Mid-epoch checkpoints]).
   bool mid_epoch_save_due(int64_t step, int64_t batches_done, const EpochShares& shares) const;
@@ -70,6 +73,7 @@ class CheckpointKeeper {
   std::string resume_path_;  ///< the checkpoint this run resumes from, or ""
   RunPosition start_{};      ///< where this invocation began: the checkpoint's position, or 0
   nn::Metadata resumed_{};   ///< the checkpoint's training-state metadata
+  std::unique_ptr<OutputLock> save_lock_;  ///< --save's, held from check_outputs() on
 };
 
 }  // namespace tandem::apps

@@ -1,6 +1,7 @@
 #include "apps/train_cifar/run_position.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "engine/error.h"
 
@@ -97,7 +98,17 @@ int saved_world_size(const nn::Metadata& extra, int otherwise) {
 }
 
 std::string resume_source(const TrainOptions& options) {
-  if (!options.resume.automatic) return options.resume.path;
+  if (!options.resume.automatic) {
+    // --resume PATH.state names the pair by its sidecar (unless it is a pair's weights itself).
+    const std::string& path = options.resume.path;
+    const std::string suffix = nn::sidecar_path("");
+    if (path.size() > suffix.size() && path.ends_with(suffix) &&
+        !std::filesystem::exists(nn::sidecar_path(path))) {
+      std::string weights = path.substr(0, path.size() - suffix.size());
+      if (std::filesystem::is_regular_file(weights)) return weights;
+    }
+    return path;
+  }
   return nn::has_checkpoint(options.save) ? options.save : "";
 }
 

@@ -59,9 +59,9 @@ struct RunPosition {
   EpochSoFar so_far{};
 };
 
-/// The checkpoint a run resumes from: --resume's path; for `--resume auto` --save's when it holds
-/// a complete checkpoint (nn::has_checkpoint), else "" (start afresh), as a restarted worker
-/// needs; "" without --resume.
+/// The checkpoint a run resumes from: --resume's path (PATH for PATH.state, the pair's sidecar);
+/// for `--resume auto` --save's when it holds a complete checkpoint (nn::has_checkpoint), else ""
+/// (start afresh), as a restarted worker needs; "" without --resume.
 std::string resume_source(const TrainOptions& options);
 
 /// The checkpoint's training state for `position` (its extra metadata also names the run: arch,

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "apps/common/wording.h"
+#include "apps/train_cifar/next_steps.h"
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 
@@ -240,21 +241,24 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
 }
 
 // Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
-// says what it wrote and how to go on from it, as the review of a newcomer's first run asked.
+// says what it wrote and how to go on from it, as the review of a newcomer's first run asked. The
+// commands paste as they are (next_steps.h): the program's path, quoted paths, the run's data.
 void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) const {
+  const std::string log = shell_word(options_.log_json);
   if (!options_.save.empty() && nn::has_checkpoint(options_.save)) {
-    std::printf("written: %s and %s (the checkpoint)%s%s\n", options_.save.c_str(),
-                nn::sidecar_path(options_.save).c_str(),
-                options_.log_json.empty() ? "" : ", metrics in ", options_.log_json.c_str());
-    if (summary.interrupted || last_epoch < options_.epochs) {
-      std::printf("continue: the same command with --resume %s\n", options_.save.c_str());
+    std::printf("written:  %s and %s (the checkpoint)%s%s\n", shell_word(options_.save).c_str(),
+                shell_word(nn::sidecar_path(options_.save)).c_str(),
+                options_.log_json.empty() ? "" : ", metrics in ", log.c_str());
+    const std::string again = continue_command(options_);
+    if ((summary.interrupted || last_epoch < options_.epochs) && !again.empty()) {
+      // Under a launcher of the user's own (tandem-run, torchrun), this is each rank's command.
+      const bool launched = world_ > 1 && options_.nproc == 1;
+      std::printf("continue: %s%s\n", launched ? "under the same launcher, " : "", again.c_str());
     }
-    std::printf("evaluate: train_cifar --arch %s --eval-only --resume %s\n",
-                options_.setup.arch.c_str(), options_.save.c_str());
+    std::printf("evaluate: %s\n", evaluate_command(options_).c_str());
   }
-  if (!options_.log_json.empty()) {
-    std::printf("plot:     scripts/plot_training.py %s\n", options_.log_json.c_str());
-  }
+  if (!options_.log_json.empty())
+    std::printf("plot:     scripts/plot_training.py %s\n", log.c_str());
   std::fflush(stdout);
 }
 

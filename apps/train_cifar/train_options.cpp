@@ -5,9 +5,12 @@
 #include "apps/common/choice_flag.h"
 #include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
+#include "apps/common/output_lock.h"
+#include "apps/common/output_paths.h"
 #include "apps/common/parse_command_line.h"
 #include "apps/common/wording.h"
 #include "engine/error.h"
+#include "nn/checkpoint.h"
 #include "parallel/comm/nccl_process_group.h"
 
 namespace tandem::apps {
@@ -105,6 +108,9 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
       },
       "continue from this checkpoint; auto: from --save's when it is there, else start afresh "
       "(what a restarted worker needs: tandem-run/torchrun --max-restarts)");
+  app.add_flag("--overwrite", o.overwrite,
+               "start afresh over the checkpoint at --save (without it, a run without --resume "
+               "refuses to replace one)");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
 }
@@ -157,6 +163,24 @@ void add_output_flags(CLI::App& app, TrainOptions& o) {
       ->capture_default_str();
 }
 
+// The files a run writes, each with the words that tell the user which flag it comes from.
+std::vector<OutputFile> run_outputs(const TrainOptions& o) {
+  std::vector<OutputFile> outputs;
+  if (!o.save.empty()) {
+    const std::string previous = nn::previous_path(o.save);
+    outputs = {{o.save, "--save"},
+               {nn::sidecar_path(o.save), "--save's sidecar"},
+               {previous, "--save's previous checkpoint"},
+               {nn::sidecar_path(previous), "--save's previous sidecar"},
+               {OutputLock::lock_path(o.save), "--save's lock file"}};
+  }
+  if (!o.log_json.empty()) {
+    outputs.push_back({o.log_json, "--log-json"});
+    outputs.push_back({OutputLock::lock_path(o.log_json), "--log-json's lock file"});
+  }
+  return outputs;
+}
+
 }  // namespace
 
 SetupOptions default_train_setup() {
@@ -184,6 +208,7 @@ bool parse_train_options(int argc, const char* const* argv, TrainOptions& option
   // defaults (scripts/train.sh's --data-dir) and the user's own flags after them then combine.
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   add_train_flags(app, options);
+  options.command.assign(argv, argv + argc);
   return parse_command_line(app, argc, argv, "train_cifar");
 }
 
@@ -219,6 +244,7 @@ void validate(const TrainOptions& o, int world_size) {
   }
   TANDEM_CHECK(o.subset == 0 || o.subset >= world_size, "[train_cifar] --subset ", o.subset,
                " leaves fewer training images than the ", world_size, " ranks");
+  check_distinct_outputs("train_cifar", run_outputs(o));
 }
 
 bool started_by_hand(const TrainOptions& o) {

@@ -76,7 +76,9 @@ struct TrainOptions {
   std::string save;              ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
   ResumeFlag resume;             ///< checkpoint to continue from
-  bool eval_only = false;        ///< evaluate (the --resume checkpoint) and stop
+  bool overwrite = false;  ///< a run without --resume may replace --save's checkpoint (Note [New
+                           ///< run, old checkpoint])
+  bool eval_only = false;  ///< evaluate (the --resume checkpoint) and stop
   int accumulate = 1;  ///< micro-batches of --batch-size per optimizer step (Note [Accumulation])
   double timeout_s = 300;  ///< ddp: a collective or the rendezvous failing after this long
   bool drop_last = false;  ///< drop a short last batch (ddp: and the images that do not divide)
@@ -86,6 +88,9 @@ struct TrainOptions {
 
   int64_t profile_steps = 0;            ///< steps to profile (Note [Profile window]); 0: none
   std::string profile_dir = "profile";  ///< where --profile writes its table and trace
+
+  /// The command line as given (argv), for the "continue:" line (RunReport::print_next_steps).
+  std::vector<std::string> command{};
 };
 
 /// Declares every flag on `app`, writing into `options`; --help explains each with its default.
@@ -95,7 +100,8 @@ void add_train_flags(CLI::App& app, TrainOptions& options);
 /// tandem::Error ("[train_cifar] …", one line) for a bad flag or value.
 bool parse_train_options(int argc, const char* const* argv, TrainOptions& options);
 
-/// Checks values that CLI11 cannot: combinations and ranges. world_size: ranks of a ddp job.
+/// Checks values that CLI11 cannot: combinations and ranges, and outputs that are one file under
+/// two flags (--log-json naming --save's sidecar). world_size: ranks of a ddp job.
 void validate(const TrainOptions& options, int world_size);
 
 /// Refuses a launch that cannot be what was meant, in one line, before anything starts: a

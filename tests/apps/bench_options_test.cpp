@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "apps/bench_cifar/bench_options.h"
 #include "apps/bench_cifar/report.h"
@@ -149,6 +150,21 @@ TEST(BenchOptions, RepeatsDefaultToThreeAndAreOneLineErrorsWhenNotACount) {
                 parse_bench_options(3, argv, options);
               }).rfind("[bench_cifar] " + message + " (see --help)", 0),
               0u);
+  }
+}
+
+// The issue #45 trial: an empty --batch-sizes read "Value  not in range 1 to 1048576".
+TEST(BenchOptions, EmptyOrZeroCountsInListsSayWhatTheyMustBe) {
+  for (const auto& [flag, value, message] :
+       {std::tuple<std::string, std::string, std::string>{
+            "--batch-sizes", "", "--batch-sizes: must be a whole number > 0, got ''"},
+        {"--batch-sizes", "128,0", "--batch-sizes: must be > 0, got 0"},
+        {"--devices", "0", "--devices: must be > 0, got 0"}}) {
+    const char* argv[] = {"bench_cifar", flag.c_str(), value.c_str()};
+    BenchOptions options;
+    const std::string error =
+        testing::error_message([&] { parse_bench_options(3, argv, options); });
+    EXPECT_EQ(error.rfind("[bench_cifar] " + message + " (see --help)", 0), 0u) << error;
   }
 }
 

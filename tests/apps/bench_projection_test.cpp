@@ -139,5 +139,26 @@ TEST(BenchProjection, ABadLinkIsAnError) {
             std::string::npos);
 }
 
+// The issue #45 trial: a projected 112 % efficiency was plotted without a word.
+TEST(BenchProjection, EfficiencyOver100PercentIsNotedAsAnUpperBound) {
+  const auto row = [](const char* link, int gpus, double efficiency) {
+    ProjectionRow r{.link = link};
+    r.step.gpus = gpus;
+    r.step.global_batch = 128;
+    r.step.local_batch = 128 / gpus;
+    r.step.efficiency = efficiency;
+    return r;
+  };
+  EXPECT_EQ(superlinear_note({row("nvlink", 2, 0.97), row("pcie", 4, 1.0)}), "");
+  const std::string note =
+      superlinear_note({row("nvlink", 2, 1.04), row("pcie", 4, 0.8), row("nvlink", 4, 1.12)});
+  EXPECT_EQ(note.rfind("2 projected rows have an efficiency over 100 % (up to 112 %: ddp on 4 "
+                       "GPUs at batch 128 over nvlink): the per-GPU batch of 32 computed faster",
+                       0),
+            0u)
+      << note;
+  EXPECT_NE(note.find("read those rows as an upper bound"), std::string::npos) << note;
+}
+
 }  // namespace
 }  // namespace tandem::apps::bench

@@ -323,9 +323,10 @@ TEST(TrainCifar, ResumeContinuesExactlyWhereARunStopped) {
       train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--run-epochs", "1",
                                                       "--save", checkpoint, "--devices", "cpu:0"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
-  EXPECT_NE(first.output.find("continue: the same command with --resume " + checkpoint),
+  EXPECT_NE(first.output.find("continue: " + std::string(testing::kTrainCifarProgram)),
             std::string::npos)
       << first.output;
+  EXPECT_NE(first.output.find(" --resume " + checkpoint + "\n"), std::string::npos) << first.output;
   const ProgramRun second =
       train_cifar(quick_run(dir.file("split.jsonl"), {"--epochs", "2", "--resume", checkpoint,
                                                       "--save", checkpoint, "--devices", "cpu:0"}));

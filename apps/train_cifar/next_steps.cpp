@@ -1,0 +1,43 @@
+#include "apps/train_cifar/next_steps.h"
+
+#include <filesystem>
+
+#include "apps/common/wording.h"
+
+namespace tandem::apps {
+
+std::string program_path(const TrainOptions& options) {
+  if (options.command.empty()) return "train_cifar";
+  const std::string& argv0 = options.command.front();
+  if (argv0.find('/') == std::string::npos) return shell_word(argv0);
+  return shell_word(std::filesystem::absolute(argv0).lexically_normal().string());
+}
+
+std::string continue_command(const TrainOptions& options) {
+  if (options.command.empty()) return "";
+  std::string command = program_path(options);
+  const std::vector<std::string>& args = options.command;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--overwrite" || args[i].rfind("--resume=", 0) == 0) continue;
+    if (args[i] == "--resume") {
+      ++i;  // and its value
+      continue;
+    }
+    command += " " + shell_word(args[i]);
+  }
+  return command + " --resume " + shell_word(options.save);
+}
+
+std::string evaluate_command(const TrainOptions& options) {
+  std::string command = program_path(options) + " --arch " + options.setup.arch +
+                        " --eval-only --resume " + shell_word(options.save);
+  if (options.synthetic) {
+    command += " --synthetic";
+  } else if (options.data_dir != kDefaultDataDir) {
+    command += " --data-dir " + shell_word(options.data_dir);
+  }
+  if (options.subset > 0) command += " --subset " + std::to_string(options.subset);
+  return command;
+}
+
+}  // namespace tandem::apps
