@@ -45,14 +45,14 @@ void BM_SgdStep(benchmark::State& state, const std::string& arch, bool on_cuda, 
       for (SgdTensors& t : tensors) sgd_step(t.param, t.grad, t.momentum_buffer, options);
     }
   };
-  Backend& backend = backend_for(device);
+  DeviceRuntime& runtime = runtime_for(device);
   options.first_step = true;
   step();  // warm-up: the first step initialises the buffers
   options.first_step = false;
-  backend.synchronize(device);
+  runtime.synchronize(device);
   for (auto _ : state) {
     step();
-    backend.synchronize(device);
+    runtime.synchronize(device);
   }
   state.counters["parameters"] = static_cast<double>(tensors.size());
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(elements) * 20.0 * 1e-9,
