@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/error.h"
@@ -73,6 +74,11 @@ std::string world_size_key(int rank) {
   return "tandem/world_size/rank" + std::to_string(rank);
 }
 
+// Set by a rank other than 0 once it has read rank 0's world size (Note [World size agreement]).
+std::string world_size_read_key(int rank) {
+  return "tandem/world_size_read/rank" + std::to_string(rank);
+}
+
 std::string machine_key(int rank) {
   return "tandem/machine/rank" + std::to_string(rank);
 }
@@ -123,6 +129,21 @@ void wait_for_ranks(Store& store, const DistributedEnv& env, std::vector<int> mi
   }
 }
 
+// How long rank 0 waits, at most, for the others to read its world size before it leaves.
+constexpr std::chrono::milliseconds kReadersWait{10000};
+
+// Best effort: a rank that died never reads; the mismatch is reported either way.
+void wait_for_readers(Store& store, const std::vector<int>& ranks,
+                      std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  for (int rank : ranks) keys.push_back(world_size_read_key(rank));
+  try {
+    store.wait(keys, timeout);
+  } catch (const Error&) {
+    // Gone or late: rank 0's own line still says what is wrong.
+  }
+}
+
 // Note [World size agreement]: a rank started with another world size (a wrong --nnodes or
 // --nproc-per-node on one machine, a wrong --world-size by hand) would meet the others in Gloo's
 // rendezvous with address lists of another length and fail on an internal assertion
@@ -142,10 +163,19 @@ void check_world_size(Store& store, const DistributedEnv& env, std::chrono::mill
                                  ? "every machine must be given the same --nnodes and "
                                    "--nproc-per-node"
                                  : "every rank must be given the same world size";
+  std::vector<std::pair<int, int>> theirs;  // (rank, its world size)
   for (int rank : others) {
-    const int theirs = std::atoi(to_string(store.get(world_size_key(rank), timeout)).c_str());
-    TANDEM_CHECK(theirs == env.world_size, "[process_group] rank ", env.rank, " was started for ",
-                 env.world_size, " ranks but rank ", rank, " for ", theirs, ": ", advice);
+    theirs.emplace_back(rank,
+                        std::atoi(to_string(store.get(world_size_key(rank), timeout)).c_str()));
+  }
+  if (env.rank != 0) store.set(world_size_read_key(env.rank), to_bytes("1"));
+  for (const auto& [rank, size] : theirs) {
+    if (size == env.world_size) continue;
+    // Rank 0 hosts the store (by hand) or may: leaving at once would close it before the other
+    // ranks have read its world size, and they would fail on a lost store instead of the cause.
+    if (env.rank == 0) wait_for_readers(store, others, std::min(timeout, kReadersWait));
+    TANDEM_FAIL("[process_group] rank ", env.rank, " was started for ", env.world_size,
+                " ranks but rank ", rank, " for ", size, ": ", advice);
   }
 }
 
