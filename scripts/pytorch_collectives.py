@@ -20,8 +20,9 @@ import re
 import sys
 import time
 
-import torch
-import torch.distributed as dist
+# Imported once the flags are read (import_torch), so that --help and a bad flag need no PyTorch.
+torch = None
+dist = None
 
 COLLECTIVES = ("all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
                "gather", "scatter", "reduce_scatter", "all_to_all")
@@ -140,6 +141,13 @@ def measure(name, nbytes, args, rank, n):
                 busbw_gbps=algbw * factor)
 
 
+def import_torch():
+    global torch, dist
+    import torch as torch_module
+    import torch.distributed as dist_module
+    torch, dist = torch_module, dist_module
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collectives", default=",".join(COLLECTIVES))
@@ -158,6 +166,7 @@ def main():
         parser.error(str(error))
     if args.iterations < 1 or args.warmup < 0:
         parser.error("--iterations must be > 0 and --warmup >= 0")
+    import_torch()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="env://")
     rank, n = dist.get_rank(), dist.get_world_size()
