@@ -136,6 +136,7 @@ constexpr std::chrono::milliseconds kReadersWait{10000};
 void wait_for_readers(Store& store, const std::vector<int>& ranks,
                       std::chrono::milliseconds timeout) {
   std::vector<std::string> keys;
+  keys.reserve(ranks.size());
   for (int rank : ranks) keys.push_back(world_size_read_key(rank));
   try {
     store.wait(keys, timeout);
@@ -164,6 +165,7 @@ void check_world_size(Store& store, const DistributedEnv& env, std::chrono::mill
                                    "--nproc-per-node"
                                  : "every rank must be given the same world size";
   std::vector<std::pair<int, int>> theirs;  // (rank, its world size)
+  theirs.reserve(others.size());
   for (int rank : others) {
     theirs.emplace_back(rank,
                         std::atoi(to_string(store.get(world_size_key(rank), timeout)).c_str()));
