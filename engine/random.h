@@ -12,7 +12,10 @@ class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : engine_(seed) {}
 
-  void seed(uint64_t seed) { engine_.seed(seed); }
+  void seed(uint64_t seed) {
+    engine_.seed(seed);
+    has_spare_ = false;  // a normal drawn before the reseed must not leak into the new sequence
+  }
   uint64_t next_u64() { return engine_(); }
   /// Uniform in [0, 1) with 24 random bits (every float32 step is reachable).
   float uniform() { return static_cast<float>(engine_() >> 40) * 0x1.0p-24f; }

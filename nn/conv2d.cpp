@@ -15,6 +15,7 @@ Conv2d::Conv2d(const Conv2dConfig& config) : config_(config) {
   weight_ = register_parameter("weight", zeros({config.out_channels, config.in_channels,
                                                 config.kernel_size, config.kernel_size}));
   if (config.bias) bias_ = register_parameter("bias", zeros({config.out_channels}));
+  initialise_by_default();
 }
 
 Tensor Conv2d::forward(const Tensor& input) {

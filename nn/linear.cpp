@@ -13,6 +13,7 @@ Linear::Linear(const LinearConfig& config) : config_(config) {
                "[Linear] feature counts must be positive");
   weight_ = register_parameter("weight", zeros({config.out_features, config.in_features}));
   if (config.bias) bias_ = register_parameter("bias", zeros({config.out_features}));
+  initialise_by_default();
 }
 
 Tensor Linear::forward(const Tensor& input) {

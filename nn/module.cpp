@@ -4,6 +4,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/tensor_impl.h"
+#include "nn/default_init.h"
 
 namespace tandem::nn {
 
@@ -108,8 +109,19 @@ void Module::reset_parameters(Generator& generator) {
   for (auto& [name, child] : children_) child->reset_parameters(generator);
 }
 
+void Module::initialise_by_default() {
+  draw_default_init([this](Generator& generator) {
+    NoGradGuard no_grad;
+    reset_own_parameters(generator);
+  });
+}
+
 std::shared_ptr<Module> Module::clone() const {
-  std::shared_ptr<Module> twin = make_twin();
+  std::shared_ptr<Module> twin;
+  {
+    const SkipDefaultInit values_copied_below;
+    twin = make_twin();
+  }
   const NamedTensors source = state_dict();
   const NamedTensors target = twin->state_dict();
   TANDEM_CHECK(source.size() == target.size(), "[clone] ", describe(), " built a twin with ",

@@ -56,7 +56,8 @@ class Module {
   void to(MemoryFormat format);
   /// Drops the gradients of all parameters (set_to_none, PyTorch's default).
   void zero_grad();
-  /// Fills parameters and buffers with their initial values, module by module.
+  /// Fills parameters and buffers with their initial values, module by module, drawn from
+  /// `generator` (layers hold PyTorch's default initialisation from construction already).
   void reset_parameters(Generator& generator);
 
   /// An independent deep copy (same structure, values, device, mode). DataParallel builds its
@@ -85,6 +86,9 @@ class Module {
   virtual std::shared_ptr<Module> make_twin() const = 0;
   /// This module's own parameters and buffers (not its children's) get their initial values.
   virtual void reset_own_parameters(Generator& generator) {}
+  /// Called last in a layer's constructor: its own parameters get their initial values from the
+  /// process-wide generator (Note [Initialised at construction] in nn/default_init.h).
+  void initialise_by_default();
 
  private:
   void collect(const std::string& prefix, bool parameters, bool buffers, NamedTensors& out) const;

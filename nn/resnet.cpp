@@ -2,6 +2,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/elementwise.h"
+#include "nn/default_init.h"
 #include "nn/init.h"
 
 namespace tandem::nn {
@@ -93,7 +94,11 @@ ResNetConfig resnet_config(const std::string& arch, int64_t num_classes) {
 
 std::shared_ptr<ResNet> make_resnet(const std::string& arch, Generator& generator,
                                     int64_t num_classes) {
-  auto model = std::make_shared<ResNet>(resnet_config(arch, num_classes));
+  std::shared_ptr<ResNet> model;
+  {
+    const SkipDefaultInit drawn_from_generator_below;
+    model = std::make_shared<ResNet>(resnet_config(arch, num_classes));
+  }
   model->reset_parameters(generator);
   NoGradGuard no_grad;
   for (const auto& [name, parameter] : model->named_parameters()) {

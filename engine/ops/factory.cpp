@@ -45,11 +45,13 @@ TensorOptions options_like(const Tensor& like) {
 
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape, const TensorOptions& options) {
-  TANDEM_CHECK(options.dtype == DTypeOf<T>::value, "[from_vector] values are ",
-               dtype_name(DTypeOf<T>::value), " but options ask for ", dtype_name(options.dtype));
+  const DType dtype = DTypeOf<T>::value;
+  TANDEM_CHECK(options.dtype == dtype || options.dtype == TensorOptions{}.dtype,
+               "[from_vector] values are ", dtype_name(dtype), " but options ask for ",
+               dtype_name(options.dtype));
   TANDEM_CHECK(static_cast<int64_t>(values.size()) == shape_numel(shape), "[from_vector] ",
                values.size(), " values for shape ", shape_str(shape));
-  Tensor host = empty(shape, {.dtype = options.dtype, .device = Device::cpu()});
+  Tensor host = empty(shape, {.dtype = dtype, .device = Device::cpu()});
   if (!values.empty()) std::memcpy(host.data_ptr(), values.data(), values.size() * sizeof(T));
   Tensor tensor = options.device == Device::cpu() ? host : host.to(options.device);
   if (options.requires_grad) tensor.set_requires_grad(true);

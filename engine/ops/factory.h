@@ -23,7 +23,9 @@ Tensor zeros_like(const Tensor& like);
 /// The dtype, device and memory format of `like` (not requires_grad).
 TensorOptions options_like(const Tensor& like);
 
-/// Copies host values into a new tensor (options.dtype must match T).
+/// Copies host values into a new tensor whose dtype follows T, as torch.tensor infers it:
+/// `from_vector(std::vector<int64_t>{3, 1}, {2})` is int64. options.dtype is T's dtype or left
+/// at its default (float32 there means "not given"); any other dtype is refused, never converted.
 template <typename T>
 Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                    const TensorOptions& options = {});

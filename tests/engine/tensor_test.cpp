@@ -59,6 +59,19 @@ TEST(Tensor, CastsBetweenDtypes) {
   EXPECT_EQ(floats.to(DType::Int64).to_vector<int64_t>(), (std::vector<int64_t>{1, -2}));
 }
 
+TEST(Tensor, FromVectorInfersTheDtypeFromTheValues) {
+  // A newcomer's labels (the UX trial of 2026-11-27): integers make an int64 tensor, as
+  // torch.tensor([3, 1]) does, without spelling the dtype out.
+  const Tensor labels = from_vector(std::vector<int64_t>{3, 1}, {2});
+  EXPECT_EQ(labels.dtype(), DType::Int64);
+  EXPECT_EQ(labels.to_vector<int64_t>(), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(from_vector(std::vector<uint8_t>{7}, {1}).dtype(), DType::UInt8);
+  EXPECT_EQ(from_vector<int64_t>({4}, {1}, {.dtype = DType::Int64}).dtype(), DType::Int64);
+  // Another dtype than the values' is refused, never converted.
+  EXPECT_THROW(from_vector<int64_t>({4}, {1}, {.dtype = DType::BFloat16}), Error);
+  EXPECT_THROW(from_vector<float>({4}, {1}, {.dtype = DType::Int64}), Error);
+}
+
 TEST(Tensor, SeededRandomIsReproducible) {
   Generator g1(7), g2(7), g3(8);
   const auto a = randn({100}, g1).to_vector<float>();

@@ -1,8 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/tandem.h"
+#include "nn/conv2d.h"
+#include "nn/default_init.h"
 #include "nn/linear.h"
 #include "nn/resnet.h"
 
@@ -124,6 +127,45 @@ TEST(Module, SeededInitialisationIsReproducible) {
   EXPECT_EQ(make_resnet("resnet20", a)->parameters()[0].to_vector<float>(),
             make_resnet("resnet20", b)->parameters()[0].to_vector<float>());
   EXPECT_THROW(resnet_config("resnet21"), Error);
+}
+
+// Note [Initialised at construction]: a layer nobody initialised holds PyTorch's default
+// U(±1/√fan_in), not zeros, and manual_seed makes the draw reproducible.
+TEST(Module, LayersHoldPyTorchsDefaultInitialisationFromConstruction) {
+  manual_seed(3);
+  const Linear first(LinearConfig{16, 4});
+  const Conv2d conv(Conv2dConfig{.in_channels = 2, .out_channels = 3, .kernel_size = 3});
+  const std::vector<float> weights = first.parameters()[0].to_vector<float>();
+  const float bound = 1.0f / std::sqrt(16.0f);
+  EXPECT_TRUE(std::all_of(weights.begin(), weights.end(),
+                          [&](float w) { return w != 0.0f && std::abs(w) <= bound; }));
+  const std::vector<float> conv_weights = conv.parameters()[0].to_vector<float>();
+  EXPECT_TRUE(
+      std::any_of(conv_weights.begin(), conv_weights.end(), [](float w) { return w != 0; }));
+
+  manual_seed(3);
+  EXPECT_EQ(Linear(LinearConfig{16, 4}).parameters()[0].to_vector<float>(), weights);
+  EXPECT_NE(Linear(LinearConfig{16, 4}).parameters()[0].to_vector<float>(), weights);
+}
+
+TEST(Module, ClonesAndSkippedLayersLeaveTheSharedGeneratorAlone) {
+  const auto weights = [](const Module& m) { return m.parameters()[0].to_vector<float>(); };
+  manual_seed(5);
+  const Linear first_draw(LinearConfig{8, 8});
+  const Linear second_draw(LinearConfig{8, 8});
+
+  manual_seed(5);
+  const Linear original(LinearConfig{8, 8});
+  const std::shared_ptr<Module> copy = original.clone();
+  EXPECT_EQ(weights(*copy), weights(original));
+  EXPECT_EQ(weights(Linear(LinearConfig{8, 8})), weights(second_draw));  // the clone drew nothing
+
+  manual_seed(5);
+  {
+    const SkipDefaultInit skip;
+    EXPECT_EQ(weights(Linear(LinearConfig{8, 8})), std::vector<float>(64, 0.0f));
+  }
+  EXPECT_EQ(weights(Linear(LinearConfig{8, 8})), weights(first_draw));
 }
 
 // A module registered twice (tied weights): its tensors are parameters once, under the first
