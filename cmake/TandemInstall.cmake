@@ -44,7 +44,7 @@ if(TANDEM_WITH_CUDA)
   set(_tandem_cuda_runtime_headers engine/cuda/runtime/caching_allocator.h engine/cuda/runtime/cuda_check.h
       engine/cuda/runtime/device.h engine/cuda/runtime/pinned_allocator.h engine/cuda/runtime/stream.h)
 endif()
-tandem_public_headers(tandem_engine GLOBS engine/*.h engine/autograd/*.h engine/ops/*.h
+tandem_public_headers(tandem_engine GLOBS engine/*.h engine/autograd/*.h engine/backend/*.h engine/ops/*.h
                       EXTRA ${_tandem_cuda_runtime_headers})
 tandem_public_headers(tandem_nn GLOBS nn/*.h)
 tandem_public_headers(tandem_data GLOBS data/*.h)

@@ -1,7 +1,7 @@
 #pragma once
 /// Element types. float32 is the compute type; int64 holds labels and indices;
 /// uint8 holds raw images and opaque kernel workspaces; bfloat16 is the activation
-/// type of mixed precision (Note [bfloat16 activations] in engine/backend.h: the
+/// type of mixed precision (Note [bfloat16 activations] in engine/backend/backend.h: the
 /// activation ops take it, the rest refuse it); float16 is storage only (engine/half.h):
 /// casts, copies, fills and collectives take both, so a gradient bucket can travel in
 /// half the bytes.

@@ -10,7 +10,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/tandem.h"
 
 namespace {

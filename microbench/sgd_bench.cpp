@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/tandem.h"
 #include "nn/resnet.h"
 

@@ -5,7 +5,7 @@
 /// dtype as it comes, so the activations between layers and their gradients stay bfloat16
 /// (half the memory kept for backward), while batch-norm statistics and parameters, the
 /// logits (the linear layer gives float32), the loss, the master weights, their gradients and
-/// the optimizer state stay float32 (Note [bfloat16 activations] in engine/backend.h).
+/// the optimizer state stay float32 (Note [bfloat16 activations] in engine/backend/backend.h).
 /// Checkpoints hold the float32 weights whatever the precision, so a run may resume in another.
 ///
 /// It is a property of the model, set with Module::set_precision(), rather than a scope

@@ -88,7 +88,7 @@ elif [ "$sanitize" = "thread" ]; then
   suites+="|Profiler"  # the profiler's per-thread buffers (tests/engine/profiler_test.cpp)
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
-  suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda_host)
+  suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda/runtime)
   suites+="|NcclStateMachine|NcclCollectives"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
   # Gloo's point-to-point waiter threads, sub-groups' threads, the consistency check's exchange
   # (the many-collective jobs GlooCollectivesMultiprocess add no thread of their own).
@@ -96,7 +96,7 @@ elif [ "$sanitize" = "thread" ]; then
   # The MPI group's engine thread beside the callers' (each rank of mpirun a TSan build).
   suites+="|MpiCollectivesMultiprocess|MpiPointToPointMultiprocess|MpiSubgroupMultiprocess"
   suites+="|MpiConsistencyMultiprocess|DdpMpiMultiprocess"
-  suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda_kernels)
+  suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda/kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 elif [ $# -eq 0 ]; then
   # Note [A newcomer's run]: the offline test builds the whole tree a second time, from the GPU

@@ -103,7 +103,7 @@ void update_running(const BatchNormRunning& running, const Tensor& x, const Tens
 
 }  // namespace
 
-// Note [Batch-norm statistics] (engine/backend.h): the CPU's saved spread is the biased
+// Note [Batch-norm statistics] (engine/backend/backend.h): the CPU's saved spread is the biased
 // variance, what oneDNN's backward takes.
 void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, const BatchNormRunning& running,

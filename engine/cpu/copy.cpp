@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "engine/collapse_dims.h"
+#include "engine/backend/collapse_dims.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/parallel.h"
 

@@ -3,7 +3,7 @@
 /// OpenMP for elementwise ops, pooling, reductions, softmax/loss and SGD. The
 /// methods are defined across the files of this folder, one per op family.
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 
 namespace tandem::cpu {
 

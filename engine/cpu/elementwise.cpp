@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "engine/collapse_dims.h"
+#include "engine/backend/collapse_dims.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "engine/adaptive_bins.h"
+#include "engine/backend/adaptive_bins.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"

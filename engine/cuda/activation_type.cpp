@@ -4,7 +4,7 @@
 
 namespace tandem::cuda {
 
-kernels::ElementType activation_type(const char* op, std::initializer_list<const Tensor*> tensors) {
+DType activation_type(const char* op, std::initializer_list<const Tensor*> tensors) {
   const Tensor* first = nullptr;
   for (const Tensor* t : tensors) {
     if (!t->defined()) continue;

@@ -1,4 +1,4 @@
-// The CUDA backend's singleton and its settings (cuda_backend() of engine/backend.h). The
+// The CUDA backend's singleton and its settings (cuda_backend() of engine/backend/backend.h). The
 // device-level methods are the runtime's: engine/cuda/runtime/cuda_runtime.cpp.
 
 #include <cstdlib>

@@ -2,7 +2,7 @@
 // bfloat16.
 //
 // Note [bfloat16 convolutions]: x, w, y and their gradients may be bfloat16 (Note [bfloat16
-// activations] in engine/backend.h); the descriptors then say CUDNN_DATA_BFLOAT16 and the
+// activations] in engine/backend/backend.h); the descriptors then say CUDNN_DATA_BFLOAT16 and the
 // convolution still computes in float32 (cuDNN's PSEUDO_BFLOAT16 configuration), each output
 // rounded once to bfloat16. The products of bfloat16 values are exact in float32, so tensor-core
 // math loses nothing here and is always allowed (CUDNN_DEFAULT_MATH; the TF32 policy concerns
@@ -53,7 +53,7 @@ constexpr size_t kMaxSearchWorkspace = size_t{1} << 30;  // what the search may 
 struct ConvCall {
   ConvCall(const Tensor& x, const Tensor& w, const Tensor& y, const Conv2dOptions& options,
            const char* op)
-      : bfloat16(activation_type(op, {&x, &w, &y}) == kernels::ElementType::BFloat16),
+      : bfloat16(activation_type(op, {&x, &w, &y}) == DType::BFloat16),
         x_desc(x.shape(), data_type()),
         w_desc(w.shape(), data_type()),
         y_desc(y.shape(), data_type()),

@@ -8,7 +8,7 @@
 
 #include <cstring>
 
-#include "engine/collapse_dims.h"
+#include "engine/backend/collapse_dims.h"
 #include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/kernels/launch.h"

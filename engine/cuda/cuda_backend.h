@@ -10,7 +10,7 @@
 
 #include <atomic>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 
 namespace tandem::cuda {
 
@@ -59,7 +59,7 @@ class CudaBackend final : public Backend {
                               Tensor& grad_w, Tensor& grad_bias) override;
 
   // batch_norm.cpp: save_inv_std is 1 / sqrt(var + eps) (Note [Batch-norm statistics] in
-  // engine/backend.h).
+  // engine/backend/backend.h).
   void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                    const BatchNormRunning& running, float eps, Tensor& y,
                                    Tensor& save_mean, Tensor& save_inv_std) override;

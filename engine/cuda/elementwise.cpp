@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "engine/collapse_dims.h"
+#include "engine/backend/collapse_dims.h"
 #include "engine/cuda/activation_type.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/kernels/launch.h"

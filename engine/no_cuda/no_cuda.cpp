@@ -1,9 +1,9 @@
 // Linked when Tandem is built without CUDA: asking for a CUDA device's kernels or uploads fails
 // with a clear message instead of a link error or a crash. The runtime's entry points are in
-// no_cuda_runtime.cpp, apart, because the fake-runtime tests (tests/engine/cuda_host) take this
+// no_cuda_runtime.cpp, apart, because the fake-runtime tests (tests/engine/cuda/runtime) take this
 // file with the real CUDA runtime.
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/device.h"
 #include "engine/upload.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/device.h"
 #include "engine/device_runtime.h"
 

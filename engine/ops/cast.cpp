@@ -1,6 +1,6 @@
 #include "engine/ops/cast.h"
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/layout.h"
 #include "engine/profiler.h"
 

@@ -11,7 +11,7 @@ namespace tandem::ops {
 void check_defined(const char* op, const char* name, const Tensor& t);
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dtype);
 /// An activation under mixed precision: float32 or bfloat16 (Note [bfloat16 activations] in
-/// engine/backend.h lists the ops that take bfloat16).
+/// engine/backend/backend.h lists the ops that take bfloat16).
 void check_float_activation(const char* op, const char* name, const Tensor& t);
 /// b has a's dtype: the ops that take bfloat16 never promote a mix of dtypes silently.
 void check_same_dtype(const char* op, const char* a_name, const Tensor& a, const char* b_name,

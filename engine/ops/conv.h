@@ -1,7 +1,7 @@
 #pragma once
 /// 2-D convolution (cross-correlation, as torch.nn.functional.conv2d).
 
-#include "engine/ops/options.h"
+#include "engine/backend/op_options.h"
 #include "engine/tensor.h"
 
 namespace tandem {

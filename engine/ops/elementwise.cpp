@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/profiler.h"
 #include "engine/tensor_impl.h"
 

@@ -1,6 +1,6 @@
 #include "engine/ops/layout.h"
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/tensor_impl.h"
 
 namespace tandem::ops {

@@ -2,7 +2,7 @@
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"

@@ -1,7 +1,7 @@
 #include "engine/ops/matmul.h"
 
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/reduce.h"

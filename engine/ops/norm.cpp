@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"
@@ -49,7 +49,7 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   const TensorOptions on_device{.device = x.device()};
   Tensor out = empty_like(cx);
   // The batch statistics, saved for backward in the backend's own form (Note [Batch-norm
-  // statistics] in engine/backend.h).
+  // statistics] in engine/backend/backend.h).
   Tensor mean = empty({x.size(1)}, on_device);
   Tensor spread = empty({x.size(1)}, on_device);
   const BatchNormRunning running{running_mean, running_var, options.momentum};

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/profiler.h"
 

@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "engine/ops/options.h"
+#include "engine/backend/op_options.h"
 #include "engine/tensor.h"
 
 namespace tandem {
@@ -16,7 +16,7 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
 /// sgd_step() for many parameters at once, bit for bit the same result per parameter: the
 /// multi-tensor (foreach) update of torch.optim.SGD. Every tensor must live on one device; each
 /// parameter is checked as sgd_step() checks it. On CUDA it launches one kernel per chunk of
-/// tensors instead of one per parameter (Note [Multi-tensor SGD] in cuda/elementwise.cu).
+/// tensors instead of one per parameter (Note [Multi-tensor SGD] in cuda/kernels/elementwise.cu).
 void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdStepOptions& options);
 
 }  // namespace tandem

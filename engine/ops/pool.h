@@ -1,8 +1,8 @@
 #pragma once
 /// Pooling over the spatial dims of (N, C, H, W), float32 or bfloat16 (the result in the input's
-/// dtype, Note [bfloat16 activations] in engine/backend.h).
+/// dtype, Note [bfloat16 activations] in engine/backend/backend.h).
 
-#include "engine/ops/options.h"
+#include "engine/backend/op_options.h"
 #include "engine/tensor.h"
 
 namespace tandem {

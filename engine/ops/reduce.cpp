@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
 #include "engine/ops/elementwise.h"
 #include "engine/ops/factory.h"

@@ -2,7 +2,7 @@
 // from an existing one. Each records its backward beside its forward.
 
 #include "engine/autograd/node.h"
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 #include "engine/profiler.h"

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
 #include "tests/support/gradcheck.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/backend.h"
+#include "engine/backend/backend.h"
 #include "engine/ops/cast.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"

@@ -1,7 +1,7 @@
 // collapse_dims (Note [Collapsing dims]): the layout every CPU and CUDA elementwise and copy
 // kernel walks, checked on its edge cases and against a brute-force walk of random layouts.
 
-#include "engine/collapse_dims.h"
+#include "engine/backend/collapse_dims.h"
 
 #include <gtest/gtest.h>
 

@@ -20,7 +20,7 @@ struct CpuGrid {
   int64_t threads = 1;  ///< per block
 };
 
-/// The grid the CUDA launchers use for n elements (engine/cuda/launch.cuh).
+/// The grid the CUDA launchers use for n elements (engine/cuda/kernels/launch.cuh).
 inline CpuGrid launch_grid(int64_t n) {
   return {cuda::kernels::blocks_for(n), cuda::kernels::kThreads};
 }

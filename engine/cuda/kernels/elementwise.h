@@ -12,52 +12,52 @@
 
 namespace tandem::cuda::kernels {
 
-template <Unary kOp>
+template <UnaryOp kOp>
 TANDEM_HD inline float apply_unary(float v, float s) {
-  if constexpr (kOp == Unary::Neg) {
+  if constexpr (kOp == UnaryOp::Neg) {
     return -v;
-  } else if constexpr (kOp == Unary::Relu) {
+  } else if constexpr (kOp == UnaryOp::Relu) {
     // NaN goes through (Note [NaN through ReLU and max pooling] in engine/cpu/elementwise.cpp).
     return v < 0.0f ? 0.0f : v;
-  } else if constexpr (kOp == Unary::Exp) {
+  } else if constexpr (kOp == UnaryOp::Exp) {
     return expf(v);
-  } else if constexpr (kOp == Unary::Log) {
+  } else if constexpr (kOp == UnaryOp::Log) {
     return logf(v);
-  } else if constexpr (kOp == Unary::Sqrt) {
+  } else if constexpr (kOp == UnaryOp::Sqrt) {
     return sqrtf(v);
-  } else if constexpr (kOp == Unary::AddScalar) {
+  } else if constexpr (kOp == UnaryOp::AddScalar) {
     return v + s;
-  } else if constexpr (kOp == Unary::MulScalar) {
+  } else if constexpr (kOp == UnaryOp::MulScalar) {
     return v * s;
   } else {
-    static_assert(kOp == Unary::PowScalar);
+    static_assert(kOp == UnaryOp::PowScalar);
     return powf(v, s);
   }
 }
 
-template <Binary kOp, typename T>
+template <BinaryOp kOp, typename T>
 TANDEM_HD inline float apply_binary(T x, T y) {
-  if constexpr (kOp == Binary::Equal) {
+  if constexpr (kOp == BinaryOp::Equal) {
     return x == y ? 1.0f : 0.0f;
-  } else if constexpr (kOp == Binary::Add) {
+  } else if constexpr (kOp == BinaryOp::Add) {
     return x + y;
-  } else if constexpr (kOp == Binary::Sub) {
+  } else if constexpr (kOp == BinaryOp::Sub) {
     return x - y;
-  } else if constexpr (kOp == Binary::Mul) {
+  } else if constexpr (kOp == BinaryOp::Mul) {
     return x * y;
-  } else if constexpr (kOp == Binary::Div) {
+  } else if constexpr (kOp == BinaryOp::Div) {
     return x / y;
-  } else if constexpr (kOp == Binary::ReluBackward) {
+  } else if constexpr (kOp == BinaryOp::ReluBackward) {
     return y <= 0.0f ? 0.0f : x;  // x: grad, y: output; a NaN output passes the gradient
   } else {
-    static_assert(kOp == Binary::AddRelu);
+    static_assert(kOp == BinaryOp::AddRelu);
     const float sum = x + y;
     return sum < 0.0f ? 0.0f : sum;  // not fmaxf, which returns 0 for NaN
   }
 }
 
 /// in, out: (n) of T; out may alias in
-template <Unary kOp, typename T = float>
+template <UnaryOp kOp, typename T = float>
 struct UnaryBody {
   const T* in;
   float scalar;
@@ -90,7 +90,7 @@ struct BinaryOut<BFloat16> {
 };
 
 /// a, b: (n) of T, out: (n), no broadcasting
-template <Binary kOp, typename T>
+template <BinaryOp kOp, typename T>
 struct BinaryContiguousBody {
   using Out = typename BinaryOut<T>::type;
   const T* a;
@@ -103,7 +103,7 @@ struct BinaryContiguousBody {
 };
 
 /// out: (n) contiguous over layout.size; a and b read at their (broadcast) strides
-template <Binary kOp, typename T>
+template <BinaryOp kOp, typename T>
 struct BinaryBroadcastBody {
   using Out = typename BinaryOut<T>::type;
   const T* a;

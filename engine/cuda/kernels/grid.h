@@ -1,6 +1,6 @@
 #pragma once
 /// The launch geometry of Tandem's own kernels and the grid-stride loop, shared by the CUDA
-/// wrappers (engine/cuda/launch.cuh) and the CPU grid emulator of the tests
+/// wrappers (engine/cuda/kernels/launch.cuh) and the CPU grid emulator of the tests
 /// (tests/support/cpu_grid.h), so both run the same loop. No CUDA include: the host compiler
 /// builds this header too (engine/host_device.h).
 

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/adaptive_bins.h"
+#include "engine/backend/adaptive_bins.h"
 #include "engine/cuda/kernels/grid.h"
 #include "engine/cuda/kernels/types.h"
 #include "engine/host_device.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "engine/dtype.h"
-#include "engine/elementwise_op.h"
+#include "engine/backend/elementwise_op.h"
 #include "engine/half.h"
 #include "engine/host_device.h"
 
@@ -30,15 +30,12 @@ TANDEM_HD inline int64_t offset_of(int64_t index, const StridedLayout& layout) {
   return offset;
 }
 
-/// The kernels take the engine's own enums (engine/dtype.h, engine/elementwise_op.h), so the
-/// backend passes a tensor's dtype and its op as they are. BFloat16 and Float16 are
-/// engine/half.h's types: casts widen them to float or round to them (Note [Half conversions]),
-/// bit for bit as the CPU backend does.
-using ElementType = DType;
-using Unary = UnaryOp;
-using Binary = BinaryOp;
+/// The kernels take the engine's own enums (DType, UnaryOp, BinaryOp: engine/dtype.h,
+/// engine/backend/elementwise_op.h) under their own names, so the backend passes a tensor's dtype and its
+/// op as they are. BFloat16 and Float16 are engine/half.h's types: casts widen them to float or
+/// round to them (Note [Half conversions]), bit for bit as the CPU backend does.
 
-/// Note [Element types]: the kernels of Note [bfloat16 activations] (engine/backend.h) are
+/// Note [Element types]: the kernels of Note [bfloat16 activations] (engine/backend/backend.h) are
 /// templates on their element type T, float or BFloat16, with one body for both: each element
 /// is widened to float on load and rounded once on store (engine/half.h), and every sum is
 /// accumulated in float or wider. For T = float widen() and narrow() are the identity, so the

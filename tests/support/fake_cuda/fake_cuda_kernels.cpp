@@ -1,6 +1,6 @@
 // The one kernel launcher that engine/cuda/runtime/stream.cpp calls (busy_wait), for the fake
 // runtime: it queues a work item that completes when the test runs the stream, then checks the
-// launch as engine/cuda/memory.cu does.
+// launch as engine/cuda/kernels/memory.cu does.
 
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/runtime/cuda_check.h"

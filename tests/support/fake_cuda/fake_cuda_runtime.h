@@ -7,7 +7,7 @@
 /// against the real CUDA headers and linked instead of libcudart, so the engine's own sources
 /// run unmodified. fake_cuda_launch.cpp adds the entry points of nvcc's launch code, and
 /// fake_cudnn.cpp a cuDNN, so that the whole CUDA backend runs on it too
-/// (tests/engine/cuda_backend_host): every kernel launch and cuDNN call is traced with its
+/// (tests/engine/cuda/backend_host): every kernel launch and cuDNN call is traced with its
 /// arguments, and none computes anything. It models what those files rely on:
 /// - a per-thread current device (0 on a new thread) and last error (cudaGetLastError clears it;
 ///   every failing call sets it);

@@ -14,7 +14,7 @@
 #include "engine/tensor_impl.h"
 #include "parallel/comm/nccl_process_group.h"
 #include "parallel/comm/store.h"
-#include "tests/engine/cuda_host/fake_cuda_fixture.h"
+#include "tests/engine/cuda/runtime/fake_cuda_fixture.h"
 #include "tests/parallel/comm/fake_nccl/fake_nccl.h"
 #include "tests/support/error_message.h"
 #include "tests/support/fake_cuda/fake_cuda_runtime.h"
