@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch's side of the comparisons: one CIFAR ResNet training step (forward, cross-entropy,
 backward, SGD with momentum 0.9 and weight decay 1e-4) on synthetic CIFAR-shaped batches, timed
-over a number of steps after a warm-up, in one process or as one DDP rank over Gloo.
+over a number of steps after a warm-up, in one process or as one DDP rank over Gloo, its SGD
+whole or, with "zero": 1, sharded by torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO
+stage 1). DDP ranks also count the bytes of model state they hold (state_bytes_per_rank).
 
 scripts/compare_pytorch.py runs it in fresh processes under each PyTorch it compares (Debian's
 1.13, a PyTorch 2.x from scripts/install_pytorch2.sh):
@@ -41,7 +43,7 @@ def run_worker(spec):
 
     spec: arch, format (nchw | channels_last), batch (global), warmup, steps, threads, rank,
     world, port (DDP), seed, out, precision (fp32 | bf16), device (default cpu), variant (eager |
-    compile, default eager)."""
+    compile, default eager), zero (0 | 1, default 0; DDP only)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -64,7 +66,7 @@ def run_worker(spec):
         # bucket boundaries, so the all-reduces still overlap backward). The compilation runs in
         # the warm-up steps, outside the clock.
         model = torch.compile(model)
-    optimizer = torch.optim.SGD(network.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    optimizer = make_optimizer(network, spec.get("zero", 0), world)
 
     # Distinct batches cycled through, built before the clock starts (as bench_cifar does).
     generator = torch.Generator().manual_seed(spec["seed"] * 1000 + rank + 1)
@@ -95,7 +97,9 @@ def run_worker(spec):
         optimizer.step()
     synchronize()
     elapsed = time.perf_counter() - start
+    state_bytes = None
     if world > 1:
+        state_bytes = largest_over_ranks(model_state_bytes(model, network, optimizer))
         dist.barrier()  # no rank leaves while another still needs it
         dist.destroy_process_group()
     if rank == 0:
@@ -104,8 +108,53 @@ def run_worker(spec):
                   "parameters": sum(p.numel() for p in network.parameters()),
                   "threads_per_process": torch.get_num_threads(),
                   "final_loss": loss.item(),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "state_bytes": state_bytes}
         Path(spec["out"]).write_text(json.dumps(result))
+
+
+def make_optimizer(network, zero, world):
+    """SGD as Tandem's bench_cifar steps it; zero 1: PyTorch's ZeRO stage 1, each rank keeping
+    the momentum of whole parameters assigned to it greedily by size. PyTorch 1.13 has no stage 2
+    on CPUs: its FSDP (SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts."""
+    import torch
+    settings = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
+    if zero == 0:
+        return torch.optim.SGD(network.parameters(), **settings)
+    if zero != 1 or world < 2:
+        sys.exit(f"pytorch_step: zero {zero} on {world} process(es): only ZeRO stage 1 "
+                 f"(ZeroRedundancyOptimizer) over DDP ranks")
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    return ZeroRedundancyOptimizer(network.parameters(), torch.optim.SGD, **settings)
+
+
+def model_state_bytes(model, network, optimizer):
+    """The bytes of model state this rank holds after a step, counted as Tandem counts them
+    (Note [Counted memory] in parallel/sharded_sgd.h): the parameters, the gradients (the .grad
+    tensors and DDP's gradient buckets, which are separate copies unless
+    gradient_as_bucket_view) and the optimizer's state (this rank's part under ZeRO)."""
+    import torch
+
+    def nbytes(t):
+        return t.numel() * t.element_size()
+    parameters = sum(nbytes(p) for p in network.parameters())
+    gradients = sum(nbytes(p.grad) for p in network.parameters() if p.grad is not None)
+    logging = model._get_ddp_logging_data()
+    if not logging.get("gradient_as_bucket_view"):
+        gradients += sum(int(b) for b in str(logging.get("bucket_sizes", "")).split(",") if b)
+    local = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's own SGD
+    state = sum(nbytes(t) for entry in local.state.values() for t in entry.values()
+                if torch.is_tensor(t))
+    return parameters + gradients + state
+
+
+def largest_over_ranks(value):
+    """The largest value over the ranks (a collective), as bench_cifar reports its rows'."""
+    import torch
+    import torch.distributed as dist
+    tensor = torch.tensor([float(value)], dtype=torch.float64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return int(tensor.item())
 
 
 def run_probe():
