@@ -3,7 +3,7 @@
 backward, SGD with momentum 0.9 and weight decay 1e-4) on synthetic CIFAR-shaped batches, timed
 over a number of steps after a warm-up, in one process or as one DDP rank over Gloo, its SGD
 whole or, with "zero": 1, sharded by torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO
-stage 1). DDP ranks also count the bytes of model state they hold (state_bytes_per_rank).
+stage 1). DDP ranks also count the bytes of model state they hold (state_bytes, the fullest rank's).
 
 scripts/compare_pytorch.py runs it in fresh processes under each PyTorch it compares (Debian's
 1.13, a PyTorch 2.x from scripts/install_pytorch2.sh):
@@ -60,7 +60,8 @@ def run_worker(spec):
     channels_last = spec["format"] == "channels_last"
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
-    model = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else network
+    ddp = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else None
+    model = ddp if ddp is not None else network
     if spec.get("variant", "eager") == "compile":
         # PyTorch's advice for DDP: compile the DDP module (its DDPOptimizer splits the graph at
         # bucket boundaries, so the all-reduces still overlap backward). The compilation runs in
@@ -100,7 +101,7 @@ def run_worker(spec):
     state_bytes = None
     if world > 1:
         Path(f"{spec['out']}.state{rank}").write_text(
-            str(model_state_bytes(model, network, optimizer)))
+            str(model_state_bytes(ddp, network, optimizer)))
         dist.barrier()  # no rank leaves while another still needs it; every count is written
         dist.destroy_process_group()
         state_bytes = largest_over_ranks(spec["out"], world)
@@ -130,7 +131,7 @@ def make_optimizer(network, zero, world):
     return ZeroRedundancyOptimizer(network.parameters(), torch.optim.SGD, **settings)
 
 
-def model_state_bytes(model, network, optimizer):
+def model_state_bytes(ddp, network, optimizer):
     """The bytes of model state this rank holds after a step, counted as Tandem counts them
     (Note [Counted memory] in parallel/sharded_sgd.h): the parameters, the gradients (the .grad
     tensors and DDP's gradient buckets, which are separate copies unless
@@ -141,7 +142,7 @@ def model_state_bytes(model, network, optimizer):
         return t.numel() * t.element_size()
     parameters = sum(nbytes(p) for p in network.parameters())
     gradients = sum(nbytes(p.grad) for p in network.parameters() if p.grad is not None)
-    logging = model._get_ddp_logging_data()
+    logging = ddp._get_ddp_logging_data()
     if not logging.get("gradient_as_bucket_view"):
         gradients += sum(int(b) for b in str(logging.get("bucket_sizes", "")).split(",") if b)
     local = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's own SGD
@@ -154,7 +155,7 @@ def largest_over_ranks(out, world):
     """The largest count the ranks wrote beside `out`, as bench_cifar reports its rows'. Files,
     not a collective: a Gloo all-reduce of a Python-made tensor can deadlock PyTorch 1.13 at exit
     (its Gloo thread frees the tensor, which needs the GIL, while the main thread, holding it,
-    joins that thread in ~ProcessGroupGloo; seen once in three runs)."""
+    joins that thread in ~ProcessGroupGloo; seen here once)."""
     return max(int(Path(f"{out}.state{r}").read_text()) for r in range(world))
 
 
