@@ -259,7 +259,10 @@ def run_all(args, workloads, configs, peers, work):
                       f"({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
                 if result:
                     samples[key].append(result["images_per_s"])
-                    details.setdefault(key, result)
+                    first = details.setdefault(key, result)
+                    # The fullest state over the repeats (stage 2's peak depends on timing).
+                    if result.get("state_bytes") is not None:
+                        first["state_bytes"] = max(first["state_bytes"], result["state_bytes"])
                 else:
                     errors.append(f"{what}: {error}")
     return samples, errors, details

@@ -135,13 +135,13 @@ def measures(workload, config):
 
 
 def state_bytes(run, key, side):
-    """The model state bytes the fullest rank held in row `key` on `side` (any format: the bytes
-    do not depend on it), or None."""
-    for c in run.configs:
-        value = run.details.get((key, c.key), {}).get("state_bytes")
-        if c.side == side and value is not None:
-            return value
-    return None
+    """The model state bytes the fullest rank held in row `key` on `side`, the largest over its
+    formats and repeats (at ZeRO stage 2 the gradient buckets in flight at once, and so the
+    peak, depend on timing), or None."""
+    values = [run.details.get((key, c.key), {}).get("state_bytes") for c in run.configs
+              if c.side == side]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
 
 
 def print_state_table(run):
