@@ -19,7 +19,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 data="$root/data/cifar-10-batches-bin"
 if [ ! -f "$data/test_batch.bin" ]; then
   if [ -f "$root/../shared/data/cifar-10-binary.tar.gz" ] || [ -n "${CIFAR10_ARCHIVE:-}" ]; then
-    "$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
+    # Tests that start at once extract one at a time: the later finds the verified copy.
+    mkdir -p "$root/data"
+    flock "$root/data" "$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
   else
     echo "skipped: no CIFAR-10 test set at $data (run scripts/get_cifar10.sh)"
     exit 77
