@@ -16,6 +16,15 @@ processes: Tandem's through `bench_cifar --json`, PyTorch's through scripts/pyto
 repeat, every workload runs all configurations back to back, in alternating order, so that the
 machine's noise falls on all of them; the table gives medians.
 
+Sharded data parallel (ZeRO, docs/parallel.md): the rows resnet20-zero1 and resnet18-zero1 run
+bench_cifar --zero 1 beside PyTorch's torch.distributed.optim.ZeroRedundancyOptimizer, and
+resnet20-zero2 / resnet18-zero2 run bench_cifar --zero 2 (PyTorch has no CPU counterpart: its
+FSDP needs CUDA in 1.13). Every DDP row also gives the bytes of model state (parameters,
+gradients at their peak in a step, optimizer state) the fullest rank holds, counted on both sides
+(Note [Counted memory]), in a table of its own:
+
+    scripts/compare_pytorch.sh --rows resnet20-ddp,resnet20-zero1,resnet20-zero2
+
     scripts/compare_pytorch.sh                       # builds bench_cifar if missing, then this
     scripts/compare_pytorch.sh --pytorch2            # also PyTorch 2.x (installed once, cached)
     python3 scripts/compare_pytorch.py --rows resnet20-single --repeats 1 --steps 3
@@ -56,6 +65,7 @@ class Workload:
     mode: str       # single or ddp (bench_cifar's --modes)
     world: int      # processes
     title: str      # the table's first column; {t}: threads per process, e.g. "2 threads"
+    zero: int = 0   # ddp: ZeRO's stage (bench_cifar --zero; PyTorch: 1 = ZeroRedundancyOptimizer)
 
 
 WORKLOADS = {
@@ -65,6 +75,14 @@ WORKLOADS = {
         Workload("resnet20-ddp", "resnet20", "ddp", 2, "ResNet-20, DDP 2 ranks × {t} (Gloo)"),
         Workload("resnet18-single", "resnet18", "single", 1, "ResNet-18, 1 process × {t}"),
         Workload("resnet18-ddp", "resnet18", "ddp", 2, "ResNet-18, DDP 2 ranks × {t} (Gloo)"),
+        Workload("resnet20-zero1", "resnet20", "ddp", 2,
+                 "ResNet-20, ZeRO-1 2 ranks × {t} (Gloo; PyTorch: ZeroRedundancyOptimizer)", 1),
+        Workload("resnet20-zero2", "resnet20", "ddp", 2, "ResNet-20, ZeRO-2 2 ranks × {t} (Gloo)",
+                 2),
+        Workload("resnet18-zero1", "resnet18", "ddp", 2,
+                 "ResNet-18, ZeRO-1 2 ranks × {t} (Gloo; PyTorch: ZeroRedundancyOptimizer)", 1),
+        Workload("resnet18-zero2", "resnet18", "ddp", 2, "ResNet-18, ZeRO-2 2 ranks × {t} (Gloo)",
+                 2),
     )
 }
 DEFAULT_ROWS = ("resnet20-single", "resnet20-ddp", "resnet18-single")
@@ -164,7 +182,7 @@ def measure_pytorch(peer, workload, config, precision, args, steps, work):
     spec = {"arch": workload.arch, "format": config.fmt, "batch": args.batch, "warmup": warmup,
             "steps": steps[1], "threads": per_process, "world": workload.world,
             "port": free_port(), "seed": 0, "out": str(out), "precision": precision,
-            "variant": config.variant}
+            "variant": config.variant, "zero": workload.zero}
     logs = [f"{out}.rank{rank}.log" for rank in range(workload.world)]
     processes = []
     for rank in range(workload.world):
@@ -188,6 +206,8 @@ def measure_tandem(workload, config, precision, args, steps, work):
                "--repeats", "1"]  # this script repeats in its own rounds, beside PyTorch's
     if workload.mode == "ddp":
         command += ["--devices", str(workload.world), "--overlap", "on"]
+    if workload.zero:
+        command += ["--zero", str(workload.zero)]
     if precision != "fp32":
         command += ["--precision", precision]
     try:
@@ -203,7 +223,8 @@ def measure_tandem(workload, config, precision, args, steps, work):
     return {"images_per_s": row["images_per_s"], "ms_per_step": row["ms_per_step"],
             "parameters": round(row["parameter_bytes"] / 4),  # float32
             "threads_per_process": row.get("threads_per_process"),
-            "final_loss": row.get("final_loss"), "peak_rss_mb": row.get("peak_rss_mb")}, None
+            "final_loss": row.get("final_loss"), "peak_rss_mb": row.get("peak_rss_mb"),
+            "state_bytes": row.get("state_bytes")}, None
 
 
 def steps_for(arch, args):
@@ -218,7 +239,8 @@ def run_all(args, workloads, configs, peers, work):
     samples, errors, details = {}, [], {}
     for repeat in range(args.repeats):
         for workload in workloads:
-            jobs = [(c, p) for p in args.precisions for c in configs]
+            jobs = [(c, p) for p in args.precisions for c in configs
+                    if c.side == "tandem" or workload.zero <= report.PYTORCH_MAX_ZERO]
             if repeat % 2:
                 jobs.reverse()  # no configuration always goes first
             steps = steps_for(workload.arch, args)
@@ -237,7 +259,10 @@ def run_all(args, workloads, configs, peers, work):
                       f"({time.monotonic() - began:.0f} s)", file=sys.stderr, flush=True)
                 if result:
                     samples[key].append(result["images_per_s"])
-                    details.setdefault(key, result)
+                    first = details.setdefault(key, result)
+                    # The fullest state over the repeats (stage 2's peak depends on timing).
+                    if result.get("state_bytes") is not None:
+                        first["state_bytes"] = max(first["state_bytes"], result["state_bytes"])
                 else:
                     errors.append(f"{what}: {error}")
     return samples, errors, details

@@ -8,6 +8,8 @@
 #   scripts/compare_pytorch.sh --pytorch2       # PyTorch 1.13 and 2.15 (eager and torch.compile)
 #   scripts/compare_pytorch.sh --pytorch2 --rows resnet20-single,resnet20-ddp --repeats 1 --json compare.json
 #   scripts/compare_pytorch.sh --pytorch-only   # no Tandem build needed
+#   scripts/compare_pytorch.sh --rows resnet20-ddp,resnet20-zero1,resnet20-zero2   # ZeRO rows (PyTorch:
+#                                               # ZeroRedundancyOptimizer) and each rank's model state
 #
 # Environment: BUILD_DIR (default ./build), TANDEM_PYTORCH2_VENV (scripts/install_pytorch2.sh).
 set -euo pipefail

@@ -8,6 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT_TITLES = {"nchw": "NCHW", "channels_last": "channels-last"}
+# The ZeRO stage beyond which PyTorch (1.13 on a CPU) has no counterpart to measure: its FSDP
+# (stage 2: SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts.
+PYTORCH_MAX_ZERO = 1
+MIB = 1024 * 1024
 
 
 @dataclass
@@ -36,7 +40,9 @@ def row_key(workload, precision):
     return f"{workload.name}:{precision}"
 
 
-def cell(values):
+def cell(values, measured=True):
+    if not measured:
+        return "n/a"
     if not values:
         return "failed"
     median = statistics.median(values)
@@ -108,11 +114,12 @@ def print_table(run):
             row = [w.title.format(t=f"{threads} thread" + ("s" if threads > 1 else ""))
                    + f", b{run.args.batch}" + (", bf16 (PyTorch: autocast)" if precision == "bf16"
                                                else "")]
-            row += [cell(run.samples.get((key, c.key), [])) for c in run.configs]
+            row += [cell(run.samples.get((key, c.key), []), measures(w, c)) for c in run.configs]
             for _, side, variant in ratios:
                 value = ratio(run, key, side, variant)
                 row.append(f"{value:.2f}" if value else "-")
             print("| " + " | ".join(row) + " |")
+    print_state_table(run)
     if ratios:
         print("\nEach ratio takes Tandem's faster format over the release's faster eager format "
               "(or its compiled step); above 1: Tandem faster.")
@@ -120,6 +127,49 @@ def print_table(run):
         print(line)
     for error in run.errors:
         print(f"failed: {error}")
+
+
+def measures(workload, config):
+    """Whether `config`'s side has a counterpart of the workload to measure."""
+    return config.side == "tandem" or workload.zero <= PYTORCH_MAX_ZERO
+
+
+def state_bytes(run, key, side):
+    """The model state bytes the fullest rank held in row `key` on `side`, the largest over its
+    formats and repeats (at ZeRO stage 2 the gradient buckets in flight at once, and so the
+    peak, depend on timing), or None."""
+    values = [run.details.get((key, c.key), {}).get("state_bytes") for c in run.configs
+              if c.side == side]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def print_state_table(run):
+    """DDP rows: the bytes of parameters, gradients at their peak in a step and optimizer state
+    the fullest rank holds, counted (Note [Counted memory]), in MiB and in fp32 copies P of the
+    parameters."""
+    rows = [(w, precision) for w in run.workloads if w.mode == "ddp"
+            for precision in run.args.precisions]
+    if not rows:
+        return
+    sides = ([] if run.args.pytorch_only else [("Tandem", "tandem")])
+    sides += [(peer.name, peer.name) for peer in run.peers]
+    print("\nModel state per rank (parameters + gradients at their peak + optimizer state, "
+          "counted; the fullest rank), MiB (× P, one fp32 copy of the parameters):\n")
+    print("| workload | ZeRO stage | " + " | ".join(title for title, _ in sides) + " |")
+    print("|" + " --- |" * (2 + len(sides)))
+    for w, precision in rows:
+        key = row_key(w, precision)
+        parameters = run.peers[0].info["parameters"][w.arch] * 4 if run.peers else None
+        cells = []
+        for _, side in sides:
+            value = state_bytes(run, key, side)
+            if value is None:
+                cells.append("n/a" if side != "tandem" and w.zero > PYTORCH_MAX_ZERO else "-")
+            else:
+                share = f" ({value / parameters:.2f} P)" if parameters else ""
+                cells.append(f"{value / MIB:.2f}{share}")
+        print(f"| {w.name} {precision} | {w.zero} | " + " | ".join(cells) + " |")
 
 
 def precision_gains(run):
@@ -156,7 +206,8 @@ def write_json(path, run):
         for precision in run.args.precisions:
             key = row_key(w, precision)
             warmup, steps = run.steps[w.arch]
-            entry = {"workload": w.name, "arch": w.arch, "mode": w.mode, "precision": precision,
+            entry = {"workload": w.name, "arch": w.arch, "mode": w.mode, "zero": w.zero,
+                     "precision": precision,
                      "processes": w.world,
                      "threads_per_process": max(1, run.args.threads // w.world),
                      "batch": run.args.batch, "warmup_steps": warmup, "timed_steps": steps,
@@ -170,6 +221,9 @@ def write_json(path, run):
                 peak = run.details.get((key, c.key), {}).get("peak_rss_mb")
                 if peak is not None:
                     measured["peak_rss_mb"] = peak
+                state = run.details.get((key, c.key), {}).get("state_bytes")
+                if state is not None:
+                    measured["state_bytes"] = state
                 entry["configurations"].append(measured)
             for title, side, variant in ratio_columns(run):
                 entry["ratios"][title] = ratio(run, key, side, variant)

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch's side of the comparisons: one CIFAR ResNet training step (forward, cross-entropy,
 backward, SGD with momentum 0.9 and weight decay 1e-4) on synthetic CIFAR-shaped batches, timed
-over a number of steps after a warm-up, in one process or as one DDP rank over Gloo.
+over a number of steps after a warm-up, in one process or as one DDP rank over Gloo, its SGD
+whole or, with "zero": 1, sharded by torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO
+stage 1). DDP ranks also count the bytes of model state they hold (state_bytes, the fullest rank's).
 
 scripts/compare_pytorch.py runs it in fresh processes under each PyTorch it compares (Debian's
 1.13, a PyTorch 2.x from scripts/install_pytorch2.sh):
@@ -41,7 +43,7 @@ def run_worker(spec):
 
     spec: arch, format (nchw | channels_last), batch (global), warmup, steps, threads, rank,
     world, port (DDP), seed, out, precision (fp32 | bf16), device (default cpu), variant (eager |
-    compile, default eager)."""
+    compile, default eager), zero (0 | 1, default 0; DDP only)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -58,13 +60,14 @@ def run_worker(spec):
     channels_last = spec["format"] == "channels_last"
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
-    model = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else network
+    ddp = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else None
+    model = ddp if ddp is not None else network
     if spec.get("variant", "eager") == "compile":
         # PyTorch's advice for DDP: compile the DDP module (its DDPOptimizer splits the graph at
         # bucket boundaries, so the all-reduces still overlap backward). The compilation runs in
         # the warm-up steps, outside the clock.
         model = torch.compile(model)
-    optimizer = torch.optim.SGD(network.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    optimizer = make_optimizer(network, spec.get("zero", 0), world)
 
     # Distinct batches cycled through, built before the clock starts (as bench_cifar does).
     generator = torch.Generator().manual_seed(spec["seed"] * 1000 + rank + 1)
@@ -95,17 +98,65 @@ def run_worker(spec):
         optimizer.step()
     synchronize()
     elapsed = time.perf_counter() - start
+    state_bytes = None
     if world > 1:
-        dist.barrier()  # no rank leaves while another still needs it
+        Path(f"{spec['out']}.state{rank}").write_text(
+            str(model_state_bytes(ddp, network, optimizer)))
+        dist.barrier()  # no rank leaves while another still needs it; every count is written
         dist.destroy_process_group()
+        state_bytes = largest_over_ranks(spec["out"], world)
     if rank == 0:
         result = {"images_per_s": spec["batch"] * spec["steps"] / elapsed,
                   "ms_per_step": 1e3 * elapsed / spec["steps"],
                   "parameters": sum(p.numel() for p in network.parameters()),
                   "threads_per_process": torch.get_num_threads(),
                   "final_loss": loss.item(),
-                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+                  "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "state_bytes": state_bytes}
         Path(spec["out"]).write_text(json.dumps(result))
+
+
+def make_optimizer(network, zero, world):
+    """SGD as Tandem's bench_cifar steps it; zero 1: PyTorch's ZeRO stage 1, each rank keeping
+    the momentum of whole parameters assigned to it greedily by size. PyTorch 1.13 has no stage 2
+    on CPUs: its FSDP (SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts."""
+    import torch
+    settings = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
+    if zero == 0:
+        return torch.optim.SGD(network.parameters(), **settings)
+    if zero != 1 or world < 2:
+        sys.exit(f"pytorch_step: zero {zero} on {world} process(es): only ZeRO stage 1 "
+                 f"(ZeroRedundancyOptimizer) over DDP ranks")
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+    return ZeroRedundancyOptimizer(network.parameters(), torch.optim.SGD, **settings)
+
+
+def model_state_bytes(ddp, network, optimizer):
+    """The bytes of model state this rank holds after a step, counted as Tandem counts them
+    (Note [Counted memory] in parallel/sharded_sgd.h): the parameters, the gradients (the .grad
+    tensors and DDP's gradient buckets, which are separate copies unless
+    gradient_as_bucket_view) and the optimizer's state (this rank's part under ZeRO)."""
+    import torch
+
+    def nbytes(t):
+        return t.numel() * t.element_size()
+    parameters = sum(nbytes(p) for p in network.parameters())
+    gradients = sum(nbytes(p.grad) for p in network.parameters() if p.grad is not None)
+    logging = ddp._get_ddp_logging_data()
+    if not logging.get("gradient_as_bucket_view"):
+        gradients += sum(int(b) for b in str(logging.get("bucket_sizes", "")).split(",") if b)
+    local = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's own SGD
+    state = sum(nbytes(t) for entry in local.state.values() for t in entry.values()
+                if torch.is_tensor(t))
+    return parameters + gradients + state
+
+
+def largest_over_ranks(out, world):
+    """The largest count the ranks wrote beside `out`, as bench_cifar reports its rows'. Files,
+    not a collective: a Gloo all-reduce of a Python-made tensor can deadlock PyTorch 1.13 at exit
+    (its Gloo thread frees the tensor, which needs the GIL, while the main thread, holding it,
+    joins that thread in ~ProcessGroupGloo; seen here once)."""
+    return max(int(Path(f"{out}.state{r}").read_text()) for r in range(world))
 
 
 def run_probe():

@@ -71,7 +71,8 @@ if [ "$sanitize" = "address" ]; then
   export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/scripts/lsan.supp}"  # Open MPI's own
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-  # offline: a build of its own, not sanitized; drill: whole training jobs hit by faults;
+  # offline: a build of its own, not sanitized; drill: whole training jobs (hit by faults, or
+  # a 4-rank sharded run on real CIFAR-10 that PyTorch evaluates);
   # install: a program built against the installed libraries, without the sanitizer flags;
   # readme: the README's commands, scripts/train.sh's build step included; kit: the GPU-node
   # kit's dry run, shell scripts around programs other tests run sanitized (tests/CMakeLists.txt)
