@@ -8,6 +8,10 @@
 #           launcher exits 0, the log shows 3 -> 2 -> 3, nothing is left running
 #   short   --nnodes 2:3 with node 0 alone: after --rdzv-timeout one line naming the nodes
 #           missing, a non-zero exit, no worker started
+#   torchrun PyTorch 1.13's torchrun --nnodes 1:3 --rdzv_backend c10d --max_restarts 3: two
+#           agents on loopback, one worker each; agent 1 and its worker SIGKILLed just after the
+#           first mid-epoch save (a machine lost); agent 0 finishes the run on 1 rank, the log
+#           shows 2 -> 1 (skips without PyTorch)
 # Prints how long after the loss the job was training again (rank 0's resume record).
 #
 #   elastic_nodes_test.sh BUILD_DIR CASE
@@ -85,6 +89,53 @@ PY
     grep -qF "$expected" "$scratch/n0.log" || fail "expected '$expected'"
     [ "$(wc -l <"$scratch/n0.log")" -eq 1 ] || fail "more than one line"
     echo "exit $code after $((SECONDS - start)) s: $(cat "$scratch/n0.log")"
+    no_orphans
+    ;;
+  torchrun)
+    "$python" -c 'import torch.distributed.run' 2>/dev/null || { echo "skipped: no PyTorch (python3-torch) for torchrun"; exit 77; }
+    # is_host: agent 0 hosts the c10d store (both would claim it on loopback); last_call_timeout
+    # 2: the first round waits 2 s for a second agent (30 s by default). --redirects/--tee 1: see
+    # torchrun_ddp_test.sh. --monitor_interval 1: the agent looks at its worker every second.
+    agent() {  # ID IS_HOST: a torchrun agent in the background; its pid in $launcher
+      "$python" -m torch.distributed.run --nnodes 1:3 --nproc_per_node 1 --rdzv_backend c10d \
+        --rdzv_endpoint "127.0.0.1:$port" --rdzv_id "elastic$port" \
+        --rdzv_conf "is_host=$2,last_call_timeout=2" --max_restarts 3 --monitor_interval 1 \
+        --redirects 1 --tee 1 --log_dir "$scratch/logs$1" --no_python "$train" "${job[@]}" \
+        >"$scratch/a$1.log" 2>&1 &
+      launcher=$!
+    }
+    job+=(--epochs 1)  # the last --epochs counts: one epoch, torchrun's keep-alive costs enough
+    start=$SECONDS
+    agent 0 true; a0=$launcher
+    agent 1 false; a1=$launcher
+    # A save by the two (on a loaded machine the first round may form with agent 0 alone).
+    wait_for "$scratch/a0.log" "mode ddp on 2 ranks"
+    saves() { local n; n=$(grep -c '"type":"checkpoint"' "$scratch/f.jsonl" 2>/dev/null); echo "${n:-0}"; }
+    before=$(saves) deadline=$((SECONDS + 120))
+    until [ "$(saves)" -gt "$before" ]; do
+      [ $SECONDS -lt $deadline ] || fail "no save on 2 ranks"
+      sleep 0.02
+    done
+    # A machine lost: the agent and its worker at once (the worker alone would be restarted).
+    worker1=$(pgrep -P "$a1")
+    kill -KILL "$a1" "$worker1"
+    lost=$(date +%s.%N)
+    wait "$a1" 2>/dev/null
+    echo "agent 1 and its worker SIGKILLed at $((SECONDS - start)) s"
+    wait "$a0" || fail "agent 0 exited with $?"
+    echo "agent 0 done at $((SECONDS - start)) s"
+    "$python" - "$scratch/f.jsonl" "$lost" <<'PY' || fail "the log does not show 2 -> 1"
+import json, sys
+log = [json.loads(line) for line in open(sys.argv[1])]
+resumes = [r for r in log if r["type"] == "resume"]
+sizes = [(r["world_size_from"], r["world_size_to"]) for r in resumes]
+print("resumes (world size from, to):", sizes)
+assert sizes[-1] == (2, 1), sizes
+epochs = [r for r in log if r["type"] == "epoch"]
+assert epochs[-1]["epoch"] == 1 and epochs[-1]["world_size"] == 1, epochs[-1]
+print(f"training again {resumes[0]['unix_time'] - float(sys.argv[2]):.2f} s after agent 1 was "
+      f"lost (torchrun's keep-alive: 10-15 s, then last call 2 s), from step {resumes[0]['step']}")
+PY
     no_orphans
     ;;
   *) echo "unknown case '$case'"; exit 2 ;;
