@@ -8,6 +8,12 @@
 #           launcher exits 0, the log shows 3 -> 2 -> 3, nothing is left running
 #   short   --nnodes 2:3 with node 0 alone: after --rdzv-timeout one line naming the nodes
 #           missing, a non-zero exit, no worker started
+#   forming a node lost while a round forms (Note [Members confirm]): nodes 0 and 2 join, node 2's
+#           launcher is SIGKILLed during the last call. Two jobs at once: (a) node 0 alone left,
+#           so MIN is not reached: one line, a non-zero exit, no worker started; (b) node 1
+#           starts as node 2 dies: the round sealed with node 2 is closed when node 2 does not
+#           confirm it, and nodes 0 and 1 run the next one (workers: a shell printing the world
+#           size), both exit 0
 #   torchrun PyTorch 1.13's torchrun --nnodes 1:3 --rdzv_backend c10d --max_restarts 3: two
 #           agents on loopback, one worker each; agent 1 and its worker SIGKILLed just after the
 #           first mid-epoch save (a machine lost); agent 0 finishes the run on 1 rank, the log
@@ -90,6 +96,39 @@ PY
     [ "$(wc -l <"$scratch/n0.log")" -eq 1 ] || fail "more than one line"
     echo "exit $code after $((SECONDS - start)) s: $(cat "$scratch/n0.log")"
     no_orphans
+    ;;
+  forming)
+    start=$SECONDS
+    # Every launcher's command line names $scratch, so pgrep finds what is left of either job.
+    # shellcheck disable=SC2016 # the workers' shell expands RANK and WORLD_SIZE
+    elastic() {  # PORT ID LOGNAME RDZV_TIMEOUT: a launcher whose workers only print; pid in $launcher
+      "$run" --nnodes 2:3 --node-rank "$2" --nproc-per-node 1 --master-port "$1" --max-restarts 3 \
+        --rdzv-last-call 2 --rdzv-timeout "$4" -- /bin/sh -c 'echo "rank $RANK of $WORLD_SIZE"' \
+        "$scratch" >"$scratch/$3.log" 2>&1 &
+      launcher=$!
+    }
+    port_b="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    elastic "$port" 0 a0 4; a0=$launcher
+    elastic "$port" 2 a2 4; a2=$launcher
+    elastic "$port_b" 0 b0 60; b0=$launcher
+    elastic "$port_b" 2 b2 60; b2=$launcher
+    sleep 1  # inside the last call: both rounds have their two nodes, neither is sealed
+    kill -KILL "$a2" "$b2"
+    elastic "$port_b" 1 b1 60; b1=$launcher
+    wait "$a2" "$b2" 2>/dev/null
+    wait "$a0" && fail "job (a): exit 0 without enough nodes"
+    expected="only 1 of at least 2 nodes (--nnodes 2:3) joined attempt 1 within --rdzv-timeout (4 s); missing: node 1, 2"
+    grep -qF "$expected" "$scratch/a0.log" || fail "job (a): expected '$expected'"
+    [ "$(wc -l <"$scratch/a0.log")" -eq 1 ] || fail "job (a): more than one line"
+    echo "job (a) ended after $((SECONDS - start)) s: $(cat "$scratch/a0.log")"
+    wait "$b0" || fail "job (b): node 0 exited with $?"
+    wait "$b1" || fail "job (b): node 1 exited with $?"
+    for log in b0 b1; do
+      grep -q "attempt 1 runs on 2 of 3 nodes (0, 1)" "$scratch/$log.log" || fail "job (b): $log"
+      grep -q "rank [01] of 2$" "$scratch/$log.log" || fail "job (b): $log's worker"
+    done
+    echo "job (b) ran attempt 1 on nodes 0 and 1 after $((SECONDS - start)) s"
+    ! pgrep -f "$scratch" >/dev/null || fail "processes left running"
     ;;
   torchrun)
     "$python" -c 'import torch.distributed.run' 2>/dev/null || { echo "skipped: no PyTorch (python3-torch) for torchrun"; exit 77; }
