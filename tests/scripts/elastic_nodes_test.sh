@@ -115,7 +115,17 @@ PY
     elastic "$port" 2 a2 4; a2=$launcher
     elastic "$port_b" 0 b0 60; b0=$launcher
     elastic "$port_b" 2 b2 60; b2=$launcher
-    sleep 1  # inside the last call: both rounds have their two nodes, neither is sealed
+    # Node 2 takes its ticket right after it connects to the store: kill it then, inside the
+    # last call (2 s from the second node's ticket), so it joined a round not yet sealed.
+    for pid_port in "$a2 $port" "$b2 $port_b"; do
+      deadline=$((SECONDS + 60))
+      # shellcheck disable=SC2086 # two words: the pid and the port
+      until "$python" "$here/connected_to.py" $pid_port; do
+        [ $SECONDS -lt $deadline ] || fail "node 2 never reached the store"
+        sleep 0.05
+      done
+    done
+    sleep 0.3
     kill -KILL "$a2" "$b2"
     elastic "$port_b" 1 b1 60; b1=$launcher
     wait "$a2" "$b2" 2>/dev/null
