@@ -57,7 +57,8 @@ std::optional<int> RestartRounds::join(const std::function<bool()>& cancelled) {
       continue;
     }
     round_ = round;
-    if (auto members = wait_for_members(round, ticket, deadline, cancelled)) {
+    auto members = wait_for_members(round, ticket, deadline, cancelled);
+    if (members && confirmed_by_all(round, *members, cancelled)) {
       members_ = std::move(*members);
       return round;
     }
@@ -113,6 +114,26 @@ void RestartRounds::seal(int round) {
     text += std::to_string(id);
   }
   store_->set(key(round, "members"), to_bytes(text));
+}
+
+bool RestartRounds::confirmed_by_all(int round, const std::vector<int>& members,
+                                     const std::function<bool()>& cancelled) {
+  store_->set(key(round, "ready/" + std::to_string(options_.node_rank)), to_bytes("1"));
+  std::vector<std::string> ready;
+  ready.reserve(members.size());
+  for (int id : members) ready.push_back(key(round, "ready/" + std::to_string(id)));
+  const auto deadline = Clock::now() + options_.confirm_timeout;
+  while (!store_->check(ready)) {
+    if (store_->check({key(round, "closed")})) return false;
+    throw_if_ended();
+    if (cancelled()) return false;
+    if (Clock::now() >= deadline) {
+      close_round(round);  // a member was lost since it joined: the next round goes on without it
+      return false;
+    }
+    std::this_thread::sleep_for(options_.poll_interval);
+  }
+  return true;
 }
 
 void RestartRounds::throw_timeout(int round, int64_t joined) {

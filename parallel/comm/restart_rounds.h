@@ -15,7 +15,19 @@
 /// at once instead of waiting for it. Node 0's launcher hosts the store: its death ends the job
 /// (the others fail on the lost connection), as the death of torchrun's c10d store host does.
 /// A launcher killed while waiting for a round and started again counts twice in that round;
-/// the workers' own rendezvous then times out, and the failure starts another round.
+/// it closes the round if it comes back in time (as a late joiner does), and otherwise it does
+/// not confirm it (Note [Members confirm]).
+///
+/// Note [Members confirm]: a launcher may die after taking its ticket and before the round
+/// starts (a machine lost during the join window or the last call). Its id is then among the
+/// members, and the others' workers would wait for its ranks until their own rendezvous timed
+/// out (train_cifar's --timeout, 300 s by default). So each member, once it has read the
+/// members, sets "<r>/ready/<id>" and waits until every member has: live launchers poll the
+/// store every poll_interval, so they confirm within a fraction of a second; one that has not
+/// after confirm_timeout is taken for lost, and the round is closed, so the next one forms
+/// without it (or, fewer than MIN left, the job ends in one line). A member only slow to confirm
+/// costs a round, and joins the next. A launcher that dies after confirming is left to the
+/// workers' timeout, as a failure while they run is.
 ///
 /// Note [Elastic rounds] (--nnodes MIN:MAX, torchrun's spelling): a round starts with whoever
 /// joined it in time. Joining takes a ticket, add("<r>/joined", 1), and writes this node's id
@@ -54,6 +66,9 @@ struct RestartRoundsOptions {
   std::chrono::milliseconds last_call{30000};
   /// How long join() waits for the other nodes, and node 0's finish() for them to finish.
   std::chrono::milliseconds rdzv_timeout{600000};
+  /// How long the members of a sealed round wait for each other to confirm (Note [Members
+  /// confirm]) before the round is closed as one whose member was lost.
+  std::chrono::milliseconds confirm_timeout{5000};
   /// How often join() and finish() look at the store while waiting.
   std::chrono::milliseconds poll_interval{100};
 };
@@ -95,6 +110,10 @@ class RestartRounds {
                                                    std::chrono::steady_clock::time_point deadline,
                                                    const std::function<bool()>& cancelled);
   void seal(int round);
+  /// Note [Members confirm]: true once every member has confirmed `round`; false when it was
+  /// closed, cancelled, or a member did not confirm in time (then closed by this node).
+  bool confirmed_by_all(int round, const std::vector<int>& members,
+                        const std::function<bool()>& cancelled);
   void throw_timeout(int round, int64_t joined);
   void close_round(int round);
   void throw_if_ended();

@@ -32,6 +32,7 @@ SKIPPED = [
     (r"^export ", "variables for the launchers below"),
     (r"^tandem-run --nnodes 2:3\b", "three machines (ElasticNodes.* runs three launchers on loopback)"),
     (r"^tandem-run --nnodes 2\b", "two machines (NetnsDdp.* runs two network namespaces)"),
+    (r"^torchrun --nnodes 1:3\b", "several machines (ElasticNodes.torchrun runs two agents on loopback)"),
     (r"^mpirun\b.* -H ", "several machines (mpirun -np 2 runs the same on one)"),
     (r"^srun\b|^for attempt .* srun\b", "a Slurm cluster (SlurmDdp.*, as root)"),
 ]

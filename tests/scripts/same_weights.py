@@ -4,8 +4,14 @@
 may differ. Pure Python, no numpy or safetensors package needed.
 
     same_weights.py A B    exit 0 when identical; else 1, naming the first tensor that differs
+    same_weights.py A B --from C --within W M
+                           exit 0 when A and B, two runs on from checkpoint C, are close: the
+                           float tensors' distance ||A - B|| is at most W times the distance
+                           ||B - C|| that B's training moved them, for the weights and buffers,
+                           and at most M times for the momentum; integer tensors equal
 """
 import json
+import math
 import struct
 import sys
 
@@ -33,8 +39,39 @@ def first_difference(a, b):
     return None
 
 
+def relative_distance(a, b, c):
+    """||a - b|| / ||b - c|| over the float32 tensors of three files; None if integers differ."""
+    ta, tb, tc = tensors(a), tensors(b), tensors(c)
+    apart = moved = 0.0
+    for name, (dtype, _, raw) in ta.items():
+        if dtype != "F32":
+            if raw != tb[name][2]:
+                return None
+            continue
+        count = len(raw) // 4
+        xs, ys, zs = (struct.unpack(f"<{count}f", t[name][2]) for t in (ta, tb, tc))
+        apart += sum((x - y) ** 2 for x, y in zip(xs, ys))
+        moved += sum((y - z) ** 2 for y, z in zip(ys, zs))
+    return math.sqrt(apart / moved)
+
+
+def within(a, b, c, bounds):
+    for suffix, what, bound in (("", "weights and buffers", bounds[0]), (".state", "momentum", bounds[1])):
+        ratio = relative_distance(a + suffix, b + suffix, c + suffix)
+        if ratio is None:
+            print(f"{a}{suffix} and {b}{suffix}: an integer tensor differs")
+            return 1
+        verdict = "within" if ratio <= bound else "NOT within"
+        print(f"{what}: ||A - B|| = {ratio:.3g} x ||B - C||, {verdict} the bound {bound:g}")
+        if ratio > bound:
+            return 1
+    return 0
+
+
 def main():
     a, b = sys.argv[1], sys.argv[2]
+    if len(sys.argv) == 8 and sys.argv[3] == "--from" and sys.argv[5] == "--within":
+        return within(a, b, sys.argv[4], (float(sys.argv[6]), float(sys.argv[7])))
     count = 0
     for suffix in ("", ".state"):
         why = first_difference(a + suffix, b + suffix)

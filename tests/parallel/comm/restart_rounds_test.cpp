@@ -122,6 +122,32 @@ TEST_F(RestartRoundsTest, AnElasticRoundStartsWithWhoeverCameAndALateNodeEndsIt)
   EXPECT_EQ(node2.group_rank(), 2);
 }
 
+// Note [Members confirm]: node 2's launcher takes its ticket and dies before the round starts.
+// It is sealed among the members, never confirms, and the round is closed after
+// confirm_timeout: the next one starts without it (not after the workers' own timeout).
+TEST_F(RestartRoundsTest, ANodeLostWhileTheRoundFormsIsLeftOutOfTheNext) {
+  const auto elastic = [&](int id) {
+    return RestartRounds(client(), {.nnodes = 3,
+                                    .min_nodes = 2,
+                                    .node_rank = id,
+                                    .last_call = 50ms,
+                                    .rdzv_timeout = 20s,
+                                    .confirm_timeout = 200ms,
+                                    .poll_interval = 5ms});
+  };
+  auto lost = client();  // what node 2's launcher did before it was SIGKILLed
+  ASSERT_EQ(lost->add("tandem-run/round/0/joined", 1), 1);
+  lost->set("tandem-run/round/0/ticket/1", to_bytes("2"));
+  lost->set("tandem-run/round/0/node/2", to_bytes("1"));
+  RestartRounds node0 = elastic(0), node1 = elastic(1);
+  auto first = join_async(node0);
+  EXPECT_EQ(node1.join(never_cancelled), 1);
+  EXPECT_EQ(first.get(), 1);
+  EXPECT_EQ(node0.members(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(node1.members(), node0.members());
+  EXPECT_FALSE(node0.closed());
+}
+
 TEST_F(RestartRoundsTest, TooFewNodesForAnElasticRoundEndInOneLineNamingTheMissing) {
   RestartRounds node1(client(), {.nnodes = 3,
                                  .min_nodes = 2,
