@@ -32,14 +32,14 @@ TEST(BFloat16ElementwiseBodies, ReluIsTheFloat32ResultRounded) {
     const std::vector<BFloat16> x = to_bfloat16(in);
     for (const CpuGrid& grid : grids_for(n)) {
       std::vector<BFloat16> actual(static_cast<size_t>(n), BFloat16(-7.0f));
-      run_grid_stride(k::UnaryBody<k::UnaryOp::Relu, BFloat16>{x.data(), 0.0f, actual.data(), n},
+      run_grid_stride(k::UnaryBody<UnaryOp::Relu, BFloat16>{x.data(), 0.0f, actual.data(), n},
                       grid);
       expect_rounded_equal(actual, expected.to_vector<float>(), "relu");
     }
   }
 }
 
-template <k::BinaryOp kOp>
+template <BinaryOp kOp>
 void check_binary(BinaryOp op, const std::string& what) {
   // Contiguous (same shapes) and broadcast (b one value per row of a).
   for (const bool broadcast : {false, true}) {
@@ -76,9 +76,9 @@ void check_binary(BinaryOp op, const std::string& what) {
 }
 
 TEST(BFloat16ElementwiseBodies, AddAddReluAndReluBackwardAreTheFloat32ResultRounded) {
-  check_binary<k::BinaryOp::Add>(BinaryOp::Add, "add");
-  check_binary<k::BinaryOp::AddRelu>(BinaryOp::AddRelu, "add_relu");
-  check_binary<k::BinaryOp::ReluBackward>(BinaryOp::ReluBackward, "relu_backward");
+  check_binary<BinaryOp::Add>(BinaryOp::Add, "add");
+  check_binary<BinaryOp::AddRelu>(BinaryOp::AddRelu, "add_relu");
+  check_binary<BinaryOp::ReluBackward>(BinaryOp::ReluBackward, "relu_backward");
 }
 
 TEST(BFloat16ElementwiseBodies, ChannelBiasAddsFloat32BiasToBFloat16Outputs) {

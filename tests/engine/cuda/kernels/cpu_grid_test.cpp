@@ -90,7 +90,7 @@ TEST(CpuGrid, EmptyTensorsTouchNoMemory) {
   // Null pointers: a body that ran for an empty tensor would crash.
   const k::PoolShape empty{0, 3, 4, 4, 2, 2, 2, 2, 0};
   for (const CpuGrid& grid : grids_for(0)) {
-    run_grid_stride(k::UnaryBody<k::UnaryOp::Exp>{nullptr, 0.0f, nullptr, 0}, grid);
+    run_grid_stride(k::UnaryBody<UnaryOp::Exp>{nullptr, 0.0f, nullptr, 0}, grid);
     run_grid_stride(k::AddChannelBiasBody<float>{nullptr, nullptr, 3, 4, 0}, grid);
     run_grid_stride(k::MaxPool2dForwardBody<float>{nullptr, empty, nullptr, nullptr, 0}, grid);
     run_grid_stride(k::AdaptiveAvgPool2dBackwardBody<float>{nullptr, empty, nullptr, 0}, grid);

@@ -21,7 +21,7 @@ namespace {
 
 namespace k = cuda::kernels;
 
-template <k::UnaryOp kOp>
+template <UnaryOp kOp>
 void check_unary(UnaryOp op, float scalar, float low, float high) {
   const std::string what = "unary op " + std::to_string(static_cast<int>(op));
   for (const int64_t n : {1, 1000, 4099}) {
@@ -41,14 +41,14 @@ void check_unary(UnaryOp op, float scalar, float low, float high) {
 }
 
 TEST(UnaryBodies, MatchTheCpuBackendForEveryOp) {
-  check_unary<k::UnaryOp::Neg>(UnaryOp::Neg, 0.0f, -3.0f, 3.0f);
-  check_unary<k::UnaryOp::Relu>(UnaryOp::Relu, 0.0f, -3.0f, 3.0f);
-  check_unary<k::UnaryOp::Exp>(UnaryOp::Exp, 0.0f, -10.0f, 10.0f);
-  check_unary<k::UnaryOp::Log>(UnaryOp::Log, 0.0f, 1e-3f, 100.0f);
-  check_unary<k::UnaryOp::Sqrt>(UnaryOp::Sqrt, 0.0f, 0.0f, 100.0f);
-  check_unary<k::UnaryOp::AddScalar>(UnaryOp::AddScalar, 0.75f, -3.0f, 3.0f);
-  check_unary<k::UnaryOp::MulScalar>(UnaryOp::MulScalar, -1.5f, -3.0f, 3.0f);
-  check_unary<k::UnaryOp::PowScalar>(UnaryOp::PowScalar, 2.5f, 0.0f, 4.0f);
+  check_unary<UnaryOp::Neg>(UnaryOp::Neg, 0.0f, -3.0f, 3.0f);
+  check_unary<UnaryOp::Relu>(UnaryOp::Relu, 0.0f, -3.0f, 3.0f);
+  check_unary<UnaryOp::Exp>(UnaryOp::Exp, 0.0f, -10.0f, 10.0f);
+  check_unary<UnaryOp::Log>(UnaryOp::Log, 0.0f, 1e-3f, 100.0f);
+  check_unary<UnaryOp::Sqrt>(UnaryOp::Sqrt, 0.0f, 0.0f, 100.0f);
+  check_unary<UnaryOp::AddScalar>(UnaryOp::AddScalar, 0.75f, -3.0f, 3.0f);
+  check_unary<UnaryOp::MulScalar>(UnaryOp::MulScalar, -1.5f, -3.0f, 3.0f);
+  check_unary<UnaryOp::PowScalar>(UnaryOp::PowScalar, 2.5f, 0.0f, 4.0f);
 }
 
 // out's shape and, per dim, whether a and b are broadcast along it (size 1 in their shape).
@@ -81,7 +81,7 @@ k::BroadcastLayout layout_of(const BroadcastCase& c) {
   return layout;
 }
 
-template <k::BinaryOp kOp, typename T>
+template <BinaryOp kOp, typename T>
 void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const BroadcastCase& c,
                   const std::string& what) {
   Tensor expected = empty(c.out);
@@ -104,18 +104,18 @@ void check_binary(BinaryOp op, const Tensor& a, const Tensor& b, const Broadcast
 void check_every_binary_op(const BroadcastCase& c, uint64_t seed) {
   const Tensor a = random_tensor(c.a, seed), b = random_tensor(c.b, seed + 1);
   const std::string what = "seed " + std::to_string(seed);
-  check_binary<k::BinaryOp::Add, float>(BinaryOp::Add, a, b, c, what + " add");
-  check_binary<k::BinaryOp::Sub, float>(BinaryOp::Sub, a, b, c, what + " sub");
-  check_binary<k::BinaryOp::Mul, float>(BinaryOp::Mul, a, b, c, what + " mul");
-  check_binary<k::BinaryOp::Div, float>(BinaryOp::Div, a, b, c, what + " div");
-  check_binary<k::BinaryOp::ReluBackward, float>(BinaryOp::ReluBackward, a, b, c, what + " relu'");
-  check_binary<k::BinaryOp::AddRelu, float>(BinaryOp::AddRelu, a, b, c, what + " add_relu");
+  check_binary<BinaryOp::Add, float>(BinaryOp::Add, a, b, c, what + " add");
+  check_binary<BinaryOp::Sub, float>(BinaryOp::Sub, a, b, c, what + " sub");
+  check_binary<BinaryOp::Mul, float>(BinaryOp::Mul, a, b, c, what + " mul");
+  check_binary<BinaryOp::Div, float>(BinaryOp::Div, a, b, c, what + " div");
+  check_binary<BinaryOp::ReluBackward, float>(BinaryOp::ReluBackward, a, b, c, what + " relu'");
+  check_binary<BinaryOp::AddRelu, float>(BinaryOp::AddRelu, a, b, c, what + " add_relu");
   // Equal on float32 and int64, with values drawn from a small set so that some are equal.
   Generator generator(seed);
   const Tensor ia = uniform(c.a, 0.0f, 3.0f, generator).to(DType::Int64);
   const Tensor ib = uniform(c.b, 0.0f, 3.0f, generator).to(DType::Int64);
-  check_binary<k::BinaryOp::Equal, int64_t>(BinaryOp::Equal, ia, ib, c, what + " equal int64");
-  check_binary<k::BinaryOp::Equal, float>(BinaryOp::Equal, ia.to(DType::Float32),
+  check_binary<BinaryOp::Equal, int64_t>(BinaryOp::Equal, ia, ib, c, what + " equal int64");
+  check_binary<BinaryOp::Equal, float>(BinaryOp::Equal, ia.to(DType::Float32),
                                         ib.to(DType::Float32), c, what + " equal float");
 }
 
@@ -128,7 +128,7 @@ TEST(UnaryBodies, ReluPassesNaNAndKeepsSignedZerosLikeTheCpuBackend) {
   Tensor expected = empty_like(in), actual = empty_like(in);
   cpu().unary(UnaryOp::Relu, in, 0.0f, expected);
   run_grid_stride(
-      k::UnaryBody<k::UnaryOp::Relu>{in.data<float>(), 0.0f, actual.data<float>(), in.numel()});
+      k::UnaryBody<UnaryOp::Relu>{in.data<float>(), 0.0f, actual.data<float>(), in.numel()});
   expect_all_equal(actual.to_vector<float>(), expected.to_vector<float>(), "relu");
   EXPECT_TRUE(std::isnan(actual.to_vector<float>()[0]));
 }
@@ -143,9 +143,9 @@ TEST(BinaryBodies, AddReluAndReluBackwardPassNaNLikeTheCpuBackend) {
   }
   const auto n = static_cast<int64_t>(a.size());
   const BroadcastCase c{{n}, {n}, {n}};
-  check_binary<k::BinaryOp::AddRelu, float>(BinaryOp::AddRelu, from_vector(a, {n}),
+  check_binary<BinaryOp::AddRelu, float>(BinaryOp::AddRelu, from_vector(a, {n}),
                                           from_vector(b, {n}), c, "add_relu with NaN");
-  check_binary<k::BinaryOp::ReluBackward, float>(BinaryOp::ReluBackward, from_vector(a, {n}),
+  check_binary<BinaryOp::ReluBackward, float>(BinaryOp::ReluBackward, from_vector(a, {n}),
                                                from_vector(b, {n}), c, "relu' with NaN");
 }
 
