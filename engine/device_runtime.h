@@ -6,11 +6,11 @@
 /// (c10::DeviceGuardImplInterface, the allocators) apart from the ops (at::), and MLX keeps
 /// allocator, device and streams apart from its primitives' eval_*. Tandem does the same: each
 /// device type has a DeviceRuntime object (engine/cpu/cpu_runtime.h,
-/// engine/cuda/runtime/cuda_runtime.h) and, apart from it, a Backend of kernels (engine/backend/backend.h)
-/// on top of it. Only the engine's op and backend folders (engine/ops, engine/cpu, engine/cuda,
-/// engine/no_cuda, and engine's own tensor.cpp and backend.cpp) include the kernel table. nn/,
-/// data/, parallel/ and apps/ see this runtime and the ops, so adding a kernel touches the engine
-/// alone; the layering test (tests/scripts/layering_test.sh) keeps it so.
+/// engine/cuda/runtime/cuda_runtime.h) and, apart from it, a Backend of kernels
+/// (engine/backend/backend.h) on top of it. Only the engine's op and backend folders (engine/ops,
+/// engine/cpu, engine/cuda, engine/no_cuda, and engine's own tensor.cpp and backend.cpp) include
+/// the kernel table. nn/, data/, parallel/ and apps/ see this runtime and the ops, so adding a
+/// kernel touches the engine alone; the layering test (tests/scripts/layering_test.sh) keeps it so.
 
 #include <memory>
 #include <string>

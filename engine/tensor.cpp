@@ -147,7 +147,8 @@ bool Tensor::requires_grad() const {
 
 Tensor& Tensor::set_requires_grad(bool requires_grad) {
   TANDEM_CHECK(is_leaf(), "[set_requires_grad] only leaves can be marked; use detach() first");
-  // bfloat16: mixed precision's activations (Note [bfloat16 activations] in engine/backend/backend.h).
+  // bfloat16: mixed precision's activations (Note [bfloat16 activations] in
+  // engine/backend/backend.h).
   TANDEM_CHECK(!requires_grad || dtype() == DType::Float32 || dtype() == DType::BFloat16,
                "[set_requires_grad] only float32 and bfloat16 tensors can require gradients, got ",
                dtype_name(dtype()));

@@ -33,10 +33,10 @@
 #include <vector>
 
 #include "engine/allocator.h"
-#include "engine/device.h"
-#include "engine/device_runtime.h"
 #include "engine/backend/elementwise_op.h"
 #include "engine/backend/op_options.h"
+#include "engine/device.h"
+#include "engine/device_runtime.h"
 #include "engine/tensor.h"
 
 namespace tandem {

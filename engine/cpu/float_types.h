@@ -1,7 +1,7 @@
 #pragma once
 /// The element types of the CPU activation kernels (Note [bfloat16 activations] in
-/// engine/backend/backend.h). Each such kernel is written once, templated on T = float or BFloat16: it
-/// loads with widen() and stores with narrow<T>(), so its float instantiation is the float32
+/// engine/backend/backend.h). Each such kernel is written once, templated on T = float or BFloat16:
+/// it loads with widen() and stores with narrow<T>(), so its float instantiation is the float32
 /// kernel as it was (both are the identity) and its bfloat16 one computes in float32 and rounds
 /// each stored element once (Note [Half conversions]). Both conversions are integer arithmetic
 /// without branches that GCC vectorises (a 16-lane shift to widen; add, shift and a select for

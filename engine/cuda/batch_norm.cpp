@@ -9,8 +9,8 @@
 // batch_norm_relu_* into the same pass (for either dtype). float32 batch norm stays on cuDNN.
 //
 // Both save what cuDNN saves, the mean and 1 / sqrt(var + eps) (Note [Batch-norm statistics] in
-// engine/backend/backend.h), and both update the running statistics inside the training forward (Note
-// [Running statistics] in engine/running_statistics.h): cuDNN through its
+// engine/backend/backend.h), and both update the running statistics inside the training forward
+// (Note [Running statistics] in engine/running_statistics.h): cuDNN through its
 // exponentialAverageFactor (its running variance is the unbiased one, as PyTorch's), the own
 // kernels in their finalize step. One training forward is thus one cuDNN call or three kernels.
 

@@ -4,8 +4,9 @@
 /// input's shape.
 ///
 /// add, add_relu, relu and add_ take bfloat16 as well as float32 (mixed precision's activations,
-/// Note [bfloat16 activations] in engine/backend/backend.h): every operand of one call in one dtype, the
-/// result in it too; a mix is an error, never a silent promotion. The others take float32.
+/// Note [bfloat16 activations] in engine/backend/backend.h): every operand of one call in one
+/// dtype, the result in it too; a mix is an error, never a silent promotion. The others take
+/// float32.
 
 #include "engine/tensor.h"
 

@@ -1,7 +1,7 @@
-// The activation ops in bfloat16 (Note [bfloat16 activations] in engine/backend/backend.h) against the
-// same ops in float32 on the same values: each input is rounded to bfloat16 once, and the float32
-// run gets those values widened (exactly), so the two runs differ only where the bfloat16 one
-// rounds what it stores.
+// The activation ops in bfloat16 (Note [bfloat16 activations] in engine/backend/backend.h) against
+// the same ops in float32 on the same values: each input is rounded to bfloat16 once, and the
+// float32 run gets those values widened (exactly), so the two runs differ only where the bfloat16
+// one rounds what it stores.
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 /// The caching allocator's scenarios (engine/cuda/runtime/caching_allocator.h), written once and
 /// run on every runtime beneath it, after PyTorch's instantiate_device_type_tests: on the fake
 /// CUDA runtime (tests/engine/cuda/runtime/caching_allocator_test.cpp, label "unit", every build)
-/// and on a GPU (tests/engine/cuda/cuda_runtime_gpu_test.cpp, label "gpu"). Each scenario makes its own
-/// CachingAllocator on device 0, so its statistics start from zero, and gives back all it took.
+/// and on a GPU (tests/engine/cuda/cuda_runtime_gpu_test.cpp, label "gpu"). Each scenario makes its
+/// own CachingAllocator on device 0, so its statistics start from zero, and gives back all it took.
 ///
 /// Checks that only one runtime can make stay beside the call: the fake's cudaMalloc count, say,
 /// or a GPU's training step.

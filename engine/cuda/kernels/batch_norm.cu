@@ -3,11 +3,11 @@
 
 #include <type_traits>
 
-#include "engine/cuda/kernels/block.cuh"
 #include "engine/cuda/kernels/batch_norm.h"
 #include "engine/cuda/kernels/batch_norm_backward.h"
-#include "engine/cuda/kernels/launch.h"
+#include "engine/cuda/kernels/block.cuh"
 #include "engine/cuda/kernels/launch.cuh"
+#include "engine/cuda/kernels/launch.h"
 
 namespace tandem::cuda::kernels {
 namespace {

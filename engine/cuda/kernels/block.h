@@ -10,8 +10,8 @@
 ///   block.sum(v)                BlockReduce); its storage is reused only after a sync()
 ///   block.shfl_down(v, offset)  __shfl_down_sync over the full warp
 ///   Block::atomic_min(p, v)     atomicMin on an int
-/// engine/cuda/kernels/block.cuh is the CUDA policy (CUB and shuffles); tests/support/cpu_block.h runs a
-/// block's threads as std::threads with barriers. The bodies' block size is a compile-time
+/// engine/cuda/kernels/block.cuh is the CUDA policy (CUB and shuffles); tests/support/cpu_block.h
+/// runs a block's threads as std::threads with barriers. The bodies' block size is a compile-time
 /// constant of the kernel; the policy's block must have exactly that many threads.
 
 #include "engine/host_device.h"

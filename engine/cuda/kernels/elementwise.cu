@@ -3,9 +3,9 @@
 // kernels/sgd.h (Note [Kernel bodies] in kernels/grid.h).
 
 #include "engine/cuda/kernels/elementwise.h"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/sgd.h"
-#include "engine/cuda/kernels/launch.cuh"
 
 namespace tandem::cuda::kernels {
 namespace {
@@ -57,7 +57,8 @@ void unary(UnaryOp op, DType type, const void* in, float scalar, void* out, int6
            cudaStream_t stream) {
   if (n == 0) return;
   if (type == DType::BFloat16) {
-    TANDEM_CHECK(op == UnaryOp::Relu, "[unary] the CUDA backend has no bfloat16 kernel for unary op ",
+    TANDEM_CHECK(op == UnaryOp::Relu,
+                 "[unary] the CUDA backend has no bfloat16 kernel for unary op ",
                  static_cast<int>(op), " (bfloat16: relu)");
     launch_unary<UnaryOp::Relu, BFloat16>(in, scalar, out, n, stream);
     CUDA_CHECK_LAUNCH();
@@ -70,9 +71,15 @@ void unary(UnaryOp op, DType type, const void* in, float scalar, void* out, int6
     case UnaryOp::Exp: launch_unary<UnaryOp::Exp, float>(in, scalar, out, n, stream); break;
     case UnaryOp::Log: launch_unary<UnaryOp::Log, float>(in, scalar, out, n, stream); break;
     case UnaryOp::Sqrt: launch_unary<UnaryOp::Sqrt, float>(in, scalar, out, n, stream); break;
-    case UnaryOp::AddScalar: launch_unary<UnaryOp::AddScalar, float>(in, scalar, out, n, stream); break;
-    case UnaryOp::MulScalar: launch_unary<UnaryOp::MulScalar, float>(in, scalar, out, n, stream); break;
-    case UnaryOp::PowScalar: launch_unary<UnaryOp::PowScalar, float>(in, scalar, out, n, stream); break;
+    case UnaryOp::AddScalar:
+      launch_unary<UnaryOp::AddScalar, float>(in, scalar, out, n, stream);
+      break;
+    case UnaryOp::MulScalar:
+      launch_unary<UnaryOp::MulScalar, float>(in, scalar, out, n, stream);
+      break;
+    case UnaryOp::PowScalar:
+      launch_unary<UnaryOp::PowScalar, float>(in, scalar, out, n, stream);
+      break;
   }
   CUDA_CHECK_LAUNCH();
 }
@@ -84,8 +91,8 @@ void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n
   CUDA_CHECK_LAUNCH();
 }
 
-void binary(BinaryOp op, DType type, const void* a, const void* b,
-            const BroadcastLayout& layout, void* out, int64_t n, cudaStream_t stream) {
+void binary(BinaryOp op, DType type, const void* a, const void* b, const BroadcastLayout& layout,
+            void* out, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   if (type == DType::BFloat16) {
     binary_bfloat16(op, a, b, layout, out, n, stream);
@@ -117,8 +124,8 @@ void binary(BinaryOp op, DType type, const void* a, const void* b,
   CUDA_CHECK_LAUNCH();
 }
 
-void add_channel_bias(void* y, DType y_type, const float* bias, int64_t n, int64_t k,
-                      int64_t pq, cudaStream_t stream) {
+void add_channel_bias(void* y, DType y_type, const float* bias, int64_t n, int64_t k, int64_t pq,
+                      cudaStream_t stream) {
   const int64_t total = n * k * pq;
   if (total == 0) return;
   if (y_type == DType::BFloat16) {

@@ -25,8 +25,7 @@ namespace tandem::cuda::kernels {
 void fill(void* out, int64_t n, int element_size, uint64_t bits, cudaStream_t stream);
 /// out: (n) of out_type ← in: (n) of in_type, element by element (float→int truncates toward 0;
 /// a half type goes through float, to and from every other type).
-void cast(const void* in, DType in_type, void* out, DType out_type, int64_t n,
-          cudaStream_t stream);
+void cast(const void* in, DType in_type, void* out, DType out_type, int64_t n, cudaStream_t stream);
 /// out: contiguous, numel(src) elements of `element_size` bytes ← the strided view `src` of in.
 void copy_strided(const void* in, const StridedLayout& src, void* out, int element_size,
                   cudaStream_t stream);
@@ -45,12 +44,12 @@ void add_scalar_int64(const int64_t* in, int64_t scalar, int64_t* out, int64_t n
 /// out: (n) = op(a, b), a and b of `type`: float32 (out float32), int64 (Equal only; out
 /// float32) or bfloat16 (Add, AddRelu, ReluBackward; out bfloat16). out may alias a when a is
 /// not broadcast.
-void binary(BinaryOp op, DType type, const void* a, const void* b,
-            const BroadcastLayout& layout, void* out, int64_t n, cudaStream_t stream);
+void binary(BinaryOp op, DType type, const void* a, const void* b, const BroadcastLayout& layout,
+            void* out, int64_t n, cudaStream_t stream);
 
 /// y: (N, K, PQ) of y_type (float32 or bfloat16) += bias: (K) float32
-void add_channel_bias(void* y, DType y_type, const float* bias, int64_t n, int64_t k,
-                      int64_t pq, cudaStream_t stream);
+void add_channel_bias(void* y, DType y_type, const float* bias, int64_t n, int64_t k, int64_t pq,
+                      cudaStream_t stream);
 
 /// One torch.optim.SGD step over param, grad, momentum_buffer: (n); momentum_buffer is null when
 /// momentum is 0.
@@ -66,8 +65,8 @@ void sgd_step_multi(const SgdTensorPointers* tensors, int64_t count, const SgdPa
 /// out: (outputs) = the sums, accumulated in double; workspace as sum_workspace_bytes()
 /// (kernels/sum_plan.h) says. in → out: float32 → float32, bfloat16 → bfloat16, or
 /// bfloat16 → float32 (a bias gradient from bfloat16 activations).
-void sum(const void* in, DType in_type, const ReduceLayout& layout, int sm_count,
-         void* workspace, void* out, DType out_type, cudaStream_t stream);
+void sum(const void* in, DType in_type, const ReduceLayout& layout, int sm_count, void* workspace,
+         void* out, DType out_type, cudaStream_t stream);
 /// in: (rows, cols) → out: (rows) int64, the index of the first maximum of each row.
 void argmax_rows(const float* in, int64_t rows, int64_t cols, int64_t* out, cudaStream_t stream);
 
@@ -121,8 +120,8 @@ void batch_norm_backward(DType type, const void* grad_y, const void* y, const vo
 
 /// x: (N, C, H, W) → y: (N, C, P, Q) and argmax: (N, C, P, Q), the index of each window's first
 /// maximum in its H×W plane (padding never wins).
-void max_pool2d_forward(DType type, const void* x, const PoolShape& shape, void* y,
-                        int32_t* argmax, cudaStream_t stream);
+void max_pool2d_forward(DType type, const void* x, const PoolShape& shape, void* y, int32_t* argmax,
+                        cudaStream_t stream);
 /// grad_y: (N, C, P, Q), argmax: (N, C, P, Q) → grad_x: (N, C, H, W), gathered per input
 /// element (deterministic, no atomics).
 void max_pool2d_backward(DType type, const void* grad_y, const int32_t* argmax,

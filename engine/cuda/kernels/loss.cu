@@ -2,10 +2,10 @@
 // bodies are in kernels/rows.h (block-cooperative) and kernels/loss.h (per element).
 
 #include "engine/cuda/kernels/block.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/loss.h"
 #include "engine/cuda/kernels/rows.h"
-#include "engine/cuda/kernels/launch.cuh"
 
 namespace tandem::cuda::kernels {
 namespace {

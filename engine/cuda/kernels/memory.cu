@@ -2,9 +2,9 @@
 
 #include <cstring>
 
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/memory.h"
-#include "engine/cuda/kernels/launch.cuh"
 #include "engine/half.h"
 
 namespace tandem::cuda::kernels {

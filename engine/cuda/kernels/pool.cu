@@ -1,14 +1,14 @@
 // Pooling launches; the bodies (max pooling with argmax, adaptive average pooling, both
 // backwards as per-input-element gathers) are in kernels/pool.h, on float32 or bfloat16.
 
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/pool.h"
-#include "engine/cuda/kernels/launch.cuh"
 
 namespace tandem::cuda::kernels {
 
-void max_pool2d_forward(DType type, const void* x, const PoolShape& shape, void* y,
-                        int32_t* argmax, cudaStream_t stream) {
+void max_pool2d_forward(DType type, const void* x, const PoolShape& shape, void* y, int32_t* argmax,
+                        cudaStream_t stream) {
   const int64_t total = shape.n * shape.c * shape.p * shape.q;
   if (total == 0) return;
   TANDEM_CHECK(shape.h * shape.w <= INT32_MAX, "[max_pool2d] planes of ", shape.h, "x", shape.w,

@@ -2,10 +2,10 @@
 // row argmax. kernels/sum_plan.h says how a sum is split; kernels/reduce.h has the bodies.
 
 #include "engine/cuda/kernels/block.cuh"
+#include "engine/cuda/kernels/launch.cuh"
 #include "engine/cuda/kernels/launch.h"
 #include "engine/cuda/kernels/reduce.h"
 #include "engine/cuda/kernels/sum_plan.h"
-#include "engine/cuda/kernels/launch.cuh"
 
 namespace tandem::cuda::kernels {
 namespace {
@@ -50,8 +50,8 @@ void sum_as(const In* in, const ReduceLayout& layout, int sm_count, void* worksp
 
 }  // namespace
 
-void sum(const void* in, DType in_type, const ReduceLayout& layout, int sm_count,
-         void* workspace, void* out, DType out_type, cudaStream_t stream) {
+void sum(const void* in, DType in_type, const ReduceLayout& layout, int sm_count, void* workspace,
+         void* out, DType out_type, cudaStream_t stream) {
   if (layout.outputs == 0) return;
   TANDEM_CHECK(layout.reduce_count > 0, "[sum] empty reductions are the caller's (fill with 0)");
   using F = DType;

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "engine/dtype.h"
 #include "engine/backend/elementwise_op.h"
+#include "engine/dtype.h"
 #include "engine/half.h"
 #include "engine/host_device.h"
 
@@ -31,9 +31,9 @@ TANDEM_HD inline int64_t offset_of(int64_t index, const StridedLayout& layout) {
 }
 
 /// The kernels take the engine's own enums (DType, UnaryOp, BinaryOp: engine/dtype.h,
-/// engine/backend/elementwise_op.h) under their own names, so the backend passes a tensor's dtype and its
-/// op as they are. BFloat16 and Float16 are engine/half.h's types: casts widen them to float or
-/// round to them (Note [Half conversions]), bit for bit as the CPU backend does.
+/// engine/backend/elementwise_op.h) under their own names, so the backend passes a tensor's dtype
+/// and its op as they are. BFloat16 and Float16 are engine/half.h's types: casts widen them to
+/// float or round to them (Note [Half conversions]), bit for bit as the CPU backend does.
 
 /// Note [Element types]: the kernels of Note [bfloat16 activations] (engine/backend/backend.h) are
 /// templates on their element type T, float or BFloat16, with one body for both: each element

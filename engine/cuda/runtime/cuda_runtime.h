@@ -2,7 +2,8 @@
 /// CUDA's device runtime (engine/device_runtime.h, Note [Runtime apart from kernels]): the caching
 /// allocator of each GPU, how many there are, their current streams, timing marks, and waiting for
 /// them. It names libcudart alone, so runtime_for(Device::cuda(k)) works on the fake runtime of
-/// tests/engine/cuda/runtime as it does on a GPU; the kernels (engine/cuda/cuda_backend.h) sit on top.
+/// tests/engine/cuda/runtime as it does on a GPU; the kernels (engine/cuda/cuda_backend.h) sit on
+/// top.
 
 #include "engine/device_runtime.h"
 

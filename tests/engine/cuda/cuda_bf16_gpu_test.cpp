@@ -1,5 +1,5 @@
-// Every bfloat16 kernel of Note [bfloat16 activations] (engine/backend/backend.h) on CUDA against the
-// float32 CPU backend run on the same bfloat16-rounded inputs: the CUDA kernel computes in
+// Every bfloat16 kernel of Note [bfloat16 activations] (engine/backend/backend.h) on CUDA against
+// the float32 CPU backend run on the same bfloat16-rounded inputs: the CUDA kernel computes in
 // float32 too and rounds each bfloat16 output once, so elementwise results agree bit for bit
 // and everything that sums agrees within a bfloat16 ulp or two (cuDNN's and cuBLAS's float32
 // summation orders differ from the CPU's). Forward and backward, convolution and GEMM included.

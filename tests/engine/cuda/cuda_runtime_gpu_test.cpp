@@ -78,9 +78,9 @@ TEST(CudaCheck, AvailabilityNeverThrowsAndExplainsItself) {
 
 // --- caching allocator
 
-// The scenarios the fake runtime runs too (tests/engine/cuda/runtime/caching_allocator_test.cpp), at
-// the defaults: 2000 stress steps a thread, and no checks of exact device bytes or free memory (a
-// GPU is shared with the CUDA context and the libraries).
+// The scenarios the fake runtime runs too (tests/engine/cuda/runtime/caching_allocator_test.cpp),
+// at the defaults: 2000 stress steps a thread, and no checks of exact device bytes or free memory
+// (a GPU is shared with the CUDA context and the libraries).
 const scenarios::Runtime kGpu{};
 
 TEST(CudaAllocatorGpu, RoundsSizesAndServesAFreedBlockAgain) {

@@ -116,7 +116,7 @@ void check_every_binary_op(const BroadcastCase& c, uint64_t seed) {
   const Tensor ib = uniform(c.b, 0.0f, 3.0f, generator).to(DType::Int64);
   check_binary<BinaryOp::Equal, int64_t>(BinaryOp::Equal, ia, ib, c, what + " equal int64");
   check_binary<BinaryOp::Equal, float>(BinaryOp::Equal, ia.to(DType::Float32),
-                                        ib.to(DType::Float32), c, what + " equal float");
+                                       ib.to(DType::Float32), c, what + " equal float");
 }
 
 // Note [NaN through ReLU and max pooling]: NaN, infinities and signed zeros, bit for bit as the
@@ -144,9 +144,9 @@ TEST(BinaryBodies, AddReluAndReluBackwardPassNaNLikeTheCpuBackend) {
   const auto n = static_cast<int64_t>(a.size());
   const BroadcastCase c{{n}, {n}, {n}};
   check_binary<BinaryOp::AddRelu, float>(BinaryOp::AddRelu, from_vector(a, {n}),
-                                          from_vector(b, {n}), c, "add_relu with NaN");
+                                         from_vector(b, {n}), c, "add_relu with NaN");
   check_binary<BinaryOp::ReluBackward, float>(BinaryOp::ReluBackward, from_vector(a, {n}),
-                                               from_vector(b, {n}), c, "relu' with NaN");
+                                              from_vector(b, {n}), c, "relu' with NaN");
 }
 
 TEST(BinaryBodies, ContiguousMatchTheCpuBackendForEveryOp) {
