@@ -27,7 +27,7 @@ enum class CifarSplit { Train, Test };
 /// Marks a folder as a subset of CIFAR-10 (Note [CIFAR-10 subsets] in cifar10.cpp).
 inline constexpr const char* kCifarSubsetMarker = "subset.txt";
 
-/// Reads a split from the folder holding the .bin files (e.g. data/cifar-10-batches-bin).
+/// Reads a split from the folder holding the .bin files (e.g. DIR/cifar-10-batches-bin).
 /// `limit` > 0 keeps only the first `limit` images (quick runs). A missing, truncated or
 /// foreign file is an error naming the file and what was expected. A folder holding
 /// kCifarSubsetMarker is a subset: its training files are the data_batch_N.bin present, and its

@@ -8,7 +8,8 @@
 recipe_setup() {
   train_cifar="${TRAIN_CIFAR:-$root/build/apps/train_cifar}"
   [ -x "$train_cifar" ] || { echo "error: $train_cifar not built: run scripts/test.sh or cmake --build build" >&2; exit 1; }
-  "$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
+  # CIFAR-10 in its default place, which train_cifar finds without --data-dir.
+  "$root/scripts/get_cifar10.sh" >/dev/null
   mkdir -p "$dir"
 }
 
@@ -23,6 +24,5 @@ run_recipe() {
   echo "$name: $(date -u '+%Y-%m-%d %H:%M UTC')"
   "$train_cifar" --arch resnet20 --epochs "$epochs" --schedule onecycle --lr 0.1 --momentum 0.9 \
     --nesterov --weight-decay 1e-4 --batch-size 128 --seed "$seed" \
-    --data-dir "$root/data/cifar-10-batches-bin" --save "$dir/$name.ckpt" \
-    --log-json "$dir/$name.jsonl" --no-progress "${resume[@]}" "$@"
+    --save "$dir/$name.ckpt" --log-json "$dir/$name.jsonl" --no-progress "${resume[@]}" "$@"
 }

@@ -11,10 +11,12 @@
 #
 #   scripts/cifar_subset.sh [--test-images N] [DIR]    # DIR defaults to ./cifar-subset (git-ignored)
 #
-# The files come from the first of: ./data/cifar-10-batches-bin (scripts/get_cifar10.sh),
-# $CIFAR10_ARCHIVE, ./data/cifar-10-binary.tar.gz, ../shared/data/cifar-10-binary.tar.gz; both
-# must match their md5 sums (scripts/cifar-10-batches-bin.md5) before they are cut. DIR is
-# replaced only when complete. Errors are one line on stderr and a non-zero exit.
+# The files come from the first of: the CIFAR-10 that scripts/get_cifar10.sh puts in its default
+# place ($TANDEM_DATA_DIR or ${XDG_DATA_HOME:-~/.local/share}/tandem), the old
+# ./data/cifar-10-batches-bin, $CIFAR10_ARCHIVE, ./data/cifar-10-binary.tar.gz,
+# ../shared/data/cifar-10-binary.tar.gz; both must match their md5 sums
+# (scripts/cifar-10-batches-bin.md5) before they are cut. DIR is replaced only when complete.
+# Errors are one line on stderr and a non-zero exit.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,11 +50,15 @@ mkdir -p "$(dirname "$dir")"
 scratch="$(mktemp -d "$(dirname "$dir")/.cifar-subset.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
 files="cifar-10-batches-bin/data_batch_1.bin cifar-10-batches-bin/test_batch.bin cifar-10-batches-bin/batches.meta.txt"
-if [ -f "$root/data/cifar-10-batches-bin/test_batch.bin" ]; then
-  source="$root/data/cifar-10-batches-bin"
+data_home=""
+for place in "$("$root/scripts/get_cifar10.sh" --default-dir 2>/dev/null || true)" "$root/data"; do
+  [ -n "$place" ] && [ -f "$place/cifar-10-batches-bin/test_batch.bin" ] && { data_home="$place"; break; }
+done
+if [ -n "$data_home" ]; then
+  source="$data_home/cifar-10-batches-bin"
   mkdir -p "$scratch/cifar-10-batches-bin"
   # shellcheck disable=SC2086  # the file list is words
-  (cd "$root/data" && cp $files "$scratch/cifar-10-batches-bin/")
+  (cd "$data_home" && cp $files "$scratch/cifar-10-batches-bin/")
 else
   source=""
   for archive in "${CIFAR10_ARCHIVE:-}" "$root/data/cifar-10-binary.tar.gz" "$root/../shared/data/cifar-10-binary.tar.gz"; do

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Puts a verified CIFAR-10 (binary version) at DIR/cifar-10-batches-bin (DIR defaults to ./data).
+# Puts a verified CIFAR-10 (binary version) at DIR/cifar-10-batches-bin. DIR defaults to the
+# place train_cifar and bench_cifar look without --data-dir (Note [Default data folder] in
+# apps/common/data_dir.h): $TANDEM_DATA_DIR, else ${XDG_DATA_HOME:-$HOME/.local/share}/tandem, so
+# one download is found from any folder. Without DIR, a verified copy at the old default
+# (./data/cifar-10-batches-bin) is left where it is, which the programs still find.
 # The archive comes from $CIFAR10_ARCHIVE, else ../shared/data/ beside the project, else it is
 # downloaded from $CIFAR10_URL (default: the official site) into DIR. Does nothing when a verified
 # copy is already there.
@@ -10,11 +14,24 @@
 # stderr and a non-zero exit.
 #
 #   scripts/get_cifar10.sh [DIR]
+#   scripts/get_cifar10.sh --default-dir     # prints the default DIR
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
+# Note [Default data folder]: the same order as apps/common/data_dir.cpp's. A relative
+# XDG_DATA_HOME is ignored, as the XDG spec says.
+default_dir() {
+  if [ -n "${TANDEM_DATA_DIR:-}" ]; then echo "$TANDEM_DATA_DIR"; return; fi
+  case "${XDG_DATA_HOME:-}" in
+    /*) echo "$XDG_DATA_HOME/tandem" ;;
+    *) [ -n "${HOME:-}" ] || { echo "error: set HOME, XDG_DATA_HOME or TANDEM_DATA_DIR, or give DIR" >&2; exit 1; }
+       echo "$HOME/.local/share/tandem" ;;
+  esac
+}
+if [ "${1:-}" = --default-dir ]; then default_dir; exit 0; fi
+
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dir="${1:-./data}"
+dir="${1:-$(default_dir)}"
 md5_list="$root/scripts/cifar-10-batches-bin.md5"
 url="${CIFAR10_URL:-https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz}"
 
@@ -40,6 +57,12 @@ download() {  # $1: the archive to write
   mv "$partial" "$1"
 }
 
+if [ $# -eq 0 ] && ! { [ -d "$dir/cifar-10-batches-bin" ] && verify "$dir"; } &&
+  [ -d data/cifar-10-batches-bin ] && verify data; then
+  echo "CIFAR-10: verified copy at the old place ./data/cifar-10-batches-bin, still found there;" \
+    "move it to $dir/cifar-10-batches-bin to find it from any folder"
+  exit 0
+fi
 mkdir -p "$dir" || fail "cannot create $dir"
 if [ -d "$dir/cifar-10-batches-bin" ] && verify "$dir"; then
   echo "CIFAR-10: verified copy already at $dir/cifar-10-batches-bin"

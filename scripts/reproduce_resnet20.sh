@@ -17,10 +17,12 @@ dir="${1:-$root/runs/resnet20-paper}"
 shift || true
 train_cifar="${TRAIN_CIFAR:-$root/build/apps/train_cifar}"
 [ -x "$train_cifar" ] || { echo "error: $train_cifar not built: run scripts/test.sh or cmake --build build" >&2; exit 1; }
-"$root/scripts/get_cifar10.sh" "$root/data" >/dev/null
+# CIFAR-10 in its default place, which train_cifar finds without --data-dir (Note [Default data
+# folder] in apps/common/data_dir.h).
+"$root/scripts/get_cifar10.sh" >/dev/null
 mkdir -p "$dir"
 resume=()
 [ -f "$dir/ckpt" ] && resume=(--resume "$dir/ckpt")
 exec "$train_cifar" --arch resnet20 --epochs 164 --schedule multistep --lr 0.1 --momentum 0.9 \
-  --weight-decay 1e-4 --batch-size 128 --seed 0 --data-dir "$root/data/cifar-10-batches-bin" \
+  --weight-decay 1e-4 --batch-size 128 --seed 0 \
   --save "$dir/ckpt" --log-json "$dir/log.jsonl" --no-progress "${resume[@]}" "$@"

@@ -12,14 +12,15 @@
 # the accuracy climbing. Both write resnet20[-cpu].ckpt (+ .state, .prev, .prev.state) and
 # resnet20[-cpu].jsonl in the checkout; train_cifar's last lines say how to resume, evaluate and plot.
 # Run again, the default continues its checkpoint (--resume auto), and says so once it is finished.
-# Environment: BUILD_DIR (default ./build), DATA_DIR (default ./data; your own --data-dir or
+# Environment: BUILD_DIR (default ./build), DATA_DIR (default: where train_cifar looks without
+# --data-dir, ${TANDEM_DATA_DIR:-${XDG_DATA_HOME:-~/.local/share}/tandem}; your own --data-dir or
 # --synthetic instead skips the download).
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.." && pwd)"
 build_dir="${BUILD_DIR:-$root/build}"
-data_dir="${DATA_DIR:-$root/data}"
+data_dir="${DATA_DIR:-}"  # empty: get_cifar10.sh's default, which train_cifar finds by itself
 
 "$root/scripts/install_deps.sh"
 echo "== build (Release) in $build_dir"
@@ -27,14 +28,16 @@ cmake -S "$root" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build_dir" -j "$(nproc)" --target train_cifar tandem-run
 train="$build_dir/apps/train_cifar"
 # Your own --data-dir (or --synthetic) wins: then nothing is fetched and none is added.
-data_flag=(--data-dir "$data_dir/cifar-10-batches-bin")
+fetch=1
+data_flag=()
+[ -n "$data_dir" ] && data_flag=(--data-dir "$data_dir/cifar-10-batches-bin")
 for arg in "$@"; do
   case "$arg" in
-    --data-dir|--data-dir=*|--synthetic) data_flag=() ;;
+    --data-dir|--data-dir=*|--synthetic) fetch=0 data_flag=() ;;
   esac
 done
-if [ ${#data_flag[@]} -gt 0 ]; then
-  "$root/scripts/get_cifar10.sh" "$data_dir"
+if [ "$fetch" = 1 ]; then
+  "$root/scripts/get_cifar10.sh" ${data_dir:+"$data_dir"}
 fi
 if [ $# -gt 0 ]; then
   exec "$train" ${data_flag[@]+"${data_flag[@]}"} "$@"
@@ -56,11 +59,11 @@ if [ "$gpus" -gt 0 ]; then
   fi
   devices=$(seq -s, -f "cuda:%g" 0 $((gpus - 1)))
   echo "== ResNet-20 on $gpus GPU(s) ($devices), the paper's schedule"
-  exec "$train" "${data_flag[@]}" --mode dp --devices "$devices" --arch resnet20 --epochs 164 \
+  exec "$train" ${data_flag[@]+"${data_flag[@]}"} --mode dp --devices "$devices" --arch resnet20 --epochs 164 \
     --batch-size 128 --lr 0.1 --schedule multistep --save "$root/resnet20.ckpt" \
     --resume auto --log-json "$root/resnet20.jsonl"
 fi
 echo "== no GPU build: a short ResNet-20 run on the CPU ($(nproc) cores)"
-exec "$train" "${data_flag[@]}" --mode single --arch resnet20 --subset 10000 --epochs 4 \
+exec "$train" ${data_flag[@]+"${data_flag[@]}"} --mode single --arch resnet20 --subset 10000 --epochs 4 \
   --batch-size 128 --lr 0.1 --schedule onecycle --save "$root/resnet20-cpu.ckpt" \
   --resume auto --log-json "$root/resnet20-cpu.jsonl"

@@ -3,9 +3,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 
 #include "apps/common/choice_flag.h"
+#include "apps/common/data_dir.h"
 #include "apps/common/flag_errors.h"
 #include "apps/common/flags.h"
 #include "apps/common/parse_command_line.h"
@@ -182,11 +182,16 @@ void validate(const BenchOptions& o) {
                    !o.compressions.empty() && !o.dp_replicas.empty() && !o.precisions.empty(),
                "[bench_cifar] --modes, --devices, --batch-sizes, --grad-compression, "
                "--dp-replicas and --precision each need at least one value");
-  TANDEM_CHECK(
-      !o.real || std::filesystem::is_directory(o.data_dir), "[bench_cifar] no CIFAR-10 at ",
-      o.data_dir,
-      ": run scripts/get_cifar10.sh, pass --data-dir DIR, or drop --real for synthetic data");
   TANDEM_CHECK(!o.project || !o.project_gpus.empty(), "[bench_cifar] --project-gpus is empty");
+}
+
+void choose_data(BenchOptions& o, const parallel::EnvLookup& environment) {
+  if (!o.real) return;
+  const DataDirChoice data =
+      choose_data_dir("bench_cifar", o.data_dir,
+                      "pass --data-dir DIR, or drop --real for synthetic data", environment);
+  if (!data.notice.empty()) std::fprintf(stderr, "%s\n", data.notice.c_str());
+  o.data_dir = data.dir;
 }
 
 std::vector<BenchConfig> expand_matrix(const BenchOptions& o) {

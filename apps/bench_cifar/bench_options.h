@@ -13,6 +13,7 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 
@@ -84,7 +85,7 @@ struct BenchOptions {
   std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
   bool real = false;
-  std::string data_dir = kDefaultDataDir;
+  std::string data_dir;  ///< --data-dir; empty: the default places (Note [Default data folder])
   std::string json;
   /// --profile: a folder for each configuration's profile (apps/bench_cifar/profiled_steps.h)
   std::string profile_dir;
@@ -123,8 +124,11 @@ struct BenchConfig {
 /// ("[bench_cifar] …", one line) for a bad flag or value.
 bool parse_bench_options(int argc, const char* const* argv, BenchOptions& options);
 
-/// Checks what CLI11 cannot (combinations, the data folder).
+/// Checks what CLI11 cannot (combinations).
 void validate(const BenchOptions& options);
+/// --real: sets data_dir to the folder to read (--data-dir's, else the first default place; Note
+/// [Default data folder]) and prints the old place's notice; throws when there is none.
+void choose_data(BenchOptions& options, const parallel::EnvLookup& environment);
 
 /// The configurations in the order they run: batch sizes, then modes, then device counts, then
 /// overlap, compression or replicas. single runs once per batch size, whatever --devices says.

@@ -74,6 +74,7 @@ int run(int argc, char** argv) {
   if (!parse_bench_options(argc, argv, options)) return 0;
   if (!options.worker_json.empty()) return run_worker(options);
   validate(options);
+  choose_data(options, tandem::parallel::process_environment());
   run_slow_bf16_rows_with_a_note(options);
   // Before the (possibly long) measurements, not after them.
   if (!options.json.empty()) tandem::apps::check_output_path("bench_cifar", "--json", options.json);

@@ -141,8 +141,10 @@ void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared
 }
 
 void add_data_dir_flag(CLI::App& app, std::string& data_dir) {
-  app.add_option("--data-dir", data_dir, "CIFAR-10 binary folder (scripts/get_cifar10.sh)")
-      ->capture_default_str();
+  app.add_option("--data-dir", data_dir,
+                 "CIFAR-10 binary folder (default: $TANDEM_DATA_DIR/cifar-10-batches-bin, else "
+                 "${XDG_DATA_HOME:-~/.local/share}/tandem/cifar-10-batches-bin, where "
+                 "scripts/get_cifar10.sh puts it)");
 }
 
 }  // namespace tandem::apps

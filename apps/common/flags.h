@@ -31,9 +31,6 @@ class App;
 
 namespace tandem::apps {
 
-/// --data-dir's default: where scripts/get_cifar10.sh puts CIFAR-10.
-inline constexpr const char* kDefaultDataDir = "./data/cifar-10-batches-bin";
-
 void add_mode_flag(CLI::App& app, Mode& mode);
 void add_modes_flag(CLI::App& app, std::vector<Mode>& modes);
 void add_arch_flag(CLI::App& app, std::string& arch);
@@ -60,6 +57,8 @@ void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompress
 /// --threads N: CPU threads for kernels; `how_shared` (may be empty) adds how this program shares
 /// them out.
 void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared);
+/// --data-dir DIR; left empty, the program looks in the default places (Note [Default data
+/// folder] in data_dir.h).
 void add_data_dir_flag(CLI::App& app, std::string& data_dir);
 
 }  // namespace tandem::apps

@@ -33,7 +33,7 @@ std::string evaluate_command(const TrainOptions& options) {
                         " --eval-only --resume " + shell_word(options.save);
   if (options.synthetic) {
     command += " --synthetic";
-  } else if (options.data_dir != kDefaultDataDir) {
+  } else if (!options.data_dir.empty()) {
     command += " --data-dir " + shell_word(options.data_dir);
   }
   if (options.subset > 0) command += " --subset " + std::to_string(options.subset);

@@ -69,11 +69,11 @@ struct TrainOptions {
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
   Schedule schedule = Schedule::MultiStep;
   double warmup_epochs = 0;
-  int workers = 2;  ///< loader threads
-  std::string data_dir = kDefaultDataDir;
-  int64_t subset = 0;            ///< use the first N training (and N/5 test) images; 0: all
-  bool synthetic = false;        ///< random images of CIFAR's shape instead of the data set
-  std::string save;              ///< checkpoint written after every epoch
+  int workers = 2;         ///< loader threads
+  std::string data_dir;    ///< --data-dir; empty: the default places (Note [Default data folder])
+  int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
+  bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
+  std::string save;        ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
   ResumeFlag resume;             ///< checkpoint to continue from
   bool overwrite = false;  ///< a run without --resume may replace --save's checkpoint (Note [New

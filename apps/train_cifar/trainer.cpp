@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <optional>
 
+#include "apps/common/data_dir.h"
 #include "apps/train_cifar/pending_steps.h"
 #include "apps/train_cifar/progress.h"
 #include "data/cifar10.h"
@@ -105,14 +105,14 @@ void Trainer::read_data_sets() {
     test_set_ = std::make_shared<data::CifarDataset>(
         data::synthetic_cifar10(test_limit > 0 ? test_limit : 10000, options_.setup.seed + 1));
   } else {
-    TANDEM_CHECK(std::filesystem::is_directory(options_.data_dir), "[train_cifar] no CIFAR-10 at ",
-                 options_.data_dir,
-                 ": run scripts/get_cifar10.sh, or pass --data-dir DIR or "
-                 "--synthetic");
+    const DataDirChoice data =
+        choose_data_dir("train_cifar", options_.data_dir, "pass --data-dir DIR or --synthetic",
+                        parallel::process_environment());
+    if (!data.notice.empty()) report_.warn(data.notice);
     train_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(options_.data_dir, data::CifarSplit::Train, options_.subset));
+        data::read_cifar10(data.dir, data::CifarSplit::Train, options_.subset));
     test_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(options_.data_dir, data::CifarSplit::Test, test_limit));
+        data::read_cifar10(data.dir, data::CifarSplit::Test, test_limit));
   }
   TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
                " training images cannot be shared by ", world_, " ranks");

@@ -28,7 +28,7 @@ TEST(TrainOptions, DefaultsAreThePapersRecipe) {
   EXPECT_FLOAT_EQ(o.setup.sgd.momentum, 0.9f);
   EXPECT_FLOAT_EQ(o.setup.sgd.weight_decay, 1e-4f);
   EXPECT_EQ(o.schedule, Schedule::MultiStep);
-  EXPECT_EQ(o.data_dir, "./data/cifar-10-batches-bin");
+  EXPECT_EQ(o.data_dir, "");  // the default places (Note [Default data folder])
   EXPECT_EQ(o.setup.ddp.reducer.bucket_cap_mb, parallel::ReducerOptions{}.bucket_cap_mb);
   EXPECT_EQ(o.setup.ddp.reducer.first_bucket_mb, parallel::ReducerOptions{}.first_bucket_mb);
   EXPECT_TRUE(o.setup.ddp.reducer.overlap);

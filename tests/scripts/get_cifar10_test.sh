@@ -4,7 +4,10 @@
 # is curl reading a file:// URL.
 #
 #   tests/scripts/get_cifar10_test.sh download   # needs the real archive; exit 77 (skip) without
-#   tests/scripts/get_cifar10_test.sh bad-input  # failed download, truncated and foreign archives
+#   tests/scripts/get_cifar10_test.sh bad-input  # failed download, truncated and foreign archives,
+#                                                # and the default DIR (Note [Default data folder])
+# HOME, XDG_DATA_HOME and TANDEM_DATA_DIR point into the scratch folder wherever DIR is left out,
+# so the test never writes to the real home folder.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -14,6 +17,14 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/project/scripts"
 cp "$root/scripts/get_cifar10.sh" "$root/scripts/cifar-10-batches-bin.md5" "$work/project/scripts/"
 get() { env -u CIFAR10_ARCHIVE bash "$work/project/scripts/get_cifar10.sh" "$@"; }
+# get without DIR (or with $flag), from $work/cwd, with HOME in the scratch folder and the given
+# environment (NAME=value ...).
+flag=()
+get_default() {
+  mkdir -p "$work/cwd"
+  (cd "$work/cwd" && env -u CIFAR10_ARCHIVE -u TANDEM_DATA_DIR -u XDG_DATA_HOME HOME="$work/home" \
+    "$@" bash "$work/project/scripts/get_cifar10.sh" ${flag[@]+"${flag[@]}"})
+}
 
 check() {  # $1: what, then a command that must succeed
   local what="$1"; shift
@@ -47,6 +58,11 @@ case "${1:-}" in
     CIFAR10_URL="file:///nonexistent" get "$work/data" >"$work/out"
     check "damaged copy restored from the kept archive" grep -q "using the archive downloaded earlier" "$work/out"
     check "restored file verified" grep -q "verified at" "$work/out"
+    # Without DIR, a verified copy at the old default (./data) is still taken, with a notice.
+    mkdir -p "$work/cwd" && mv "$work/data" "$work/cwd/data"
+    CIFAR10_URL="file:///nonexistent" get_default TANDEM_DATA_DIR="$work/new" >"$work/out"
+    check "old place taken, no download: $(cat "$work/out")" grep -q "at the old place ./data/cifar-10-batches-bin" "$work/out"
+    check "old place's notice names the new one" grep -qF "move it to $work/new/cifar-10-batches-bin" "$work/out"
     ;;
   bad-input)
     command -v curl >/dev/null || command -v wget >/dev/null || { echo "skipped: no curl or wget"; exit 77; }
@@ -77,6 +93,26 @@ case "${1:-}" in
     CIFAR10_ARCHIVE="$work/none.tar.gz" bash "$work/project/scripts/get_cifar10.sh" "$work/d" \
       >"$work/out" 2>"$work/err" && { echo "FAILED: missing archive accepted" >&2; exit 1; }
     check "missing archive named" grep -q "none.tar.gz does not exist" "$work/err"
+
+    # The default DIR: TANDEM_DATA_DIR, else an absolute XDG_DATA_HOME's tandem/, else
+    # $HOME/.local/share/tandem (a relative XDG_DATA_HOME is ignored); an explicit DIR wins.
+    default_is() {  # $1: the expected default, then the environment
+      local expected="$1"; shift
+      flag=(--default-dir)
+      check "default DIR $expected ($*)" test "$(get_default "$@" 2>&1)" = "$expected"
+      flag=()
+      # Used by a run without DIR: the failed download's folder is made there.
+      rm -rf "$expected"
+      CIFAR10_URL="file://$work/nonexistent.tar.gz" get_default "$@" >/dev/null 2>"$work/err" || true
+      check "run without DIR fetches into $expected" test -d "$expected"
+    }
+    default_is "$work/t" TANDEM_DATA_DIR="$work/t" XDG_DATA_HOME="$work/xdg"
+    default_is "$work/xdg/tandem" XDG_DATA_HOME="$work/xdg"
+    default_is "$work/home/.local/share/tandem" XDG_DATA_HOME=relative/share
+    rm -rf "$work/t"
+    TANDEM_DATA_DIR="$work/t" CIFAR10_URL="file://$work/nonexistent.tar.gz" get "$work/e" \
+      >/dev/null 2>&1 || true
+    check "explicit DIR wins over TANDEM_DATA_DIR" test -d "$work/e" -a ! -e "$work/t"
     ;;
   *)
     echo "usage: $0 download|bad-input" >&2
