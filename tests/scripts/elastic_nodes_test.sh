@@ -31,7 +31,10 @@ python=/usr/bin/python3
 scratch="$(mktemp -d)"
 trap 'pkill -KILL -f "$scratch" 2>/dev/null; rm -rf "$scratch"' EXIT
 fail() { echo "FAILED: $*"; for f in "$scratch"/*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
-port="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+free_port() {  # a port on loopback nobody listens on now
+  "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port="$(free_port)"
 # 48 images a step split over 3 or 2 ranks; the checkpoint and log name $scratch (for pkill).
 job=(--mode ddp --backend gloo --synthetic --subset 480 --batch-size 48 --epochs 2 --workers 1
      --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 5 --save "$scratch/f.ckpt"
@@ -110,7 +113,7 @@ PY
         "$scratch" >"$scratch/$3.log" 2>&1 &
       launcher=$!
     }
-    port_b="$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+    port_b="$(free_port)"
     elastic "$port" 0 a0 4; a0=$launcher
     elastic "$port" 2 a2 4; a2=$launcher
     elastic "$port_b" 0 b0 60; b0=$launcher
