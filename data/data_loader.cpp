@@ -7,11 +7,27 @@
 #include "engine/random.h"
 
 namespace tandem::data {
+namespace {
+
+// Memory formats describe 4-dimensional (N, C, H, W) batches; other inputs stay as they are.
+Tensor in_format(const Tensor& inputs, MemoryFormat format) {
+  return inputs.dim() == 4 ? inputs.contiguous(format) : inputs;
+}
+
+}  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const CifarDataset> dataset,
                        std::shared_ptr<const Sampler> sampler, const DataLoaderConfig& config)
+    : DataLoader(dataset ? std::make_shared<CifarImages>(std::move(dataset), config.transform)
+                         : std::shared_ptr<const Dataset>(),
+                 std::move(sampler), config) {}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
+                       std::shared_ptr<const Sampler> sampler, const DataLoaderConfig& config)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), config_(config) {
   TANDEM_CHECK(dataset_ && sampler_, "[DataLoader] needs a data set and a sampler");
+  TANDEM_CHECK(dataset_->size() >= 1, "[DataLoader] the data set is empty");
+  layout_ = dataset_->layout();
   TANDEM_CHECK(config.batch_size >= 1 && config.workers >= 0 && config.prefetch >= 1,
                "[DataLoader] needs batch_size >= 1, workers >= 0, prefetch >= 1");
   if (config.device != Device::cpu()) uploads_ = UploadStream::create(config.device);
@@ -62,15 +78,17 @@ DataLoader::Slot DataLoader::build(int64_t epoch, const std::vector<int64_t>& in
       config_.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) * 1000003ull;
   Slot slot;
   try {
+    const auto count = static_cast<int64_t>(indices.size());
     if (!uploads_) {
-      slot.batch = make_batch(*dataset_, indices, config_.transform, augmentation_seed);
-      slot.batch->images = slot.batch->images.contiguous(config_.memory_format);
+      slot.batch = empty_batch(layout_, count);
+      fill_batch(*dataset_, indices, augmentation_seed, *slot.batch);
+      slot.batch->images = in_format(slot.batch->images, config_.memory_format);
       return slot;
     }
-    const auto count = static_cast<int64_t>(indices.size());
-    Batch staged{uploads_->empty_host({count, 3, 32, 32}, DType::Float32),
-                 uploads_->empty_host({count}, DType::Int64)};
-    fill_batch(*dataset_, indices, config_.transform, augmentation_seed, staged);
+    Batch staged = empty_batch(layout_, count, [&](const Shape& shape, DType dtype) {
+      return uploads_->empty_host(shape, dtype);
+    });
+    fill_batch(*dataset_, indices, augmentation_seed, staged);
     slot.upload = uploads_->upload({staged.images, staged.labels});
   } catch (...) {
     slot.error = std::current_exception();
@@ -122,7 +140,7 @@ std::optional<Batch> DataLoader::next() {
   if (slot.error) std::rethrow_exception(slot.error);
   if (!slot.upload) return std::move(*slot.batch);
   std::vector<Tensor> on_device = slot.upload->wait();
-  return Batch{on_device[0].contiguous(config_.memory_format), std::move(on_device[1])};
+  return Batch{in_format(on_device[0], config_.memory_format), std::move(on_device[1])};
 }
 
 CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {

@@ -1,5 +1,6 @@
 #pragma once
-/// DataLoader: worker threads assemble and augment batches ahead of the consumer.
+/// DataLoader: worker threads assemble and augment batches of a data set (dataset.h) ahead of
+/// the consumer, as torch.utils.data.DataLoader does.
 ///
 /// Note [Loader determinism]: batch k of epoch e holds the sampler's indices k·B … k·B + B − 1
 /// for epoch e, and each image is augmented by a generator of (seed, e, the image) alone (Note
@@ -20,8 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "data/dataset.h"
 #include "data/sampler.h"
-#include "data/transforms.h"
 #include "engine/upload.h"
 
 namespace tandem::data {
@@ -31,11 +32,14 @@ struct DataLoaderConfig {
   int workers = 2;         ///< 0: batches are built on the consumer's thread
   int prefetch = 4;        ///< batches built ahead of the consumer, at most
   bool drop_last = false;  ///< drop a short last batch
+  /// CIFAR-10's transforms, for the constructor that takes a CifarDataset (a Dataset of one's
+  /// own applies its own in get()).
   TransformOptions transform{};
   uint64_t seed = 0;
   Device device = Device::cpu();  ///< where next() delivers the batch (see Note [Uploads])
-  /// Of the delivered images: ChannelsLast batches are converted by the worker threads on the
-  /// host path, on the device after the upload otherwise (Note [Memory formats]).
+  /// Of the delivered inputs (4-dimensional batches only): ChannelsLast batches are converted by
+  /// the worker threads on the host path, on the device after the upload otherwise (Note [Memory
+  /// formats]).
   MemoryFormat memory_format = MemoryFormat::Contiguous;
 };
 
@@ -44,6 +48,10 @@ int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
 
 class DataLoader {
  public:
+  /// Batches of any data set (dataset.h); `sampler` orders its indices per epoch.
+  DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sampler> sampler,
+             const DataLoaderConfig& config);
+  /// CIFAR-10 through config.transform (a CifarImages).
   DataLoader(std::shared_ptr<const CifarDataset> dataset, std::shared_ptr<const Sampler> sampler,
              const DataLoaderConfig& config);
   /// Stops the workers, also in the middle of an epoch.
@@ -71,7 +79,8 @@ class DataLoader {
   /// Builds the batch of `indices` in `epoch` and starts its upload; never throws (see Slot).
   Slot build(int64_t epoch, const std::vector<int64_t>& indices) const;
 
-  std::shared_ptr<const CifarDataset> dataset_;
+  std::shared_ptr<const Dataset> dataset_;
+  ExampleLayout layout_;  ///< read once: the default layout() builds an example
   std::shared_ptr<const Sampler> sampler_;
   DataLoaderConfig config_;
   std::unique_ptr<UploadStream> uploads_;  ///< null when batches stay on the host (cpu:0)

@@ -43,38 +43,4 @@ Generator image_generator(uint64_t augmentation_seed, int64_t index) {
   return Generator(key ^ (key >> 31));
 }
 
-Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, uint64_t augmentation_seed) {
-  const auto count = static_cast<int64_t>(indices.size());
-  Batch batch{empty({count, 3, 32, 32}), empty({count}, {.dtype = DType::Int64})};
-  fill_batch(dataset, indices, options, augmentation_seed, batch);
-  return batch;
-}
-
-void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                const TransformOptions& options, uint64_t augmentation_seed, Batch& batch) {
-  const auto count = static_cast<int64_t>(indices.size());
-  TANDEM_CHECK(batch.images.device().is_cpu() && batch.images.is_contiguous() &&
-                   batch.images.dtype() == DType::Float32 &&
-                   batch.images.shape() == Shape({count, 3, 32, 32}) &&
-                   batch.labels.device().is_cpu() && batch.labels.is_contiguous() &&
-                   batch.labels.dtype() == DType::Int64 && batch.labels.shape() == Shape({count}),
-               "[fill_batch] needs contiguous host tensors (", count, ", 3, 32, 32) float32 and (",
-               count, ") int64");
-  const uint8_t* images = dataset.images.data<uint8_t>();
-  const int64_t* labels = dataset.labels.data<int64_t>();
-  float* out = batch.images.data<float>();
-  int64_t* out_labels = batch.labels.data<int64_t>();
-  for (int64_t i = 0; i < count; ++i) {
-    const int64_t index = indices[static_cast<size_t>(i)];
-    TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
-                 " outside a data set of ", dataset.size());
-    Generator generator =
-        image_generator(augmentation_seed, index);  // Note [Augmentation per image]
-    transform_image(images + index * kCifarImageBytes, out + i * kCifarImageBytes, options,
-                    generator);
-    out_labels[i] = labels[index];
-  }
-}
-
 }  // namespace tandem::data

@@ -44,18 +44,4 @@ void transform_image(const uint8_t* src, float* dst, const TransformOptions& opt
 /// ranks train on the same augmented global batches, and no two ranks share their draws.
 Generator image_generator(uint64_t augmentation_seed, int64_t index);
 
-/// Batch of images[indices] as (B, 3, 32, 32) float32, with labels (B) int64.
-struct Batch {
-  Tensor images;
-  Tensor labels;
-};
-/// Builds the batch in new host tensors; image i is augmented by
-/// image_generator(augmentation_seed, indices[i]).
-Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, uint64_t augmentation_seed);
-/// Builds the batch into `out`: contiguous host tensors of the batch's shapes, allocated by the
-/// caller (pinned staging memory for a CUDA upload, say: engine/upload.h).
-void fill_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                const TransformOptions& options, uint64_t augmentation_seed, Batch& out);
-
 }  // namespace tandem::data

@@ -23,7 +23,7 @@
 
 #include "apps/bench_cifar/measurement.h"
 #include "apps/common/training_setup.h"
-#include "data/transforms.h"
+#include "data/dataset.h"
 #include "parallel/comm/process_group.h"
 
 namespace tandem::apps::bench {

@@ -64,7 +64,9 @@ TEST(BenchTimedSteps, WaitForTheDevicesOnlyBeforeAndAfterTheTimedSteps) {
       EXPECT_EQ(syncs_of({.warmup = 0, .steps = steps}, setup, nullptr, m), per_loop)
           << devices.size() << " devices, " << steps << " steps";
       expect_phases_within_the_step(m);
-      if (setup.dp) EXPECT_GT(m.replicate_ms, 0);  // DataParallel's own timings still come
+      if (setup.dp) {
+        EXPECT_GT(m.replicate_ms, 0);  // DataParallel's own timings still come
+      }
     }
   }
 }

@@ -73,16 +73,5 @@ TEST(Transforms, SeededAndReproducible) {
   EXPECT_TRUE(found);
 }
 
-TEST(Transforms, MakeBatchGathersImagesAndLabels) {
-  CifarDataset data{zeros({3, 3, 32, 32}, {.dtype = DType::UInt8}),
-                    from_vector<int64_t>({4, 5, 6}, {3}, {.dtype = DType::Int64})};
-  data.images.slice(2, 3).fill_(255);
-  const Batch batch = make_batch(data, {2, 0}, eval_transform(), /*augmentation_seed=*/0);
-  EXPECT_EQ(batch.images.shape(), (Shape{2, 3, 32, 32}));
-  EXPECT_EQ(batch.labels.to_vector<int64_t>(), (std::vector<int64_t>{6, 4}));
-  EXPECT_NEAR(batch.images.to_vector<float>()[0], (1.0f - kCifarMean[0]) / kCifarStd[0], 1e-5f);
-  EXPECT_THROW(make_batch(data, {3}, eval_transform(), 0), Error);
-}
-
 }  // namespace
 }  // namespace tandem::data
