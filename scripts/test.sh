@@ -3,9 +3,12 @@
 # installs whatever build dependency is missing (non-interactive apt-get, only
 # when missing), configures, builds, runs. Exits non-zero on any failure.
 #
-#   scripts/test.sh                      # every test but the offline-bundle build (label offline),
-#                                        # as CI's tests stage runs them (Note [A newcomer's run])
+#   scripts/test.sh                      # every test but the offline-bundle build and the whole-job
+#                                        # drills and slow runs (labels offline, drill, slow);
+#                                        # Note [A newcomer's run]
+#   scripts/test.sh -LE offline          # every test but the offline build, as CI's tests stage
 #   scripts/test.sh -L offline           # that one: the GPU node's build from the bundle alone
+#   scripts/test.sh -L 'drill|slow'      # the fault and elastic drills, the long training runs
 #   scripts/test.sh -L unit              # extra arguments go to ctest (-R Autograd, -L gpu, ...)
 #   scripts/test.sh --sanitize address   # AddressSanitizer + UndefinedBehaviorSanitizer (and
 #                                        # LeakSanitizer) over every test but gpu, bench, offline,
@@ -111,10 +114,16 @@ elif [ "$sanitize" = "thread" ]; then
   suites+="|RowBodies|SumBlockBodies|ArgmaxBodies"  # block kernels on host threads (tests/engine/cuda/kernels)
   set -- -R "^($suites)\\." -LE "gpu|bench" --timeout 900 "$@"
 elif [ $# -eq 0 ]; then
-  # Note [A newcomer's run]: the offline test builds the whole tree a second time, from the GPU
-  # node's bundle alone (9.6 of a bare machine's 23.7 minutes on 2 cores, 2026-11-27). CI runs it
-  # in a stage of its own (.ci/run), so the plain command leaves it out; -L offline runs it.
-  set -- -LE offline
+  # Note [A newcomer's run]: the first command a newcomer runs should answer within a quarter of
+  # an hour on 2 cores, build included. Two kinds of test do not fit: the offline test builds the
+  # whole tree a second time, from the GPU node's bundle alone (9.6 of a bare machine's 23.7
+  # minutes, 2026-11-27), and the 15 drills and slow runs (labels drill, slow) are whole jobs
+  # SIGKILLed and restarted, nodes lost and regained, a 4-rank run PyTorch evaluates, ResNet-20
+  # overfitting a batch: 2-4 minutes each. CI runs them all (its tests stage passes -LE offline,
+  # its offline stage -L offline), so the plain command leaves them out and says so.
+  set -- -LE "offline|drill|slow"
+  echo "== leaving out the offline build and the drills (labels offline, drill, slow; CI runs them:"
+  echo "   scripts/test.sh -LE offline runs everything else, -L 'drill|slow' the drills)"
 fi
 if [ $build -eq 1 ]; then
   "$root/scripts/install_deps.sh"
