@@ -122,8 +122,8 @@ elif [ $# -eq 0 ]; then
   # overfitting a batch: 2-4 minutes each. CI runs them all (its tests stage passes -LE offline,
   # its offline stage -L offline), so the plain command leaves them out and says so.
   set -- -LE "offline|drill|slow"
-  echo "== leaving out the offline build and the drills (labels offline, drill, slow; CI runs them:"
-  echo "   scripts/test.sh -LE offline runs everything else, -L 'drill|slow' the drills)"
+  left_out="== left out: the offline build and the drills (labels offline, drill, slow; CI runs them:
+   scripts/test.sh -LE offline runs everything else, -L 'drill|slow' the drills alone)"
 fi
 if [ $build -eq 1 ]; then
   "$root/scripts/install_deps.sh"
@@ -143,4 +143,5 @@ if [ -n "${CIFAR10_ARCHIVE:-}" ] || [ -f "$root/../shared/data/cifar-10-binary.t
   "$root/scripts/get_cifar10.sh" "$root/data"
 fi
 echo "== test"
+[ -n "${left_out:-}" ] && echo "$left_out"
 ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"

@@ -244,7 +244,7 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
 // says what it wrote and how to go on from it, as the review of a newcomer's first run asked. The
 // commands paste as they are (next_steps.h): the program's path, quoted paths, the run's data.
 void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) const {
-  const std::string log = shell_word(options_.log_json);
+  const std::string log = options_.log_json.empty() ? "" : shell_word(options_.log_json);
   if (!options_.save.empty() && nn::has_checkpoint(options_.save)) {
     std::printf("written:  %s and %s (the checkpoint)%s%s\n", shell_word(options_.save).c_str(),
                 shell_word(nn::sidecar_path(options_.save)).c_str(),

@@ -43,6 +43,21 @@ TEST(TrainCifarNextSteps, ContinueAndEvaluateLinesRunAsPrinted) {
   EXPECT_NE(evaluated.output.find("test: loss"), std::string::npos) << evaluated.output;
 }
 
+// Without --log-json the "written:" line names the checkpoint pair and nothing after it (it once
+// ended in the quoted empty log path, '').
+TEST(TrainCifarNextSteps, WithoutAMetricsLogTheWrittenLineNamesOnlyTheCheckpoint) {
+  TempDir dir;
+  const std::string save = dir.file("run.ckpt");
+  const ProgramRun run = testing::run_program(
+      testing::kTrainCifarProgram,
+      {"--synthetic", "--subset", "64", "--batch-size", "32", "--workers", "1", "--no-progress",
+       "--epochs", "1", "--save", save, "--devices", "cpu:0"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(line_after(run.output, "written:  "), save + " and " + save + ".state (the checkpoint)")
+      << run.output;
+  EXPECT_EQ(run.output.find("\nplot:"), std::string::npos) << run.output;
+}
+
 TEST(TrainCifarNextSteps, AResumeKnowsThePairByEitherFileAndItsForeignSidecar) {
   TempDir dir;
   const std::string a = dir.file("a.ckpt"), b = dir.file("b.ckpt");
