@@ -100,6 +100,7 @@ elif [ "$sanitize" = "thread" ]; then
   targets=(--target engine_tests data_tests parallel_tests comm_tests cuda_host_tests nccl_state_tests
            cuda_kernels_tests)
   suites="Autograd|DataLoader|DataParallel|Reducer|Gloo|GlooThreads|GlooSingleRank|GlooMultiprocess"
+  suites+="|Dataset"  # a data set of one's own, get() called from several loader workers at once
   suites+="|Profiler"  # the profiler's per-thread buffers (tests/engine/profiler_test.cpp)
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
