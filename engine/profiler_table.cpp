@@ -1,10 +1,11 @@
 #include "engine/profiler_table.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+
+#include "engine/text_table.h"
 
 namespace tandem::profiler {
 namespace {
@@ -149,61 +150,27 @@ ProfileSummary summarize(const Profile& profile) {
 
 namespace {
 
-std::string format(const char* pattern, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(text, sizeof text, pattern, args);
-  va_end(args);
-  return text;
-}
-
-using Rows = std::vector<std::vector<std::string>>;
-
-// Rows as a Markdown table, each column as wide as its widest cell.
-std::string markdown(const Rows& rows) {
-  std::vector<size_t> widths(rows.front().size(), 3);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  std::string text;
-  const auto line = [&](const std::vector<std::string>& cells) {
-    text += '|';
-    for (size_t c = 0; c < cells.size(); ++c) {
-      text += ' ' + cells[c] + std::string(widths[c] - cells[c].size(), ' ') + " |";
-    }
-    text += '\n';
-  };
-  line(rows.front());
-  std::vector<std::string> rule;
-  rule.reserve(widths.size());
-  for (size_t width : widths) rule.emplace_back(width, '-');
-  line(rule);
-  for (size_t r = 1; r < rows.size(); ++r) line(rows[r]);
-  return text;
-}
-
 std::vector<std::string> op_row(const OpTotals& op, double step_ms) {
   const std::string rate = op.flops > 0 && op.total_ms > 0
-                               ? format("%.1f", op.flops / (op.total_ms * 1e6))
+                               ? format_text("%.1f", op.flops / (op.total_ms * 1e6))
                                : std::string("-");
   return {op.name,
           std::to_string(op.calls),
-          format("%.2f", op.self_ms),
-          format("%.2f", op.total_ms),
+          format_text("%.2f", op.self_ms),
+          format_text("%.2f", op.total_ms),
           rate,
-          format("%.1f %%", 100 * op.self_ms / step_ms)};
+          format_text("%.1f %%", 100 * op.self_ms / step_ms)};
 }
 
 std::string thread_table(const ThreadTotals& thread, double step_ms, const char* outside_label,
                          double outside_ms) {
-  Rows rows{{"op", "calls", "self ms", "total ms", "GFLOP/s", "% of step"}};
-  for (const OpTotals& op : thread.ops) rows.push_back(op_row(op, step_ms));
+  TextTable table({"op", "calls", "self ms", "total ms", "GFLOP/s", "% of step"});
+  for (const OpTotals& op : thread.ops) table.add(op_row(op, step_ms));
   if (outside_label != nullptr) {
-    rows.push_back({outside_label, "", format("%.2f", outside_ms), "", "",
-                    format("%.1f %%", 100 * outside_ms / step_ms)});
+    table.add({outside_label, "", format_text("%.2f", outside_ms), "", "",
+               format_text("%.1f %%", 100 * outside_ms / step_ms)});
   }
-  return markdown(rows);
+  return table.markdown();
 }
 
 }  // namespace
@@ -212,15 +179,15 @@ std::string format_table(const ProfileSummary& s) {
   const double step_ms = std::max(s.step_ms, 1e-9);
   const int64_t steps = std::max<int64_t>(1, s.steps);
   std::string text =
-      s.steps > 0 ? format(
+      s.steps > 0 ? format_text(
                         "Profile of %lld steps on thread \"%s\": %.2f ms per step, %.2f ms in "
                         "all; %.2f ms between the steps (not in the table)\n",
                         static_cast<long long>(s.steps), s.step_thread.thread.c_str(),
                         s.step_ms / steps, s.step_ms, s.between_steps_ms)
-                  : format("Profile of thread \"%s\" (no steps marked): %.2f ms\n",
-                           s.step_thread.thread.c_str(), s.step_ms);
+                  : format_text("Profile of thread \"%s\" (no steps marked): %.2f ms\n",
+                                s.step_thread.thread.c_str(), s.step_ms);
   if (s.flops > 0) {
-    text += format(
+    text += format_text(
         "FLOPs counted (convolutions and matrix products): %.3f GFLOP per step, "
         "%.1f GFLOP/s over the steps' time\n",
         s.flops / 1e9 / static_cast<double>(steps), s.flops / (step_ms * 1e6));
@@ -230,9 +197,9 @@ std::string format_table(const ProfileSummary& s) {
       "the steps' time\n\n";
   text += thread_table(s.step_thread, step_ms, "(in a step, not in an op)", s.outside_ops_ms);
   for (const ThreadTotals& thread : s.other_threads) {
-    text +=
-        format("\nThread \"%s\", beside the steps: busy %.2f ms, %.1f %% of the steps' time\n\n",
-               thread.thread.c_str(), thread.busy_ms, 100 * thread.busy_ms / step_ms);
+    text += format_text(
+        "\nThread \"%s\", beside the steps: busy %.2f ms, %.1f %% of the steps' time\n\n",
+        thread.thread.c_str(), thread.busy_ms, 100 * thread.busy_ms / step_ms);
     text += thread_table(thread, step_ms, nullptr, 0);
   }
   return text;

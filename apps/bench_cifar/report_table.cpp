@@ -1,97 +1,34 @@
 // The terminal side of bench_cifar's report (apps/bench_cifar/report.h): Markdown tables.
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 
 #include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/report.h"
+#include "engine/text_table.h"
 
 namespace tandem::apps::bench {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
-std::string format(const char* pattern, ...) {
-  char text[256];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(text, sizeof text, pattern, args);
-  va_end(args);
-  return text;
-}
-
-// Columns the width of what a terminal shows: UTF-8 continuation bytes take no column (the
-// en dash of a spread is three bytes).
-size_t display_width(const std::string& text) {
-  return static_cast<size_t>(std::count_if(text.begin(), text.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
-}
-
-// Rows of cells printed as a Markdown table with aligned columns.
-class TextTable {
- public:
-  explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
-  void add(std::vector<std::string> cells) {
-    cells.resize(header_.size());
-    rows_.push_back(std::move(cells));
-  }
-  /// A row of `first` and then one long cell (an error), left out of the column widths so that
-  /// it does not widen every other row; Markdown fills the missing cells.
-  void add_note(std::string first, std::string note) {
-    rows_.push_back({std::move(first), std::move(note)});
-  }
-  void print(std::FILE* out) const {
-    std::vector<size_t> widths(header_.size(), 3);
-    for (size_t c = 0; c < header_.size(); ++c) {
-      widths[c] = std::max(widths[c], display_width(header_[c]));
-      for (const auto& row : rows_) {
-        if (row.size() == header_.size() || c == 0)
-          widths[c] = std::max(widths[c], display_width(row[c]));
-      }
-    }
-    print_row(out, header_, widths);
-    std::vector<std::string> rule;
-    rule.reserve(widths.size());
-    for (size_t width : widths) rule.emplace_back(width, '-');
-    print_row(out, rule, widths);
-    for (const auto& row : rows_) print_row(out, row, widths);
-  }
-
- private:
-  static void print_row(std::FILE* out, const std::vector<std::string>& cells,
-                        const std::vector<size_t>& widths) {
-    std::string line = "|";
-    for (size_t c = 0; c < cells.size(); ++c) {
-      line += ' ';
-      line += cells[c];
-      line.append(widths[c] - std::min(widths[c], display_width(cells[c])), ' ');
-      line += " |";
-    }
-    std::fprintf(out, "%s\n", line.c_str());
-  }
-
-  std::vector<std::string> header_;
-  std::vector<std::vector<std::string>> rows_;
-};
-
 std::string device_cell(const BenchRow& row) {
   const Measurement& m = *row.measured;
   const char* layout = m.memory_format == MemoryFormat::ChannelsLast ? "nhwc" : "nchw";
   if (row.config.mode == Mode::Distributed) {
-    return format("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes, m.threads_per_process);
+    return format_text("%s %s, %dx%d thr", m.device.c_str(), layout, m.processes,
+                       m.threads_per_process);
   }
-  return format("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
+  return format_text("%s %s, %d thr", m.device.c_str(), layout, m.threads_per_process);
 }
 
 std::string metric_cell(Cell cell, double value) {
   switch (cell) {
     case Cell::None: break;
-    case Cell::Decimal: return format("%.1f", value);
-    case Cell::Ratio: return format("%.2f", value);
-    case Cell::Percent: return format("%.0f %%", 100 * value);
-    case Cell::MiB: return format("%.2f", value / kMiB);
-    case Cell::Whole: return format("%.0f", value);
+    case Cell::Decimal: return format_text("%.1f", value);
+    case Cell::Ratio: return format_text("%.2f", value);
+    case Cell::Percent: return format_text("%.0f %%", 100 * value);
+    case Cell::MiB: return format_text("%.2f", value / kMiB);
+    case Cell::Whole: return format_text("%.0f", value);
   }
   return "";
 }
@@ -102,7 +39,7 @@ std::string images_per_s_cell(const BenchRow& row) {
   std::string cell = metric_cell(Cell::Decimal, row.measured->images_per_s);
   if (row.images_per_s_samples.size() > 1) {
     const Spread spread = images_per_s_spread(row);
-    cell += format(" (%.0f–%.0f)", spread.min, spread.max);
+    cell += format_text(" (%.0f–%.0f)", spread.min, spread.max);
   }
   return cell;
 }
@@ -132,13 +69,14 @@ void print_profiles(std::FILE* out, const ProjectionReport& report) {
     std::string ready;
     for (const BucketReady& b : p.buckets) {
       if (!ready.empty()) ready += ' ';
-      ready += format("%.1f", b.ready_ms);
+      ready += format_text("%.1f", b.ready_ms);
     }
-    table.add({std::to_string(p.batch), format("%.1f", p.forward_ms), format("%.1f", p.backward_ms),
-               format("%.1f", p.optimizer_ms), std::to_string(p.buckets.size()),
-               format("%.2f", p.parameter_bytes / kMiB), ready});
+    table.add({std::to_string(p.batch), format_text("%.1f", p.forward_ms),
+               format_text("%.1f", p.backward_ms), format_text("%.1f", p.optimizer_ms),
+               std::to_string(p.buckets.size()), format_text("%.2f", p.parameter_bytes / kMiB),
+               ready});
   }
-  table.print(out);
+  std::fputs(table.markdown().c_str(), out);
 }
 
 }  // namespace
@@ -150,7 +88,7 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
                "ddp buckets %g MiB (first %g MiB); %s (%d CPUs)%s, load average %.2f, %s, Tandem "
                "%s\n\n",
                o.setup.arch.c_str(), o.real ? "CIFAR-10" : "synthetic", o.warmup, o.steps,
-               o.repeats > 1 ? format("median of %d repeats", o.repeats).c_str() : "1 run",
+               o.repeats > 1 ? format_text("median of %d repeats", o.repeats).c_str() : "1 run",
                info.threads, o.setup.ddp.reducer.bucket_cap_mb,
                std::min(o.setup.ddp.reducer.first_bucket_mb, o.setup.ddp.reducer.bucket_cap_mb),
                info.cpu.c_str(), info.cpus, info.cuda ? ", GPUs present" : ", no GPU",
@@ -175,7 +113,7 @@ void print_table(std::FILE* out, const BenchOptions& o, const RunInfo& info,
       table.add_note(row.config.label(), "FAILED: " + row.error);
     }
   }
-  table.print(out);
+  std::fputs(table.markdown().c_str(), out);
   std::fprintf(
       out,
       "\nimages/s: the median of the configuration's --repeats runs (their min–max). "
@@ -194,7 +132,8 @@ void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionRep
                report.compute_device.empty() ? "?" : report.compute_device.c_str());
   std::string links;
   for (const LinkModel& link : report.links) {
-    links += format("%s%s %g GB/s", links.empty() ? "" : ", ", link.name.c_str(), link.bus_gbps);
+    links +=
+        format_text("%s%s %g GB/s", links.empty() ? "" : ", ", link.name.c_str(), link.bus_gbps);
   }
   std::fprintf(out,
                "  communication: ring all-reduce 2(n-1)/n x bytes / bus bandwidth + latency; %s; "
@@ -211,12 +150,12 @@ void print_projection(std::FILE* out, const BenchOptions& o, const ProjectionRep
   for (const ProjectionRow& row : report.rows) {
     const ProjectedStep& s = row.step;
     table.add({row.link, mode_name(s.mode), std::to_string(s.gpus), std::to_string(s.global_batch),
-               std::to_string(s.local_batch), format("%.2f", s.compute_ms),
-               format("%.3f", s.comm_ms), format("%.3f", s.exposed_ms), format("%.2f", s.step_ms),
-               format("%.0f", s.images_per_s), format("%.2f", s.speedup),
-               format("%.0f %%", 100 * s.efficiency)});
+               std::to_string(s.local_batch), format_text("%.2f", s.compute_ms),
+               format_text("%.3f", s.comm_ms), format_text("%.3f", s.exposed_ms),
+               format_text("%.2f", s.step_ms), format_text("%.0f", s.images_per_s),
+               format_text("%.2f", s.speedup), format_text("%.0f %%", 100 * s.efficiency)});
   }
-  table.print(out);
+  std::fputs(table.markdown().c_str(), out);
   print_profiles(out, report);
   for (const std::string& note : report.notes) std::fprintf(out, "note: %s\n", note.c_str());
 }
