@@ -24,6 +24,11 @@ void check_fits(const Tensor& value, const Shape& shape, DType dtype, int64_t in
                "): a batch stacks examples of one shape and dtype");
 }
 
+void check_index(const Dataset& dataset, int64_t index) {
+  TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
+               " outside a data set of ", dataset.size());
+}
+
 }  // namespace
 
 ExampleLayout Dataset::layout() const {
@@ -61,8 +66,7 @@ Example CifarImages::get(int64_t index, Generator& generator) const {
 
 void CifarImages::write_example(int64_t index, Generator& generator, Tensor& input,
                                 Tensor& target) const {
-  TANDEM_CHECK(index >= 0 && index < size(), "[make_batch] index ", index,
-               " outside a data set of ", size());
+  check_index(*this, index);
   TANDEM_CHECK(input.shape() == Shape({3, 32, 32}) && target.numel() == 1,
                "[CifarImages] writes (3, 32, 32) float32 images and one int64 label each");
   const uint8_t* pixels = images_->images.data<uint8_t>() + index * kCifarImageBytes;
@@ -100,8 +104,7 @@ void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices,
   const Shape target_shape(batch.labels.shape().begin() + 1, batch.labels.shape().end());
   for (int64_t i = 0; i < count; ++i) {
     const int64_t index = indices[static_cast<size_t>(i)];
-    TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
-                 " outside a data set of ", dataset.size());
+    check_index(dataset, index);
     Generator generator =
         image_generator(augmentation_seed, index);  // Note [Augmentation per image]
     Tensor input = batch.images.slice(i, i + 1).view(input_shape);
