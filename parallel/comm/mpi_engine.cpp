@@ -16,13 +16,22 @@ namespace tandem::parallel {
 namespace {
 
 // Note [MPI polling]: how the engine's thread tests outstanding requests. Open MPI moves a
-// large message only inside MPI calls (a 32 KiB fragment at a time through shared memory), so
-// the thread tests in a tight loop while operations are completing, yielding the core between
-// rounds so that the rank's own compute threads still get it. Once nothing has completed for
-// kSpinFor (a peer is still computing and has not joined the collective yet), it sleeps
-// kPollEvery between rounds instead of spinning a core away from backward: about 3 % of a core
-// while a peer is late, against a small all-reduce's tens of microseconds while both are there
-// (docs/parallel.md, "MPI progress and overlap"; the values are not tuned further).
+// non-blocking operation only inside MPI calls, so the thread tests in a tight loop while
+// operations are completing, yielding the core between rounds so that the rank's own compute
+// threads still get it. Once nothing has completed for kSpinFor (a peer is still computing and
+// has not joined the collective yet), it sleeps kPollEvery between rounds instead of spinning a
+// core away from backward: about 3 % of a core while a peer is late, against a small
+// all-reduce's tens of microseconds while both are there (docs/parallel.md, "MPI progress and
+// overlap").
+// Sleeping is wrong once every rank is in the operation: what is left is transfer, and some of
+// Open MPI's schedules take thousands of rounds, each moved on by a test. libnbc's MPI_Ireduce on
+// 2 ranks pipelines anything from 64 KiB in 8 KiB segments ("chain"), so a 16 MiB reduce took
+// 0.5 s and a 64 MiB one 2.3 s at one round per kPollEvery, against 12 and 79 ms spinning
+// (bench_collectives, 2 ranks, 2026-11-28; docs/benchmarks.md). So an operation whose
+// consistency check has completed (an all-gather over every rank: MpiOperation::
+// all_ranks_joined) is tested without sleeping until it ends, as a blocking MPI call would be,
+// also when a peer dies in the middle (mpirun or the timeout then ends the job). Without the
+// check nothing tells a late peer from a long transfer, and the engine sleeps after kSpinFor.
 constexpr auto kSpinFor = std::chrono::microseconds(2000);
 constexpr auto kPollEvery = std::chrono::microseconds(200);
 
@@ -82,6 +91,11 @@ bool was_cancelled(std::vector<MPI_Status>& statuses) {
 }
 
 }  // namespace
+
+bool spin_between_tests(std::chrono::steady_clock::duration since_last_completion,
+                        bool all_ranks_joined) {
+  return all_ranks_joined || since_last_completion < kSpinFor;
+}
 
 std::string mpi_error_string(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
@@ -275,8 +289,7 @@ void MpiEngine::thread_main() {
     if (test_all() || started) last_completion = Clock::now();
     check_deadlines();
     if (active_.empty()) continue;
-    // Note [MPI polling]
-    if (Clock::now() - last_completion < kSpinFor) {
+    if (spin_between_tests(Clock::now() - last_completion, joined_operation_active())) {
       std::this_thread::yield();
     } else {
       std::unique_lock<std::mutex> lock(mutex_);
@@ -284,6 +297,11 @@ void MpiEngine::thread_main() {
     }
   }
   finalise();
+}
+
+bool MpiEngine::joined_operation_active() const {
+  return std::any_of(active_.begin(), active_.end(),
+                     [](const Active& active) { return active.operation.all_ranks_joined; });
 }
 
 bool MpiEngine::take_work(std::vector<uint64_t>& cancelling) {

@@ -9,8 +9,9 @@
 /// bucket launched during backward would sit still until finalize() waits for it, and nothing
 /// would overlap. While requests are outstanding the thread calls MPI_Testall on each operation
 /// in a loop, yielding the core between rounds; once no operation has completed for
-/// kSpinFor it sleeps kPollEvery between rounds (Note [MPI polling] in mpi_engine.cpp says why
-/// these values). With nothing outstanding it sleeps until an operation is submitted.
+/// kSpinFor, and none is known to have every rank in it, it sleeps kPollEvery between rounds
+/// (Note [MPI polling] in mpi_engine.cpp says why). With nothing outstanding it sleeps until an
+/// operation is submitted.
 ///
 /// Note [MPI lanes]: a group's collectives run one after another on its lane, in submission
 /// order (Note [Collective order] in process_group.h): the next starts when the previous has
@@ -83,7 +84,17 @@ struct MpiOperation {
   std::function<std::exception_ptr(const std::string& failure)> fail;
   /// A receive of the group with this lane: cancel_receives(lane) cancels it.
   uint64_t receive_of = 0;
+  /// Set by a stage once every rank of the group is known to have reached this operation (the
+  /// consistency check's all-gather completed): what is left is transfer, which the engine then
+  /// drives without sleeping until the operation ends (Note [MPI polling]).
+  bool all_ranks_joined = false;
 };
+
+/// Note [MPI polling]: whether the engine's thread only yields the core between two rounds of
+/// tests (true) or sleeps kPollEvery: it yields while operations are completing, or while one
+/// whose ranks have all joined is outstanding.
+bool spin_between_tests(std::chrono::steady_clock::duration since_last_completion,
+                        bool all_ranks_joined);
 
 class MpiEngine {
  public:
@@ -162,6 +173,8 @@ class MpiEngine {
   [[noreturn]] void abort_job(const std::string& what, std::chrono::milliseconds timeout);
   void check_deadlines();
   bool idle() const;  // under mutex_
+  /// Whether an active operation has all its ranks in it (MpiOperation::all_ranks_joined).
+  bool joined_operation_active() const;
 
   std::thread thread_;
   bool owns_mpi_ = false;  // initialised MPI, so finalises it

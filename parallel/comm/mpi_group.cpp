@@ -103,6 +103,7 @@ std::deque<MpiOperation::Stage> consistency_stages(MPI_Comm comm, int size,
               "MPI_Iallgather");
   });
   stages.emplace_back([comm, check](MpiOperation& op) {
+    op.all_ranks_joined = true;  // every rank's fingerprint is in (Note [MPI polling])
     bool agree = true;
     for (size_t i = 0; i < check->prints.size(); i += 2) {
       agree = agree && check->prints[i] == check->mine[0] && check->prints[i + 1] == check->mine[1];

@@ -7,6 +7,9 @@
 
 #include "engine/tandem.h"
 #include "parallel/comm/mpi_process_group.h"
+#if TANDEM_WITH_MPI
+#include "parallel/comm/mpi_engine.h"
+#endif
 #include "tests/support/error_message.h"
 #include "tests/support/mpirun_ranks.h"
 #include "tests/support/spawn_ranks.h"
@@ -73,6 +76,16 @@ TEST(MpiLaunchMultiprocess, RanksOfAnotherLauncherAreToldToUseMpirun) {
                        "which starts the ranks itself (mpirun -np 2 <program> ...)"))
       << message;
 }
+
+#if TANDEM_WITH_MPI
+// Note [MPI polling]: the engine sleeps between tests only while a peer may still be on its way.
+TEST(MpiPolling, SleepsBetweenTestsOnlyWhileAPeerMayBeLate) {
+  using std::chrono::microseconds;
+  EXPECT_TRUE(spin_between_tests(microseconds(100), false)) << "operations are completing";
+  EXPECT_FALSE(spin_between_tests(microseconds(5000), false)) << "quiet for 5 ms, none joined";
+  EXPECT_TRUE(spin_between_tests(microseconds(5000000), true)) << "every rank is in: transfer";
+}
+#endif
 
 }  // namespace
 }  // namespace tandem::parallel
