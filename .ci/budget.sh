@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by .ci/run: runs CI's stages one after another, each with its output streamed as usual,
 # and keeps the books: a line per stage with its wall time (and, for a test stage, how many tests
 # ran), then a summary with the total against CI's hard limit. A stage that fails ends CI at once,

@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # root and build_dir are the caller's
 # Sourced by scripts/test.sh and scripts/fuzz.sh: what every CMake build of Tandem is configured
 # with to build fast. Sets `cmake_speedups` (arguments for `cmake -S … -B …`) and exports ccache's
 # settings. Needs `root` (the checkout) and `build_dir`.

@@ -12,24 +12,42 @@
 # warning is reported on every run until fixed; with no cache (a new machine) every file is
 # checked. TANDEM_TIDY_CACHE names the folder (default ~/.cache/tandem/clang-tidy; empty: none).
 #
-#   scripts/check_style.sh [BUILD_DIR]        # default ./build; both checks
-#   scripts/check_style.sh --format-only      # no build needed
+# Shell scripts pass shellcheck at its warning level (errors and warnings; its info and style notes
+# are advice, e.g. "A && B || C is not if-then-else" where that is meant).
+#
+#   scripts/check_style.sh [BUILD_DIR]        # default ./build; all three checks
+#   scripts/check_style.sh --format-only      # clang-format alone, no build needed
+#   scripts/check_style.sh --shell-only       # shellcheck alone
 #   scripts/check_style.sh --fix              # clang-format -i over the tree, then both checks
 set -uo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root" || exit 2
-format_only=0 fix=0 build="$root/build"
+format_only=0 shell_only=0 fix=0 build="$root/build"
 for arg in "$@"; do
   case "$arg" in
     --format-only) format_only=1 ;;
+    --shell-only) shell_only=1 ;;
     --fix) fix=1 ;;
     *) build="$arg" ;;
   esac
 done
-for tool in clang-format clang-tidy; do
-  command -v "$tool" >/dev/null || { echo "error: $tool not found: run scripts/install_deps.sh" >&2; exit 1; }
-done
+require() {
+  command -v "$1" >/dev/null || { echo "error: $1 not found: run scripts/install_deps.sh" >&2; exit 1; }
+}
+
+# Every tracked shell script: *.sh, sourced ones included (each names its shell), and CI's run.
+check_shell() {
+  require shellcheck
+  local scripts
+  mapfile -t scripts < <(git ls-files '*.sh' .ci/run)
+  echo "== shellcheck (${#scripts[@]} files)"
+  shellcheck --severity=warning "${scripts[@]}" ||
+    { echo "FAILED: shellcheck's findings above (at its warning level)" >&2; exit 1; }
+}
+if [ $shell_only -eq 1 ]; then check_shell; exit 0; fi
+require clang-format
+require clang-tidy
 
 mapfile -t sources < <(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
 [ $fix -eq 1 ] && clang-format -i "${sources[@]}"
@@ -42,6 +60,7 @@ if ! clang-format --dry-run -Werror "${sources[@]}" 2>"$report"; then
   exit 1
 fi
 [ $format_only -eq 1 ] && exit 0
+check_shell
 
 [ -f "$build/compile_commands.json" ] || {
   echo "error: no $build/compile_commands.json: configure the build first (cmake -S . -B $build)" >&2

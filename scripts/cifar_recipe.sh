@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2154  # root, dir, epochs and seed are the caller's
 # Sourced by scripts/compare_modes.sh and scripts/compare_precisions.sh: the one recipe whose runs
 # docs/results.md compares. ResNet-20 on all of CIFAR-10, one-cycle, lr 0.1, Nesterov momentum
 # 0.9, weight decay 1e-4, global batch 128. The caller sets root, dir, epochs and seed, and calls

@@ -18,7 +18,7 @@ packages=(
   python3-torch        # PyTorch (CPU) reference: loads Tandem checkpoints in tests/interop
   python3-matplotlib   # scripts/plot_bench.py and plot_training.py draw results and curves
   clang libclang-rt-14-dev  # libFuzzer and its sanitizers (scripts/fuzz.sh)
-  clang-format clang-tidy   # scripts/check_style.sh
+  clang-format clang-tidy shellcheck  # scripts/check_style.sh
 )
 
 missing=()

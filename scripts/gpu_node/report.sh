@@ -184,6 +184,7 @@ run_step() {
   [ -n "$skip" ] || [ "$left" -ge "$min_step_s" ] || skip="out of the time budget ($left s left)"
   if [ -n "$skip" ]; then
     echo "== $name: skipped: $skip"
+    # shellcheck disable=SC2034  # read by gpu_node.sh after each step
     step_verdict=skipped
     set_row "$i" skipped "$start" 0 "" "$skip"
     return
@@ -208,6 +209,7 @@ run_step() {
   fi
   [ "$verdict" = ok ] || failures=$((failures + 1))
   echo "   $verdict ($took s)${note:+: $note}"
+  # shellcheck disable=SC2034  # read by gpu_node.sh after each step
   step_verdict="$verdict"
   set_row "$i" "$verdict" "$start" "$took" "$limit" "$note"
   pack_logs

@@ -44,7 +44,8 @@ case "${1:-}" in
   download)
     if [ ! -f "$real_archive" ]; then echo "skipped: no CIFAR-10 archive at $real_archive"; exit 77; fi
     command -v curl >/dev/null || { echo "skipped: no curl for a file:// download"; exit 77; }
-    export CIFAR10_URL="file://$(realpath "$real_archive")"
+    CIFAR10_URL="file://$(realpath "$real_archive")"
+    export CIFAR10_URL
     get "$work/data" >"$work/out"
     check "downloaded and verified" grep -q "verified at" "$work/out"
     check "kept the archive" test -f "$work/data/cifar-10-binary.tar.gz"

@@ -125,19 +125,19 @@ echo "   ok in $((SECONDS - start)) s"
 # launch OUT FAKES ARGS…: the script in a session of its own (to clean up after a KILL), its pid
 # in `pid` once its report exists.
 launch() {
-  local out="$1" fakes="$2" i
+  local out="$1" fakes="$2" _
   shift 2
   TANDEM_GPU_NODE_FAKE_STEPS="$fakes" setsid "$kit" --out "$out" --build-dir "$build_dir" "$@" \
     >"$out.log" 2>&1 &
   pid=$!
   sessions+=("$pid")
-  for i in $(seq 100); do [ -f "$out/report.json" ] && return; sleep 0.1; done
+  for _ in $(seq 100); do [ -f "$out/report.json" ] && return; sleep 0.1; done
   fail "no report in $out after 10 s"
 }
 # wait_running OUT STEP: until the report says STEP is running.
 wait_running() {
-  local i
-  for i in $(seq 150); do [ "$(status "$1" "$2" | cut -f1)" = running ] && return; sleep 0.1; done
+  local _
+  for _ in $(seq 150); do [ "$(status "$1" "$2" | cut -f1)" = running ] && return; sleep 0.1; done
   fail "$2 never ran: $(cat "$1.log")"
 }
 

@@ -138,10 +138,10 @@ case "$case" in
         --nnodes 2 --node_rank $node --nproc_per_node 1 --master_addr "$master" --master_port 29611 \
         --redirects 1 --tee 1 --log_dir "$scratch/torchrun$node" --no_python \
         "$train" "${job[@]}" --epochs 2 --log-json "$scratch/net$node.jsonl" >"$scratch/torchrun$node.log" 2>&1 &
-      eval "p$node=\$!"
+      pids[node]=$!
     done
-    wait_bounded $p0 240; [ $status -eq 0 ] || fail "node 0 (torchrun) exited $status"
-    wait_bounded $p1 240; [ $status -eq 0 ] || fail "node 1 (torchrun) exited $status"
+    wait_bounded "${pids[0]}" 240; [ $status -eq 0 ] || fail "node 0 (torchrun) exited $status"
+    wait_bounded "${pids[1]}" 240; [ $status -eq 0 ] || fail "node 1 (torchrun) exited $status"
     expect_loopback_epochs "$scratch/net0.jsonl" torchrun
     echo "torchrun on 2 hosts, no interface variables = 2 ranks on loopback:"
     epochs_of "$scratch/net0.jsonl"
@@ -156,10 +156,10 @@ case "$case" in
       ip netns exec "$ns" env "${interface[@]}" "$train" "${job[@]}" --epochs 2 \
         --init-method "$init" --rank $node --world-size 2 --log-json "$scratch/net$node.jsonl" \
         >"$scratch/$case$node.log" 2>&1 &
-      eval "p$node=\$!"
+      pids[node]=$!
     done
-    wait_bounded $p0 240; [ $status -eq 0 ] || fail "rank 0 ($init) exited $status"
-    wait_bounded $p1 240; [ $status -eq 0 ] || fail "rank 1 ($init) exited $status"
+    wait_bounded "${pids[0]}" 240; [ $status -eq 0 ] || fail "rank 0 ($init) exited $status"
+    wait_bounded "${pids[1]}" 240; [ $status -eq 0 ] || fail "rank 1 ($init) exited $status"
     [ ! -e "$scratch/rendezvous" ] || fail "the file store was left behind"
     expect_loopback_epochs "$scratch/net0.jsonl" "$init"
     echo "$case: 2 hosts started by hand with --init-method $init = 2 ranks on loopback:"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the plot scripts' tests (plot_bench_test.sh, plot_training_test.sh): Debian's python
 # (exit 77, CTest's skip, when it has no matplotlib), a scratch folder removed on exit, and check.
 python=/usr/bin/python3

@@ -87,7 +87,7 @@ timeout 150 "$train" "${base[@]}" --epochs 3 --nproc 2 --save "$scratch/clean.ck
 ( sleep 3; pkill -KILL -f "^$train .*$scratch/loop.ckpt" -n ) &
 killer=$!
 attempts=0
-for attempt in 0 1 2 3; do
+for _ in 0 1 2 3; do
   attempts=$((attempts + 1))
   timeout 150 srun --job-name "$job_name" --ntasks 2 --time 5 --kill-on-bad-exit=1 \
     "$train" "${base[@]}" "${saving[@]}" --save "$scratch/loop.ckpt" >>"$scratch/loop.log" 2>&1 && break
