@@ -2,7 +2,7 @@
 //
 //   tandem-run --nproc-per-node 2 -- ./train_cifar --mode ddp
 //
-// The logic lives in parallel/comm/launcher.h; this file only reads the flags.
+// The logic lives in parallel/launch/launcher.h; this file only reads the flags.
 
 #include <CLI/CLI.hpp>
 
@@ -15,7 +15,7 @@
 #include "apps/common/run_main.h"
 #include "apps/common/version.h"
 #include "engine/error.h"
-#include "parallel/comm/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace {
 

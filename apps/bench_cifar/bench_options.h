@@ -13,7 +13,7 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 

@@ -11,7 +11,7 @@
 #include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/worker.h"
 #include "engine/error.h"
-#include "parallel/comm/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace tandem::apps::bench {
 namespace {

@@ -15,7 +15,8 @@
 #include "engine/error.h"
 #include "engine/tandem.h"
 #include "nn/flop_count.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/init_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 

@@ -26,9 +26,10 @@
 #include "engine/elapsed.h"
 #include "engine/ops/factory.h"
 #include "engine/tandem.h"
-#include "parallel/comm/launch_env.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/init_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 
 namespace {
 

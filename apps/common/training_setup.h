@@ -37,7 +37,7 @@ std::vector<Device> first_devices(int count, bool gpus);
 bool gpus_by_default();
 
 /// A ddp rank's process group (--backend), named as parallel::init_process_group takes it.
-/// mpi: ranks started by mpirun (parallel/comm/mpi_process_group.h); a build without MPI says
+/// mpi: ranks started by mpirun (parallel/comm/mpi/mpi_process_group.h); a build without MPI says
 /// how to get it when the group is made.
 enum class Backend { Nccl, Gloo, Mpi };
 inline constexpr Spelling<Backend> kBackendSpellings[] = {

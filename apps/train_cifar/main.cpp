@@ -23,12 +23,13 @@
 #include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/threads.h"
-#include "parallel/comm/init_method.h"
-#include "parallel/comm/launch_env.h"
-#include "parallel/comm/launcher.h"
-#include "parallel/comm/mpi_process_group.h"
-#include "parallel/comm/nccl_process_group.h"
-#include "parallel/comm/rendezvous.h"
+#include "parallel/comm/init_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
+#include "parallel/comm/nccl/nccl_process_group.h"
+#include "parallel/comm/rendezvous/init_method.h"
+#include "parallel/comm/rendezvous/launch_env.h"
+#include "parallel/comm/rendezvous/rendezvous.h"
+#include "parallel/launch/launcher.h"
 
 namespace {
 

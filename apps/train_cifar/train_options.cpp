@@ -11,7 +11,7 @@
 #include "apps/common/wording.h"
 #include "engine/error.h"
 #include "nn/checkpoint.h"
-#include "parallel/comm/nccl_process_group.h"
+#include "parallel/comm/nccl/nccl_process_group.h"
 
 namespace tandem::apps {
 

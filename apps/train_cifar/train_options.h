@@ -13,8 +13,8 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
-#include "parallel/comm/init_method.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/rendezvous/init_method.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 
@@ -59,7 +59,7 @@ struct TrainOptions {
   std::string devices;  ///< single: one; dp: a list; empty: choose_devices' default
   int nproc = 1;        ///< ddp outside a launcher: local workers to start
   /// ddp: how the ranks meet, env:// (a launcher's, or --nproc's), tcp://HOST:PORT or
-  /// file:///PATH (parallel/comm/init_method.h)
+  /// file:///PATH (parallel/comm/rendezvous/init_method.h)
   std::string init_method = "env://";
   int rank = -1;        ///< ddp, a rank started by hand: its rank; -1: a launcher's
   int world_size = -1;  ///< ddp, a rank started by hand: the job's ranks; -1: a launcher's

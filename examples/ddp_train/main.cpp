@@ -25,8 +25,9 @@
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/init_process_group.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/distributed_data_parallel.h"
 
 using namespace tandem;

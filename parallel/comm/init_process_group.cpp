@@ -1,3 +1,5 @@
+#include "parallel/comm/init_process_group.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -5,13 +7,13 @@
 #include <string>
 
 #include "engine/error.h"
-#include "parallel/comm/gloo_process_group.h"
-#include "parallel/comm/mpi_process_group.h"
-#include "parallel/comm/nccl_process_group.h"
+#include "parallel/comm/gloo/gloo_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
+#include "parallel/comm/nccl/nccl_process_group.h"
 #include "parallel/comm/process_group.h"
-#include "parallel/comm/rendezvous.h"
+#include "parallel/comm/rendezvous/rendezvous.h"
+#include "parallel/comm/rendezvous/store.h"
 #include "parallel/comm/socket.h"
-#include "parallel/comm/store.h"
 
 namespace tandem::parallel {
 namespace {
@@ -127,6 +129,12 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, Ren
                "[process_group] mpi: the ranks come from mpirun, not from a store; use "
                "init_process_group(\"mpi\", mpi_environment())");
   return make_group(backend, std::move(met), -1, std::move(options));
+}
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const InitOptions& init,
+                                                 ProcessGroupOptions options) {
+  return init_process_group(backend, rendezvous_env(init), std::move(options));
 }
 
 }  // namespace tandem::parallel

@@ -56,27 +56,10 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/types.h"
 #include "parallel/comm/work.h"
 
 namespace tandem::parallel {
-
-enum class ReduceOp {
-  Sum,
-  Avg,      ///< sum / size; float tensors only
-  Product,  ///< products of 16-bit floats round once per multiplication
-  Min,
-  Max,
-};
-
-/// "sum", "avg", "product", "min", "max".
-const char* reduce_op_name(ReduceOp op);
-/// Whether `op` reduces tensors of `dtype`: every op float32, bfloat16 and float16; every op
-/// but Avg int64 (whose sums and products wrap around on overflow); none uint8.
-bool reduce_op_supports(ReduceOp op, DType dtype);
-
-/// irecv()'s source for "whichever rank sends first" (PyTorch's recv with src=None).
-inline constexpr int kAnySource = -1;
 
 struct ProcessGroupOptions {
   /// Bounds every collective and the rendezvous: a dead or silent peer turns into an error after
@@ -270,17 +253,5 @@ std::shared_ptr<ProcessGroup> new_group(ProcessGroup& world, const std::vector<i
 /// tensors are ready for the calling thread. Every rank must pass tensors of the same dtypes and
 /// sizes in the same order.
 void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root);
-
-/// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
-/// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does; a file
-/// under file://, rendezvous.h), then builds the backend's group. backend: "gloo" (CPU tensors)
-/// or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a build without CUDA an error that says
-/// so), or "mpi" (ranks started by mpirun, which need no store: make_mpi_process_group() in
-/// mpi_process_group.h). The returned group keeps the store (and, on rank 0, the server) alive.
-/// The form of torch.distributed, with an init method (env://, tcp://, file://), is in
-/// init_method.h.
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
-                                                 const DistributedEnv& env,
-                                                 ProcessGroupOptions options = {});
 
 }  // namespace tandem::parallel

@@ -12,8 +12,8 @@
 
 #include "data/data_loader.h"
 #include "engine/device_syncs.h"
-#include "parallel/comm/gloo_process_group.h"
-#include "parallel/comm/store.h"
+#include "parallel/comm/gloo/gloo_process_group.h"
+#include "parallel/comm/rendezvous/store.h"
 
 namespace tandem::apps::bench {
 namespace {

@@ -15,9 +15,9 @@
 #include "nn/checkpoint.h"
 #include "nn/linear.h"
 #include "nn/safetensors.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/rendezvous/launch_env.h"
+#include "parallel/comm/rendezvous/store_protocol.h"
 #include "parallel/comm/socket.h"
-#include "parallel/comm/store_protocol.h"
 #include "tests/fuzz/fuzz_input.h"
 
 namespace tandem::fuzz {

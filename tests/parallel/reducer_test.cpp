@@ -7,7 +7,7 @@
 #include "engine/tandem.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/gloo/gloo_process_group.h"
 #include "parallel/distributed_data_parallel.h"
 #include "tests/support/error_message.h"
 

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "engine/error.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 
 namespace tandem::testing {
 namespace {

@@ -1,0 +1,183 @@
+// The NCCL group's operations on the fake NCCL (fake_nccl.h) and the fake CUDA runtime: which
+// NCCL calls each one makes, with which counts, types, ops, roots and peers, inside one
+// ncclGroupStart/End; sub-groups on communicators of their own. The fake moves no data (and this
+// binary has no CUDA kernels, so the list forms, which concatenate and copy on the device, run
+// only on a GPU): what is checked is what NCCL is asked to do.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/tensor_impl.h"
+#include "parallel/comm/nccl/nccl_process_group.h"
+#include "parallel/comm/rendezvous/store.h"
+#include "tests/engine/cuda/runtime/fake_cuda_fixture.h"
+#include "tests/parallel/comm/nccl/fake_nccl/fake_nccl.h"
+#include "tests/support/error_message.h"
+#include "tests/support/fake_cuda/fake_cuda_runtime.h"
+
+namespace tandem::parallel {
+namespace {
+
+using namespace std::chrono_literals;
+using tandem::testing::contains;
+using tandem::testing::error_message;
+using testing::FakeNccl;
+using Operations = std::vector<std::string>;
+
+// Rank 0 of a group of 3 on cuda:1 of the fake's two devices, with tensors of the caching
+// allocator there (fake device memory: NCCL's fake never reads it).
+class NcclCollectives : public fake_cuda::FakeCudaTest {
+ protected:
+  void SetUp() override {
+    FakeCudaTest::SetUp();
+    bind_nccl_device(/*rank=*/0, /*local_rank=*/1, /*local_world_size=*/2);
+    group = std::make_unique<NcclProcessGroup>(store, 0, 3, /*device=*/1,
+                                               ProcessGroupOptions{.timeout = 600s}, nccl);
+  }
+  void TearDown() override {
+    group.reset();
+    FakeCudaTest::TearDown();
+    EXPECT_EQ(nccl.misuse(), std::vector<std::string>{});
+  }
+
+  static Tensor on_gpu(Shape shape, DType dtype = DType::Float32) {
+    int64_t n = 1;
+    for (const int64_t d : shape) n *= d;
+    auto storage = std::make_shared<Storage>(static_cast<size_t>(n) * dtype_size(dtype),
+                                             Device::cuda(1), cuda::caching_allocator(1));
+    Shape strides(shape.size(), 1);
+    for (size_t d = shape.size(); d-- > 1;) strides[d - 1] = strides[d] * shape[d];
+    return Tensor(std::make_shared<TensorImpl>(storage, shape, strides, 0, dtype));
+  }
+
+  // Runs the device's queued work and waits for `work` to end without an error.
+  static void finish(const std::shared_ptr<Work>& work) {
+    fake_cuda::run_all();
+    EXPECT_NO_THROW(work->synchronize(30s));
+  }
+
+  FakeNccl nccl;
+  std::shared_ptr<Store> store =
+      std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
+  std::unique_ptr<NcclProcessGroup> group;
+};
+
+TEST_F(NcclCollectives, EveryReduceOpIsNcclsOwnOnEveryType) {
+  const Tensor f32 = on_gpu({5}), bf16 = on_gpu({2, 3}, DType::BFloat16);
+  const Tensor f16 = on_gpu({7}, DType::Float16), i64 = on_gpu({1}, DType::Int64);
+  for (const ReduceOp op :
+       {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+    std::vector<Tensor> tensors = {f32, bf16, f16};
+    if (op != ReduceOp::Avg) tensors.push_back(i64);
+    finish(group->allreduce(tensors, op));
+  }
+  EXPECT_EQ(
+      nccl.operations(),
+      (Operations{"all_reduce 5 float32 sum on comm 0", "all_reduce 6 bfloat16 sum on comm 0",
+                  "all_reduce 7 float16 sum on comm 0", "all_reduce 1 int64 sum on comm 0",
+                  "all_reduce 5 float32 avg on comm 0", "all_reduce 6 bfloat16 avg on comm 0",
+                  "all_reduce 7 float16 avg on comm 0", "all_reduce 5 float32 product on comm 0",
+                  "all_reduce 6 bfloat16 product on comm 0",
+                  "all_reduce 7 float16 product on comm 0", "all_reduce 1 int64 product on comm 0",
+                  "all_reduce 5 float32 min on comm 0", "all_reduce 6 bfloat16 min on comm 0",
+                  "all_reduce 7 float16 min on comm 0", "all_reduce 1 int64 min on comm 0",
+                  "all_reduce 5 float32 max on comm 0", "all_reduce 6 bfloat16 max on comm 0",
+                  "all_reduce 7 float16 max on comm 0", "all_reduce 1 int64 max on comm 0"}));
+  EXPECT_EQ(nccl.count("group_start"), 5) << "one group per collective";
+  const std::string avg = error_message([&] { group->allreduce({i64}, ReduceOp::Avg); });
+  EXPECT_TRUE(contains(avg, "[nccl] allreduce: avg does not reduce int64 tensors (tensor 0)"))
+      << avg;
+}
+
+TEST_F(NcclCollectives, ReduceBroadcastAndTheFlatCollectives) {
+  finish(group->reduce({on_gpu({4}), on_gpu({0})}, 2, ReduceOp::Max));
+  finish(group->broadcast({on_gpu({3}, DType::Int64)}, 1));
+  finish(group->allgather_into_tensor(on_gpu({3, 4}), on_gpu({4})));
+  finish(group->reduce_scatter_tensor(on_gpu({4}, DType::BFloat16), on_gpu({12}, DType::BFloat16),
+                                      ReduceOp::Avg));
+  // Empty tensors make no NCCL call, but still a (trivial) Work.
+  finish(group->reduce_scatter_tensor(on_gpu({0}), on_gpu({0})));
+  EXPECT_EQ(
+      nccl.operations(),
+      (Operations{"reduce 4 float32 max root 2 on comm 0", "broadcast 3 int64 root 1 on comm 0",
+                  "all_gather 4 float32 on comm 0", "reduce_scatter 4 bfloat16 avg on comm 0"}));
+}
+
+// gather and scatter off the root are one send or one receive (the root's side needs device
+// copies and runs only on a GPU).
+TEST_F(NcclCollectives, GatherAndScatterOffTheRootAreOneSendOrReceive) {
+  finish(group->gather({}, on_gpu({6}), 2));
+  finish(group->scatter(on_gpu({5}, DType::Float16), {}, 1));
+  EXPECT_EQ(nccl.operations(),
+            (Operations{"send 6 float32 to 2 on comm 0", "recv 5 float16 from 1 on comm 0"}));
+  const std::string extra = error_message([&] { group->gather({on_gpu({6})}, on_gpu({6}), 2); });
+  EXPECT_TRUE(contains(extra,
+                       "[nccl] gather: rank 0 passed 1 output tensors, but only the root "
+                       "(rank 2) receives; pass none"))
+      << extra;
+}
+
+// Uneven: rank 0 sends 1 row to itself, 0 to rank 1, 2 to rank 2, and receives 1, 3, 0. Its own
+// part is a device copy; the empty parts are skipped; all in one group.
+TEST_F(NcclCollectives, AlltoallIsSendsAndReceivesInOneGroup) {
+  const size_t copies = fake_cuda::calls_to("cudaMemcpyAsync").size();
+  finish(group->alltoall_single(on_gpu({4, 2}), on_gpu({3, 2}), {1, 3, 0}, {1, 0, 2}));
+  EXPECT_EQ(nccl.operations(),
+            (Operations{"recv 6 float32 from 1 on comm 0", "send 4 float32 to 2 on comm 0"}));
+  EXPECT_EQ(fake_cuda::calls_to("cudaMemcpyAsync").size(), copies + 1);
+  EXPECT_EQ(nccl.count("group_start"), 1);
+  EXPECT_EQ(nccl.count("group_end"), 1);
+}
+
+// Note [NCCL point-to-point]: no tags, no receive from any source.
+TEST_F(NcclCollectives, PointToPointIsSendAndRecvWithoutTags) {
+  finish(group->isend(on_gpu({8}), 2, /*tag=*/5));
+  auto received = group->irecv(on_gpu({2}, DType::Int64), 1, /*tag=*/9);
+  finish(received);
+  EXPECT_EQ(received->source_rank(), 1);
+  EXPECT_EQ(nccl.operations(),
+            (Operations{"send 8 float32 to 2 on comm 0", "recv 2 int64 from 1 on comm 0"}));
+  const std::string any = error_message([&] { group->irecv(on_gpu({2}), kAnySource); });
+  EXPECT_TRUE(contains(any, "[nccl] irecv: NCCL cannot receive from any source")) << any;
+  const std::string self = error_message([&] { group->isend(on_gpu({2}), 0); });
+  EXPECT_TRUE(contains(self, "[nccl] isend: dst 0 is this rank")) << self;
+}
+
+// A sub-group's communicator is its own, met under its parent's prefix with a new unique id; a
+// non-member makes no NCCL call and gets a group that refuses use.
+TEST_F(NcclCollectives, SubgroupsGetACommunicatorOfTheirOwn) {
+  auto outside = group->new_group({1, 2});
+  EXPECT_EQ(outside->rank(), -1);
+  EXPECT_EQ(nccl.communicators(), 1);
+  const std::string refused = error_message([&] { outside->allreduce({on_gpu({1})}); });
+  EXPECT_TRUE(contains(refused,
+                       "[nccl] allreduce: this rank is not a member of this group (ranks "
+                       "1 and 2 of the group it was made from)"))
+      << refused;
+  auto solo = group->new_group({0});
+  EXPECT_EQ(solo->rank(), 0);
+  EXPECT_EQ(solo->size(), 1);
+  EXPECT_EQ(solo->tensor_device(), Device::cuda(1));
+  EXPECT_EQ(nccl.communicators(), 2);
+  EXPECT_EQ(nccl.count("get_unique_id"), 2);
+  // The second new_group() of the parent: its keys under the parent's prefix, "sub1/".
+  EXPECT_TRUE(store->check({"nccl/1/sub1/unique_id"}));
+  {
+    // Freed while both groups live: a freed block records events on the streams that used it,
+    // and the caching allocator does not forget a stream that is destroyed first.
+    const Tensor t = on_gpu({3});
+    finish(solo->allreduce({t}, ReduceOp::Min));
+    finish(group->allreduce({t}));
+  }
+  EXPECT_EQ(nccl.operations(), (Operations{"all_reduce 3 float32 min on comm 1",
+                                           "all_reduce 3 float32 sum on comm 0"}));
+  solo.reset();
+  EXPECT_EQ(nccl.count("comm_destroy"), 1) << "the sub-group's communicator, not the parent's";
+}
+
+}  // namespace
+}  // namespace tandem::parallel
