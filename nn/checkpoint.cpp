@@ -64,15 +64,33 @@ void keep_as(const std::string& from, const std::string& to) {
   TANDEM_CHECK(!error, "[checkpoint] could not keep ", from, " as ", to, ": ", error.message());
 }
 
-// The id both files of a pair carry, or "" when either is missing or unreadable.
-std::string pair_id(const std::string& path) {
-  try {
-    const std::string a = load_safetensors(path).metadata.at(kIdKey);
-    const std::string b = load_safetensors(sidecar_path(path)).metadata.at(kIdKey);
-    return a == b ? a : "";
-  } catch (const std::exception&) {
-    return "";
+// The id both files of a pair carry, or why they have none in common: a file missing or
+// unreadable, an id missing, or two files of different saves.
+struct PairCheck {
+  std::string id;       ///< "" when the pair cannot load
+  std::string problem;  ///< why, when it cannot
+};
+
+PairCheck check_pair(const std::string& path) {
+  std::string ids[2];
+  const std::string files[2] = {path, sidecar_path(path)};
+  for (int i = 0; i < 2; ++i) {
+    if (!std::filesystem::exists(files[i])) return {"", files[i] + " is missing"};
+    try {
+      const Metadata metadata = load_safetensors(files[i]).metadata;
+      const auto id = metadata.find(kIdKey);
+      if (id == metadata.end()) return {"", files[i] + " has no checkpoint id"};
+      ids[i] = id->second;
+    } catch (const Error& e) {
+      return {"", e.message()};
+    }
   }
+  if (ids[0] != ids[1]) return {"", path + " and " + files[1] + " come from different saves"};
+  return {ids[0], ""};
+}
+
+std::string pair_id(const std::string& path) {
+  return check_pair(path).id;
 }
 
 }  // namespace
@@ -126,6 +144,10 @@ TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer);
 
 bool has_checkpoint(const std::string& path) {
   return !pair_id(path).empty() || !pair_id(previous_path(path)).empty();
+}
+
+std::string checkpoint_problem(const std::string& path) {
+  return check_pair(path).problem;
 }
 
 Metadata loadable_metadata(const std::string& path) {

@@ -41,6 +41,11 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optim
 /// interrupted first save leaves neither (`--resume auto` then starts afresh).
 bool has_checkpoint(const std::string& path);
 
+/// Why the pair at `path` (itself, not the previous one) cannot load: "PATH is missing", the
+/// reader's one line for a damaged file, or "PATH and PATH.state come from different saves";
+/// "" when it can.
+std::string checkpoint_problem(const std::string& path);
+
 /// The sidecar's metadata (the training state and the caller's extra keys) of the pair that
 /// load_checkpoint(path) loads: `path`'s when its two files come from one save, else the previous
 /// pair's; empty when neither is whole. What a caller checks its settings against, so that a

@@ -107,10 +107,15 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
         o.resume = path == "auto" ? ResumeFlag{.automatic = true} : ResumeFlag{.path = path};
       },
       "continue from this checkpoint; auto: from --save's when it is there, else start afresh "
-      "(what a restarted worker needs: tandem-run/torchrun --max-restarts)");
+      "(what a restarted worker needs: tandem-run/torchrun --max-restarts); a checkpoint there "
+      "that cannot be loaded is refused, never started over");
   app.add_flag("--overwrite", o.overwrite,
                "start afresh over the checkpoint at --save (without it, a run without --resume "
-               "refuses to replace one)");
+               "refuses to replace one)")
+      // A job script passes --resume auto on every restart: were --overwrite beside it to mean
+      // "start afresh", each restart would throw the run away (Note [Resume auto never starts
+      // over] in run_position.cpp), so the two are refused together.
+      ->excludes("--resume");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
 }
