@@ -22,7 +22,7 @@ set(TANDEM_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/tandem")
 # into include/tandem/, which is the include directory the exported targets carry.
 # Public are the headers of the five libraries except the backends' insides: engine/cpu,
 # engine/no_cuda and engine/cuda (they include oneDNN, cuDNN, kernel bodies), NCCL's insides
-# parallel/comm/nccl/nccl_{api,work,call}.h, the Gloo group's gloo/gloo_{point_to_point,reduce_scatter}.h
+# parallel/comm/nccl/nccl_{api,work,call}.h, the Gloo group's gloo/gloo_{waiters,reduce_scatter}.h
 # and the MPI group's mpi/mpi_{engine,group,datatypes}.h (they include <mpi.h>). The launcher's
 # library (parallel/launch/) is the programs' own and is not installed.
 # The CUDA backend adds its runtime headers (devices, streams, allocators, CUDA_CHECK), which name
@@ -34,7 +34,7 @@ function(tandem_public_headers target)
   list(TRANSFORM arg_GLOBS PREPEND "${PROJECT_SOURCE_DIR}/")
   file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" ${arg_GLOBS})
   list(FILTER headers EXCLUDE REGEX
-       "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/(nccl/nccl_(api|work|call)|gloo/gloo_(point_to_point|reduce_scatter)|mpi/mpi_(engine|group|datatypes))\\.h$")
+       "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/(nccl/nccl_(api|work|call)|gloo/gloo_(waiters|reduce_scatter)|mpi/mpi_(engine|group|datatypes))\\.h$")
   list(APPEND headers ${arg_EXTRA})
   list(TRANSFORM headers PREPEND "${PROJECT_SOURCE_DIR}/")
   target_sources(${target} PUBLIC FILE_SET HEADERS BASE_DIRS "${PROJECT_SOURCE_DIR}" FILES ${headers})

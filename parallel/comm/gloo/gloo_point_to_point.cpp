@@ -1,6 +1,5 @@
-// The Gloo group's isend/irecv (Note [Gloo point-to-point] in gloo_process_group.h).
-#include "parallel/comm/gloo/gloo_point_to_point.h"
-
+// The Gloo group's isend/irecv (Note [Gloo point-to-point] in gloo_process_group.h): methods of
+// GlooProcessGroup, in a file of their own; the threads that wait for them are gloo_waiters.h's.
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -10,48 +9,9 @@
 
 #include "engine/error.h"
 #include "parallel/comm/gloo/gloo_process_group.h"
+#include "parallel/comm/gloo/gloo_waiters.h"
 
 namespace tandem::parallel {
-
-// --- GlooWaiters
-
-GlooWaiters::~GlooWaiters() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-    for (auto& [id, abort] : aborts_) abort();
-  }
-  wake_.notify_all();
-  for (std::thread& thread : threads_) thread.join();
-}
-
-void GlooWaiters::submit(std::function<void()> wait, std::function<void()> abort) {
-  std::lock_guard lock(mutex_);
-  const uint64_t id = next_id_++;
-  aborts_.emplace(id, std::move(abort));
-  waits_.emplace_back(id, std::move(wait));
-  if (waits_.size() > idle_) {
-    threads_.emplace_back([this] { loop(); });
-  } else {
-    wake_.notify_one();
-  }
-}
-
-void GlooWaiters::loop() {
-  std::unique_lock lock(mutex_);
-  while (true) {
-    ++idle_;
-    wake_.wait(lock, [&] { return stopping_ || !waits_.empty(); });
-    --idle_;
-    if (waits_.empty()) return;  // stopping, and every wait has run
-    auto [id, wait] = std::move(waits_.front());
-    waits_.pop_front();
-    lock.unlock();
-    wait();  // never throws: it completes its Work instead
-    lock.lock();
-    aborts_.erase(id);
-  }
-}
 
 // --- isend / irecv
 

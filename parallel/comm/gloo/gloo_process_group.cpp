@@ -12,7 +12,7 @@
 
 #include "engine/error.h"
 #include "engine/profiler.h"
-#include "parallel/comm/gloo/gloo_point_to_point.h"
+#include "parallel/comm/gloo/gloo_waiters.h"
 #include "parallel/comm/socket.h"
 
 namespace tandem::parallel {

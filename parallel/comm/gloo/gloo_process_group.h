@@ -44,7 +44,7 @@ class Context;
 
 namespace tandem::parallel {
 
-class GlooWaiters;  // gloo_point_to_point.h
+class GlooWaiters;  // gloo_waiters.h
 
 class GlooProcessGroup final : public ProcessGroup {
  public:
