@@ -1,8 +1,6 @@
-// NcclApi on libnccl, and the NCCL process group that uses it. The only file that calls NCCL's
-// functions: nccl_process_group.cpp goes through NcclApi, so that tests can script it.
+// NcclApi on libnccl. The only file that calls NCCL's functions: nccl_process_group.cpp goes
+// through NcclApi, so that tests can script it (nccl_factory.cpp joins the two).
 #include "parallel/comm/nccl/nccl_api.h"
-
-#include "parallel/comm/nccl/nccl_process_group.h"
 
 namespace tandem::parallel {
 namespace {
@@ -60,14 +58,6 @@ class RealNcclApi final : public NcclApi {
 NcclApi& real_nccl_api() {
   static RealNcclApi api;
   return api;
-}
-
-// The store is needed only to meet: the group keeps no reference to it.
-std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,
-                                                      int size, int device,
-                                                      ProcessGroupOptions options) {
-  return std::make_shared<NcclProcessGroup>(store, rank, size, device, std::move(options),
-                                            real_nccl_api());
 }
 
 }  // namespace tandem::parallel
