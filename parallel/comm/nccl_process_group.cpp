@@ -64,6 +64,7 @@ struct NcclProcessGroup::State {
   }
   void init_communicator(const ncclUniqueId& id);
   void finish_call(ncclResult_t result, milliseconds limit);
+  ncclResult_t queue_in_group(const Collective& collective);
   std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
                                const Collective& collective, bool host_blocking_wait);
   void watchdog_loop();
@@ -107,6 +108,25 @@ void NcclProcessGroup::State::finish_call(ncclResult_t result, milliseconds limi
   check(result);
 }
 
+// Queues `collective` inside one ncclGroupStart/End on the group's stream (comm_mutex held) and
+// returns what ncclGroupEnd did. The group is closed whatever queuing did, a throw included (a
+// failed device copy): an open group would defer every later NCCL call of this thread into it,
+// the abort too (review H5).
+ncclResult_t NcclProcessGroup::State::queue_in_group(const Collective& collective) {
+  check(nccl.group_start());
+  ncclResult_t queued = ncclInternalError;
+  std::exception_ptr thrown;
+  try {
+    queued = collective(nccl, comm, stream->handle());
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  const ncclResult_t ended = nccl.group_end();
+  if (thrown) std::rethrow_exception(thrown);
+  check(queued);
+  return ended;
+}
+
 std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
                                                       const std::vector<Tensor>& used,
                                                       const Collective& collective,
@@ -136,21 +156,8 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
       if (t.numel() > 0) cuda::record_stream(t, stream->handle());
     }
     work->start_event().record(*stream);
-    check(nccl.group_start());
-    // The group is closed whatever queuing did, a throw included (a failed device copy): an open
-    // group would defer every later NCCL call of this thread into it, the abort too (review H5).
-    ncclResult_t queued = ncclInternalError;
-    std::exception_ptr thrown;
-    try {
-      queued = collective(nccl, comm, stream->handle());
-    } catch (...) {
-      thrown = std::current_exception();
-    }
-    const ncclResult_t ended = nccl.group_end();
-    if (thrown) std::rethrow_exception(thrown);
-    check(queued);
     // In progress while NCCL connects to the peers: set-up (Note [NCCL rendezvous]).
-    finish_call(ended, init_timeout);
+    finish_call(queue_in_group(collective), init_timeout);
     work->end_event().record(*stream);
     work->set_recorded();
   } catch (const std::exception& e) {
