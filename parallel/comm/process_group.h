@@ -212,8 +212,9 @@ class ProcessGroup {
   /// NCCL needs for operations that must progress together: two ranks that each isend() and
   /// then irecv() one another hang there once a message outgrows NCCL's buffers, as each send
   /// waits for a receive queued behind the peer's own send; every Work returned is then that
-  /// one group's. On Gloo and MPI each op is an isend() or irecv(). The checks are isend()'s
-  /// and irecv()'s, and no receive from kAnySource.
+  /// one group's (its source_rank() is -1: each op names its peer). On Gloo and MPI each op is
+  /// an isend() or irecv(). The checks are isend()'s and irecv()'s, and no receive from
+  /// kAnySource.
   std::vector<std::shared_ptr<Work>> batch_isend_irecv(std::vector<P2POp> ops);
 
   // --- sub-groups
