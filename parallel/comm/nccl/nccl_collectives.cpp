@@ -230,8 +230,19 @@ std::shared_ptr<Work> NcclProcessGroup::run_barrier(const std::string& op) {
                 /*host_blocking_wait=*/true);
 }
 
-// Note [NCCL point-to-point]: no tags in NCCL.
-std::shared_ptr<Work> NcclProcessGroup::run_send(Tensor tensor, int dst, int /*tag*/) {
+namespace {
+
+// Note [NCCL point-to-point]: NCCL matches by order alone, so a tag is refused, not ignored.
+void check_no_tag(const std::string& op, int tag) {
+  TANDEM_CHECK(tag == 0, "[nccl] ", op, ": tag ", tag,
+               ": NCCL has no tags and matches sends to receives by their order alone; post "
+               "them in the same order on both ranks with tag 0, or use the gloo backend");
+}
+
+}  // namespace
+
+std::shared_ptr<Work> NcclProcessGroup::run_send(Tensor tensor, int dst, int tag) {
+  check_no_tag("isend", tag);
   return launch("isend", {tensor}, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
                   if (tensor.numel() == 0) return ncclSuccess;
                   return nccl.send(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
@@ -239,10 +250,11 @@ std::shared_ptr<Work> NcclProcessGroup::run_send(Tensor tensor, int dst, int /*t
                 }});
 }
 
-std::shared_ptr<Work> NcclProcessGroup::run_recv(Tensor tensor, int src, int /*tag*/) {
+std::shared_ptr<Work> NcclProcessGroup::run_recv(Tensor tensor, int src, int tag) {
   TANDEM_CHECK(src != kAnySource,
                "[nccl] irecv: NCCL cannot receive from any source (ncclRecv needs the peer); "
                "name the rank, or use the gloo backend");
+  check_no_tag("irecv", tag);
   auto work = launch("irecv", {tensor}, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
                        if (tensor.numel() == 0) return ncclSuccess;
                        return nccl.recv(tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
@@ -250,6 +262,32 @@ std::shared_ptr<Work> NcclProcessGroup::run_recv(Tensor tensor, int src, int /*t
                      }});
   work->set_source_rank(src);
   return work;
+}
+
+// Note [NCCL point-to-point]: every send and receive in one group, so that NCCL progresses them
+// together (an exchange between two ranks needs it).
+std::vector<std::shared_ptr<Work>> NcclProcessGroup::run_batch_isend_irecv(std::vector<P2POp> ops) {
+  std::vector<Tensor> used;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    check_no_tag(detail::concat("batch_isend_irecv (op ", i, ")"), ops[i].tag);
+    used.push_back(ops[i].tensor);
+  }
+  auto work =
+      launch("batch_isend_irecv", used, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
+               FirstFailure calls;
+               for (const P2POp& p2p : ops) {
+                 const Tensor& t = p2p.tensor;
+                 if (t.numel() == 0) continue;
+                 const auto n = static_cast<size_t>(t.numel());
+                 calls([&] {
+                   return p2p.kind == P2POp::Kind::Send
+                              ? nccl.send(t.data_ptr(), n, nccl_type(t.dtype()), p2p.peer, comm, s)
+                              : nccl.recv(t.data_ptr(), n, nccl_type(t.dtype()), p2p.peer, comm, s);
+                 });
+               }
+               return calls.result();
+             }});
+  return std::vector<std::shared_ptr<Work>>(ops.size(), work);
 }
 
 }  // namespace tandem::parallel

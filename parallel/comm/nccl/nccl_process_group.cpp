@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -40,8 +41,9 @@ struct NcclProcessGroup::State {
   int rank = 0;
   int size = 1;
   int device = 0;
-  milliseconds timeout{0};
-  std::shared_ptr<Store> store;        // this group's keys (a PrefixStore)
+  milliseconds timeout{0};       // a collective's, from when it is queued (the watchdog's)
+  milliseconds init_timeout{0};  // set-up's: rendezvous, init, connections (Note [NCCL rendezvous])
+  std::shared_ptr<Store> store;  // this group's keys (a PrefixStore)
   std::optional<cuda::Stream> stream;  // Note [NCCL stream order]
 
   std::mutex comm_mutex;      // guards comm and serialises every NCCL call on it
@@ -61,7 +63,8 @@ struct NcclProcessGroup::State {
     TANDEM_CHECK(result == ncclSuccess, nccl.message(result, comm));
   }
   void init_communicator(const ncclUniqueId& id);
-  void finish_call(ncclResult_t result, Clock::time_point deadline);
+  void finish_call(ncclResult_t result, milliseconds limit);
+  ncclResult_t queue_in_group(const Collective& collective);
   std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
                                const Collective& collective, bool host_blocking_wait);
   void watchdog_loop();
@@ -76,10 +79,9 @@ void NcclProcessGroup::State::init_communicator(const ncclUniqueId& id) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclUniqueId unique_id = id;
-  const Clock::time_point deadline = net::deadline_after(timeout);
   std::lock_guard lock(comm_mutex);
   try {
-    finish_call(nccl.comm_init_rank_config(&comm, size, unique_id, rank, &config), deadline);
+    finish_call(nccl.comm_init_rank_config(&comm, size, unique_id, rank, &config), init_timeout);
   } catch (const std::exception& e) {
     if (comm != nullptr) nccl.comm_abort(comm);
     comm = nullptr;
@@ -90,12 +92,13 @@ void NcclProcessGroup::State::init_communicator(const ncclUniqueId& id) {
 
 // With a non-blocking communicator a call may return ncclInProgress: it then goes on in the
 // background and the communicator's state says when it is done. No other NCCL call may be made
-// on the communicator until then (comm_mutex is held). Throws on an error or at the deadline.
-void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point deadline) {
+// on the communicator until then (comm_mutex is held). Throws on an error or after `limit`.
+void NcclProcessGroup::State::finish_call(ncclResult_t result, milliseconds limit) {
   const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = net::deadline_after(limit);
   while (result == ncclInProgress) {
     TANDEM_CHECK(Clock::now() < deadline, "NCCL did not finish within ",
-                 net::format_duration(timeout),
+                 net::format_duration(limit),
                  " (a peer may have died or hung, or not every rank joined)");
     pause_between_polls(start, std::chrono::milliseconds(1));
     ncclResult_t state = ncclInProgress;
@@ -103,6 +106,25 @@ void NcclProcessGroup::State::finish_call(ncclResult_t result, Clock::time_point
     result = query != ncclSuccess ? query : state;
   }
   check(result);
+}
+
+// Queues `collective` inside one ncclGroupStart/End on the group's stream (comm_mutex held) and
+// returns what ncclGroupEnd did. The group is closed whatever queuing did, a throw included (a
+// failed device copy): an open group would defer every later NCCL call of this thread into it,
+// the abort too (review H5).
+ncclResult_t NcclProcessGroup::State::queue_in_group(const Collective& collective) {
+  check(nccl.group_start());
+  ncclResult_t queued = ncclInternalError;
+  std::exception_ptr thrown;
+  try {
+    queued = collective(nccl, comm, stream->handle());
+  } catch (...) {
+    thrown = std::current_exception();
+  }
+  const ncclResult_t ended = nccl.group_end();
+  if (thrown) std::rethrow_exception(thrown);
+  check(queued);
+  return ended;
 }
 
 std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
@@ -134,11 +156,8 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
       if (t.numel() > 0) cuda::record_stream(t, stream->handle());
     }
     work->start_event().record(*stream);
-    check(nccl.group_start());
-    const ncclResult_t queued = collective(nccl, comm, stream->handle());
-    const ncclResult_t ended = nccl.group_end();  // always closes the group, even after a failure
-    check(queued);
-    finish_call(ended, net::deadline_after(timeout));
+    // In progress while NCCL connects to the peers: set-up (Note [NCCL rendezvous]).
+    finish_call(queue_in_group(collective), init_timeout);
     work->end_event().record(*stream);
     work->set_recorded();
   } catch (const std::exception& e) {
@@ -206,7 +225,7 @@ std::string NcclProcessGroup::State::poll(const std::vector<std::shared_ptr<Nccl
       work->mark_completed();  // ignored when abort() failed it first
       continue;
     }
-    if (now - work->created_at() > timeout) {
+    if (now - work->queued_at() > timeout) {
       culprit = work.get();
       return detail::concat(work->description(), " did not complete within ",
                             net::format_duration(timeout),
@@ -274,7 +293,7 @@ void NcclProcessGroup::State::shut_down() noexcept {
   if (comm == nullptr) return;
   try {
     const cuda::DeviceGuard guard(device);
-    finish_call(nccl.comm_finalize(comm), net::deadline_after(timeout));
+    finish_call(nccl.comm_finalize(comm), timeout);
     nccl.comm_destroy(comm);
   } catch (...) {
     nccl.comm_abort(comm);
@@ -302,6 +321,8 @@ NcclProcessGroup::NcclProcessGroup(const MeetingStore& meeting, int rank, int si
   s.size = size;
   s.device = device;
   s.timeout = this->options().timeout;
+  s.init_timeout =
+      this->options().init_timeout.count() > 0 ? this->options().init_timeout : s.timeout;
   s.stream = cuda::Stream::create(device);
 
   // Note [NCCL rendezvous]: the k-th group of every rank meets under the same prefix.
@@ -318,7 +339,7 @@ NcclProcessGroup::NcclProcessGroup(const MeetingStore& meeting, int rank, int si
       const auto* bytes = reinterpret_cast<const uint8_t*>(&id);
       s.store->set("unique_id", Bytes(bytes, bytes + sizeof(id)));
     } else {
-      const Bytes bytes = s.store->get("unique_id", s.timeout);
+      const Bytes bytes = s.store->get("unique_id", s.init_timeout);
       TANDEM_CHECK(bytes.size() == sizeof(id), "the NCCL id in the store has ", bytes.size(),
                    " bytes, expected ", sizeof(id), " (a different NCCL version on rank 0?)");
       std::memcpy(&id, bytes.data(), sizeof(id));

@@ -11,11 +11,16 @@
 ///
 /// Note [NCCL rendezvous]: rank 0 makes an ncclUniqueId and sets it in the store under a key of
 /// this group's own (groups created one after another on a store count generations, as Gloo's
-/// do); the other ranks get it, bounded by options.timeout. The communicator is created
-/// non-blocking (ncclConfig_t::blocking = 0), so its initialisation, and every later NCCL call
-/// that must make progress with the peers (the lazy connection set-up of the first collectives),
-/// is polled with ncclCommGetAsyncError against options.timeout instead of hanging on a dead
-/// peer; on timeout the communicator is aborted and the call throws. No store barrier is needed
+/// do); the other ranks get it, bounded by the set-up timeout (options.init_timeout, or
+/// options.timeout when that is zero). The communicator is created non-blocking
+/// (ncclConfig_t::blocking = 0), so its initialisation, and every later ncclGroupEnd that must
+/// make progress with the peers (the lazy connection set-up of the first operations with each),
+/// is polled with ncclCommGetAsyncError against the set-up timeout instead of hanging on a dead
+/// peer; on timeout the communicator is aborted and the call throws. Set-up is not a
+/// collective's run: an initialisation of hundreds of ms (more with other processes starting
+/// NCCL at once) must not fail a group whose options.timeout is short to catch hung collectives
+/// (review H1). The watchdog's options.timeout counts from when the Work was queued on the
+/// device, after its ncclGroupEnd returned. No store barrier is needed
 /// after it (Note [Rendezvous barrier] in gloo_process_group.cpp): a rank's initialisation only
 /// finishes once every rank has joined, i.e. has read the id.
 ///
@@ -45,12 +50,20 @@
 /// the results of an aborted collective are undefined.
 ///
 /// Note [NCCL point-to-point]: isend()/irecv() are ncclSend/ncclRecv launched like collectives,
-/// on the group's stream in submission order (PyTorch's NCCL group opens a communicator per pair
-/// of ranks for them; this one does not yet). A send does not finish until its peer's receive
-/// has started, so Note [Collective order] applies to them too: two ranks must post a send and
-/// its receive at the same place among their other operations. NCCL has no tags (they are
-/// ignored) and no receive from any source (refused). gather, scatter and alltoall are sends and
-/// receives in one ncclGroupStart/End, as in PyTorch; a rank's own part is a device copy.
+/// each in its own ncclGroupStart/End on the group's stream in submission order (PyTorch's NCCL
+/// group opens a communicator per pair of ranks for them; this one does not yet). NCCL's sends
+/// and receives block the stream until the peer's side runs, and operations that must progress
+/// together must be in one group: so Note [Collective order] applies to them too (two ranks must
+/// post a send and its receive at the same place among their other operations), and an exchange
+/// (rank 0 isend(1) then irecv(1), rank 1 isend(0) then irecv(0)) hangs once a message outgrows
+/// NCCL's buffers, until the watchdog aborts. batch_isend_irecv() puts all its sends and
+/// receives in one group, on the group's stream: the exchange's form on NCCL (review H2), as in
+/// PyTorch. NCCL has no tags, so any tag but 0 is refused rather than ignored: Gloo matches
+/// by tag, NCCL by order only, and a silently ignored tag would swap equal-size messages
+/// received in another order (review H4). No receive from any source (refused). gather, scatter
+/// and alltoall are sends and receives in one ncclGroupStart/End, as in PyTorch; a rank's own
+/// part is a device copy. The group is closed even when queuing its calls throws (a failed
+/// device copy), before the communicator is aborted (review H5).
 ///
 /// Sub-groups (new_group) get a communicator of their own: the sub-group's rank 0 makes a new
 /// ncclUniqueId and sets it in the store under a prefix of its parent's for that sub-group
@@ -107,6 +120,8 @@ class NcclProcessGroup final : public ProcessGroup {
   std::shared_ptr<Work> run_barrier(const std::string& op) override;
   std::shared_ptr<Work> run_send(Tensor tensor, int dst, int tag) override;
   std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) override;
+  /// One group for every op (Note [NCCL point-to-point]); every op's Work is that one.
+  std::vector<std::shared_ptr<Work>> run_batch_isend_irecv(std::vector<P2POp> ops) override;
   std::shared_ptr<ProcessGroup> make_subgroup(int index, int rank, int size,
                                               const std::vector<int>& ranks) override;
   void check_placement(const std::string& op, size_t index, const Tensor& tensor) const override;

@@ -30,7 +30,6 @@ NcclWork::NcclWork(std::string description, milliseconds timeout, int device,
     : Work(std::move(description), timeout),
       device_(device),
       host_blocking_wait_(host_blocking_wait),
-      created_at_(Clock::now()),
       start_(cuda::Event::pooled(device)),
       end_(cuda::Event::pooled(device)) {}
 

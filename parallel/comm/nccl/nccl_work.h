@@ -36,9 +36,15 @@ class NcclWork final : public Work {
   // --- for the group and its watchdog
   cuda::Event& start_event() { return start_; }
   cuda::Event& end_event() { return end_; }
-  void set_recorded() { recorded_ = true; }
+  /// The end event is recorded: the Work is queued on the device from now on.
+  void set_recorded() {
+    queued_at_ = Clock::now();
+    recorded_ = true;
+  }
   bool recorded() const { return recorded_; }
-  Clock::time_point created_at() const { return created_at_; }
+  /// When set_recorded() was called: what the watchdog's timeout counts from, so that the
+  /// set-up inside ncclGroupEnd does not count against it (Note [NCCL rendezvous]).
+  Clock::time_point queued_at() const { return queued_at_; }
   bool start_seen = false;  ///< the watchdog saw the start event complete (watchdog thread only)
 
  private:
@@ -47,7 +53,7 @@ class NcclWork final : public Work {
 
   const int device_;
   const bool host_blocking_wait_;
-  const Clock::time_point created_at_;
+  Clock::time_point queued_at_{};
   cuda::Event start_;
   cuda::Event end_;
   bool recorded_ = false;

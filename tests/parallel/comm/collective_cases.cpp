@@ -394,6 +394,16 @@ void check_tags_and_any_source(ProcessGroup& group) {
   out_of_range += group.backend_name();
   out_of_range += "] irecv: src 3 is out of range for 3 ranks (kAnySource is -1)";
   EXPECT_TRUE(contains(error_message([&] { group.irecv(got_first, 3); }), out_of_range));
+  // batch_isend_irecv(): both directions of the ring at once, by tag, one Work per op.
+  Tensor to_left = full({5}, rank + 100), to_right = full({5}, rank + 200);
+  Tensor from_left = zeros({5}), from_right = zeros({5});
+  const std::vector<std::shared_ptr<Work>> batch =
+      group.batch_isend_irecv({P2POp::send(to_left, left, 4), P2POp::send(to_right, right, 4),
+                               P2POp::recv(from_right, right, 4), P2POp::recv(from_left, left, 4)});
+  ASSERT_EQ(batch.size(), 4u);
+  for (const auto& work : batch) work->wait();
+  EXPECT_EQ(from_left.data<float>()[4], static_cast<float>(left + 200));
+  EXPECT_EQ(from_right.data<float>()[4], static_cast<float>(right + 100));
   // Rank 0 receives from whoever sends first, twice; a barrier queued before does not hold the
   // messages back (point-to-point does not wait in the collectives' queue).
   if (rank == 0) {

@@ -30,7 +30,8 @@ void check_consistency_refusals(ProcessGroup& group);
 void check_subgroups(ProcessGroup& world);
 
 /// Point-to-point on 3 ranks: sends and receives match by (peer, tag), start beside pending
-/// collectives, and a receive from any rank says who sent.
+/// collectives, a batch exchanges both ways round the ring, and a receive from any rank says
+/// who sent.
 void check_tags_and_any_source(ProcessGroup& group);
 
 }  // namespace tandem::parallel::testing

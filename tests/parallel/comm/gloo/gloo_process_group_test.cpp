@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <thread>

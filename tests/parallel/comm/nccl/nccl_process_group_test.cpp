@@ -107,10 +107,14 @@ TEST(Nccl, DdpSaysWhenTheModelIsNotOnTheGroupsDevice) {
 
 // --- one GPU: a world of size 1
 
-std::shared_ptr<ProcessGroup> solo_nccl_group(std::chrono::milliseconds timeout = 30s) {
+// `init_timeout` bounds NCCL's start-up (review H1: hundreds of ms, more under ctest -j 8), so a
+// short `timeout` bounds only the collectives.
+std::shared_ptr<ProcessGroup> solo_nccl_group(std::chrono::milliseconds timeout = 30s,
+                                              std::chrono::milliseconds init_timeout = 60s) {
   auto store =
       std::make_shared<TcpStore>(TcpStoreOptions{.port = 0, .is_server = true, .timeout = 10s});
-  return make_nccl_process_group(store, 0, 1, /*device=*/0, {.timeout = timeout});
+  return make_nccl_process_group(store, 0, 1, /*device=*/0,
+                                 {.timeout = timeout, .init_timeout = init_timeout});
 }
 
 const Device kGpu = Device::cuda(0);
@@ -246,16 +250,19 @@ TEST(NcclProcessGroupGpu, CollectivesFollowTheCallersStreamAndWaitDoesNotBlockTh
 
 // Note [NCCL watchdog]: a collective that cannot finish within the timeout (here it waits behind
 // a busy compute stream) fails with one line naming it, the communicator is aborted, and the
-// group refuses later collectives at once instead of hanging.
+// group refuses later collectives at once instead of hanging. The 300 ms bound only the
+// collectives: start-up has init_timeout, and a barrier first makes NCCL set up its first
+// collective before the busy kernel (review H1).
 TEST(NcclProcessGroupGpu, TheWatchdogFailsACollectivePastTheTimeoutAndAborts) {
   TANDEM_SKIP_WITHOUT_CUDA();
-  auto group = solo_nccl_group(/*timeout=*/300ms);
+  auto group = solo_nccl_group(/*timeout=*/300ms, /*init_timeout=*/60s);
+  group->barrier()->wait();
   Tensor x = zeros({16}, {.device = kGpu});
   cuda::busy_wait(cuda::current_stream(0), 0, 3000.0);
   auto work = group->allreduce({x}, ReduceOp::Sum);
   const std::string message = error_message([&] { work->synchronize(10s); });
   EXPECT_TRUE(contains(message,
-                       "[nccl] allreduce #1 on rank 0 of 1 did not complete within "
+                       "[nccl] allreduce #2 on rank 0 of 1 did not complete within "
                        "300 ms"))
       << message;
   EXPECT_TRUE(contains(message, "the communicator was aborted")) << message;
@@ -381,6 +388,16 @@ TEST(DdpNcclGpu, TwoRanksAllReduceAndMatchOneProcess) {
   group->allgather(all, full({1}, 10.0 * group->rank(), {.device = gpu}))->wait();
   EXPECT_EQ(all[0].item(), 0.0);
   EXPECT_EQ(all[1].item(), 10.0);
+  // Review H2: an exchange of 32 MiB each way, past NCCL's buffers, as one group; two isend()
+  // then irecv() would hang here.
+  const int peer = 1 - group->rank();
+  const Tensor mine = full({int64_t{8} << 20}, group->rank() + 1.0, {.device = gpu});
+  Tensor theirs = zeros({int64_t{8} << 20}, {.device = gpu});
+  for (const auto& work :
+       group->batch_isend_irecv({P2POp::send(mine, peer), P2POp::recv(theirs, peer)})) {
+    work->wait();
+  }
+  EXPECT_EQ(theirs.to_vector<float>().back(), peer + 1.0f);
 
   // DDP: each rank takes half of the batch; ranks start from different weights.
   const auto [images, labels] = eight_images(gpu);

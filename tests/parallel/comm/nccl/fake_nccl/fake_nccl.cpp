@@ -43,7 +43,26 @@ int FakeNccl::count(const std::string& call) const {
 
 std::vector<std::string> FakeNccl::misuse() const {
   std::lock_guard lock(mutex_);
-  return misuse_;
+  std::vector<std::string> misuse = misuse_;
+  for (const auto& [thread, open] : open_) {
+    if (open.depth > 0) {
+      misuse.push_back("a group left open (" + std::to_string(open.group.operations.size()) +
+                       " calls queued in it)");
+    }
+  }
+  return misuse;
+}
+
+std::vector<FakeNccl::Group> FakeNccl::groups() const {
+  std::lock_guard lock(mutex_);
+  return groups_;
+}
+
+void FakeNccl::outside_groups(const std::string& call) {
+  const auto it = open_.find(std::this_thread::get_id());
+  if (it != open_.end() && it->second.depth > 0) {
+    misuse_.push_back(call + " inside an open group (NCCL defers it to the group's end)");
+  }
 }
 
 int FakeNccl::polls() const {
@@ -107,6 +126,7 @@ ncclResult_t FakeNccl::comm_init_rank_config(ncclComm_t* comm, int, ncclUniqueId
                                              ncclConfig_t* config) {
   std::lock_guard lock(mutex_);
   record("comm_init_rank_config", nullptr, false);
+  outside_groups("comm_init_rank_config");
   if (config->blocking != 0) misuse_.push_back("a blocking communicator was asked for");
   Comm& made = comms_.emplace_back();
   *comm = reinterpret_cast<ncclComm_t>(&made);
@@ -144,7 +164,7 @@ std::string elements(size_t count, ncclDataType_t type) {
 }  // namespace
 
 ncclResult_t FakeNccl::operation(const std::string& call, const std::string& detail,
-                                 ncclComm_t comm) {
+                                 ncclComm_t comm, cudaStream_t stream) {
   record(call, comm, false);
   Comm* c = find(comm);
   if (c != nullptr) group_comm_ = c;
@@ -155,50 +175,59 @@ ncclResult_t FakeNccl::operation(const std::string& call, const std::string& det
     ++number;
   }
   operations_.push_back(call + " " + detail + " on comm " + std::to_string(number));
+  OpenGroup& open = open_[std::this_thread::get_id()];
+  if (open.depth > 0) {
+    open.group.operations.push_back(operations_.back());
+    open.group.streams.push_back(stream);
+  } else {
+    groups_.push_back({.operations = {operations_.back()}, .streams = {stream}});
+  }
   return ncclSuccess;
 }
 
 ncclResult_t FakeNccl::all_reduce(const void*, void*, size_t count, ncclDataType_t type,
-                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("all_reduce", elements(count, type) + " " + op_name(op), comm);
+  return operation("all_reduce", elements(count, type) + " " + op_name(op), comm, stream);
 }
 
 ncclResult_t FakeNccl::broadcast(const void*, void*, size_t count, ncclDataType_t type, int root,
-                                 ncclComm_t comm, cudaStream_t) {
+                                 ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("broadcast", elements(count, type) + " root " + std::to_string(root), comm);
+  return operation("broadcast", elements(count, type) + " root " + std::to_string(root), comm,
+                   stream);
 }
 
 ncclResult_t FakeNccl::all_gather(const void*, void*, size_t count, ncclDataType_t type,
-                                  ncclComm_t comm, cudaStream_t) {
+                                  ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("all_gather", elements(count, type), comm);
+  return operation("all_gather", elements(count, type), comm, stream);
 }
 
 ncclResult_t FakeNccl::reduce(const void*, void*, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                              int root, ncclComm_t comm, cudaStream_t) {
+                              int root, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation(
-      "reduce", elements(count, type) + " " + op_name(op) + " root " + std::to_string(root), comm);
+  return operation("reduce",
+                   elements(count, type) + " " + op_name(op) + " root " + std::to_string(root),
+                   comm, stream);
 }
 
 ncclResult_t FakeNccl::reduce_scatter(const void*, void*, size_t count, ncclDataType_t type,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t) {
+                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("reduce_scatter", elements(count, type) + " " + op_name(op), comm);
+  return operation("reduce_scatter", elements(count, type) + " " + op_name(op), comm, stream);
 }
 
 ncclResult_t FakeNccl::send(const void*, size_t count, ncclDataType_t type, int peer,
-                            ncclComm_t comm, cudaStream_t) {
+                            ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("send", elements(count, type) + " to " + std::to_string(peer), comm);
+  return operation("send", elements(count, type) + " to " + std::to_string(peer), comm, stream);
 }
 
 ncclResult_t FakeNccl::recv(void*, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                            cudaStream_t) {
+                            cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("recv", elements(count, type) + " from " + std::to_string(peer), comm);
+  return operation("recv", elements(count, type) + " from " + std::to_string(peer), comm, stream);
 }
 
 ncclResult_t FakeNccl::group_start() {
@@ -208,13 +237,25 @@ ncclResult_t FakeNccl::group_start() {
     if (c.pending.active)
       misuse_.push_back("group_start while a non-blocking call was in progress");
   }
-  group_comm_ = nullptr;
+  OpenGroup& open = open_[std::this_thread::get_id()];
+  if (open.depth++ == 0) {
+    open.group = {};
+    group_comm_ = nullptr;
+  }
   return ncclSuccess;
 }
 
 ncclResult_t FakeNccl::group_end() {
   std::lock_guard lock(mutex_);
   record("group_end", nullptr, false);
+  OpenGroup& open = open_[std::this_thread::get_id()];
+  if (open.depth == 0) {
+    misuse_.push_back("group_end without a group_start");
+    return ncclInvalidUsage;
+  }
+  if (--open.depth > 0) return ncclSuccess;  // an inner group: NCCL acts at the outermost end
+  groups_.push_back(std::move(open.group));
+  open.group = {};
   // A group without data calls (an empty collective) belongs to the newest communicator.
   Comm* comm = group_comm_ != nullptr ? group_comm_ : (comms_.empty() ? nullptr : &comms_.back());
   if (comm == nullptr || comm->ended) {
@@ -258,6 +299,7 @@ ncclResult_t FakeNccl::comm_abort(ncclComm_t comm) {
   if (hook) hook();
   std::lock_guard lock(mutex_);
   record("comm_abort", comm, true);
+  outside_groups("comm_abort");
   if (Comm* c = find(comm)) {
     c->ended = true;
     c->pending.active = false;
@@ -268,6 +310,7 @@ ncclResult_t FakeNccl::comm_abort(ncclComm_t comm) {
 ncclResult_t FakeNccl::comm_finalize(ncclComm_t comm) {
   std::lock_guard lock(mutex_);
   record("comm_finalize", comm, false);
+  outside_groups("comm_finalize");
   Comm* c = find(comm);
   return c == nullptr ? ncclInvalidArgument : start(Call::Finalize, c);
 }
@@ -275,6 +318,7 @@ ncclResult_t FakeNccl::comm_finalize(ncclComm_t comm) {
 ncclResult_t FakeNccl::comm_destroy(ncclComm_t comm) {
   std::lock_guard lock(mutex_);
   record("comm_destroy", comm, false);
+  outside_groups("comm_destroy");
   if (Comm* c = find(comm)) c->ended = true;
   return ncclSuccess;
 }

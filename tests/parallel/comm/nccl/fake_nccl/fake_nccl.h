@@ -11,13 +11,20 @@
 /// (so one abort or destroy at most). Several communicators may be made (a group and its
 /// sub-groups): each has its own abort, destroy and in-progress state, and a group's calls
 /// belong to the communicator its collectives name (the newest one when they name none). The
-/// collectives and point-to-point calls are also traced with their arguments (operations()).
-/// Thread-safe.
+/// collectives and point-to-point calls are also traced with their arguments (operations()),
+/// and grouped as NCCL groups them (groups()): ncclGroupStart/End nest per thread, as NCCL's
+/// do, and each outermost group is recorded with its calls and the stream of each, so a test
+/// can see which calls NCCL would progress together (review H2). A group_end without its start,
+/// a group left open (misuse() reports it) and a communicator made, finalised, destroyed or
+/// aborted inside an open group (NCCL would defer the call to the group's end: review H5) are
+/// misuse too. Thread-safe.
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "parallel/comm/nccl/nccl_api.h"
@@ -32,6 +39,12 @@ class FakeNccl final : public NcclApi {
     ncclResult_t result = ncclSuccess;
   };
   enum class Call { Init, GroupEnd, Finalize };
+  /// One outermost ncclGroupStart/End (or a data call made outside any group, NCCL's implicit
+  /// group of one): its data calls as operations() words them, and the stream of each.
+  struct Group {
+    std::vector<std::string> operations;
+    std::vector<cudaStream_t> streams;
+  };
 
   /// The outcome of the next `call` not yet scripted (calls without one succeed at once).
   void script(Call call, Outcome outcome);
@@ -57,6 +70,8 @@ class FakeNccl final : public NcclApi {
   std::vector<std::string> operations() const;
   /// Communicators made so far.
   int communicators() const;
+  /// The groups ended so far, in the order of their outermost group_end().
+  std::vector<Group> groups() const;
 
   ncclResult_t get_unique_id(ncclUniqueId* id) override;
   ncclResult_t comm_init_rank_config(ncclComm_t* comm, int size, ncclUniqueId id, int rank,
@@ -97,7 +112,10 @@ class FakeNccl final : public NcclApi {
   ncclResult_t start(Call call, Comm* comm);  // the non-blocking calls (mutex_ held)
   void record(const std::string& call, ncclComm_t comm, bool allowed_in_progress);
   // A data call: traced with `detail`, and its communicator becomes the group's (mutex_ held).
-  ncclResult_t operation(const std::string& call, const std::string& detail, ncclComm_t comm);
+  ncclResult_t operation(const std::string& call, const std::string& detail, ncclComm_t comm,
+                         cudaStream_t stream);
+  // Misuse when the calling thread has a group open (mutex_ held).
+  void outside_groups(const std::string& call);
   Comm* find(ncclComm_t comm);  // nullptr for one this fake never made (mutex_ held)
 
   mutable std::mutex mutex_;  // guards everything below
@@ -107,6 +125,12 @@ class FakeNccl final : public NcclApi {
   std::vector<std::string> misuse_;
   std::deque<Comm> comms_;      // their addresses are the fake communicators
   Comm* group_comm_ = nullptr;  // named by the open group's collectives
+  struct OpenGroup {
+    int depth = 0;  // group_start()s not yet ended on the thread
+    Group group;
+  };
+  std::map<std::thread::id, OpenGroup> open_;  // per thread, as NCCL keeps them
+  std::vector<Group> groups_;
   ncclResult_t async_error_ = ncclSuccess;
   std::string detail_;
   std::function<void()> on_abort_;

@@ -5,12 +5,14 @@
 // only on a GPU): what is checked is what NCCL is asked to do.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/cuda/runtime/caching_allocator.h"
+#include "engine/cuda/runtime/stream.h"
 #include "engine/tensor_impl.h"
 #include "parallel/comm/nccl/nccl_process_group.h"
 #include "parallel/comm/rendezvous/store.h"
@@ -133,18 +135,92 @@ TEST_F(NcclCollectives, AlltoallIsSendsAndReceivesInOneGroup) {
   EXPECT_EQ(nccl.count("group_end"), 1);
 }
 
-// Note [NCCL point-to-point]: no tags, no receive from any source.
+// Note [NCCL point-to-point]: no tags (refused, not ignored: review H4), no receive from any
+// source; each isend or irecv is a group of its own.
 TEST_F(NcclCollectives, PointToPointIsSendAndRecvWithoutTags) {
-  finish(group->isend(on_gpu({8}), 2, /*tag=*/5));
-  auto received = group->irecv(on_gpu({2}, DType::Int64), 1, /*tag=*/9);
+  finish(group->isend(on_gpu({8}), 2));
+  auto received = group->irecv(on_gpu({2}, DType::Int64), 1);
   finish(received);
   EXPECT_EQ(received->source_rank(), 1);
   EXPECT_EQ(nccl.operations(),
             (Operations{"send 8 float32 to 2 on comm 0", "recv 2 int64 from 1 on comm 0"}));
+  EXPECT_EQ(nccl.groups().size(), 2u);
+  const std::string tagged = error_message([&] { group->isend(on_gpu({8}), 2, /*tag=*/5); });
+  EXPECT_TRUE(contains(tagged,
+                       "[nccl] isend: tag 5: NCCL has no tags and matches sends to receives by "
+                       "their order alone"))
+      << tagged;
+  const std::string tagged_recv = error_message([&] { group->irecv(on_gpu({2}), 1, 9); });
+  EXPECT_TRUE(contains(tagged_recv, "[nccl] irecv: tag 9: NCCL has no tags")) << tagged_recv;
   const std::string any = error_message([&] { group->irecv(on_gpu({2}), kAnySource); });
   EXPECT_TRUE(contains(any, "[nccl] irecv: NCCL cannot receive from any source")) << any;
   const std::string self = error_message([&] { group->isend(on_gpu({2}), 0); });
   EXPECT_TRUE(contains(self, "[nccl] isend: dst 0 is this rank")) << self;
+  EXPECT_EQ(nccl.operations().size(), 2u) << "a refused call queued something";
+}
+
+// Review H2: an exchange (this rank sends to and receives from rank 1, and from rank 2) must be
+// one NCCL group, or each send waits for a receive the peer queued behind its own send.
+// batch_isend_irecv() makes it one group, on the group's stream, not the caller's.
+TEST_F(NcclCollectives, AnExchangeIsOneGroupOnTheGroupsStream) {
+  const size_t before = nccl.groups().size();
+  const std::vector<std::shared_ptr<Work>> works = group->batch_isend_irecv(
+      {P2POp::send(on_gpu({4}), 1), P2POp::recv(on_gpu({4}), 1),
+       P2POp::recv(on_gpu({3}, DType::BFloat16), 2), P2POp::send(on_gpu({0}), 2),
+       P2POp::send(on_gpu({2}, DType::Int64), 2)});
+  ASSERT_EQ(works.size(), 5u);
+  for (const std::shared_ptr<Work>& work : works) EXPECT_EQ(work, works.front()) << "one group";
+  finish(works.front());
+  const std::vector<FakeNccl::Group> groups = nccl.groups();
+  ASSERT_EQ(groups.size(), before + 1);
+  const FakeNccl::Group& exchange = groups.back();
+  EXPECT_EQ(exchange.operations,
+            (Operations{"send 4 float32 to 1 on comm 0", "recv 4 float32 from 1 on comm 0",
+                        "recv 3 bfloat16 from 2 on comm 0", "send 2 int64 to 2 on comm 0"}));
+  ASSERT_EQ(exchange.streams.size(), 4u);
+  for (const cudaStream_t stream : exchange.streams) {
+    EXPECT_EQ(stream, exchange.streams.front()) << "one stream for the whole group";
+  }
+  EXPECT_NE(exchange.streams.front(), cuda::current_stream(1))
+      << "on the group's own stream (Note [NCCL stream order])";
+  // A collective after it is its own group on that same stream.
+  finish(group->allreduce({on_gpu({1})}));
+  EXPECT_EQ(nccl.groups().back().operations, Operations{"all_reduce 1 float32 sum on comm 0"});
+  EXPECT_EQ(nccl.groups().back().streams, std::vector{exchange.streams.front()});
+
+  const std::string tagged =
+      error_message([&] { group->batch_isend_irecv({P2POp::send(on_gpu({1}), 1, /*tag=*/3)}); });
+  EXPECT_TRUE(contains(tagged, "[nccl] batch_isend_irecv (op 0): tag 3: NCCL has no tags"))
+      << tagged;
+  const std::string any = error_message([&] {
+    group->batch_isend_irecv({P2POp::send(on_gpu({1}), 1), P2POp::recv(on_gpu({1}), -1)});
+  });
+  EXPECT_TRUE(contains(any, "[nccl] batch_isend_irecv: op 1 receives from any source")) << any;
+  const std::string self =
+      error_message([&] { group->batch_isend_irecv({P2POp::recv(on_gpu({1}), 0)}); });
+  EXPECT_TRUE(contains(self,
+                       "[nccl] batch_isend_irecv (op 0, irecv): src 0 is this rank; a rank cannot "
+                       "receive from itself"))
+      << self;
+  EXPECT_TRUE(group->batch_isend_irecv({}).empty());
+  EXPECT_EQ(nccl.groups().size(), before + 2) << "a refused or empty batch queued something";
+}
+
+// Review H5: a throw while the calls are queued (here the root's own part of an all-to-all, a
+// device copy) still closes the group before the communicator is aborted; an open group would
+// have deferred the abort, and every later NCCL call of the thread, into it.
+TEST_F(NcclCollectives, AThrowWhileQueuingClosesTheGroupBeforeTheAbort) {
+  fake_cuda::fail_next("cudaMemcpyAsync", cudaErrorInvalidValue);
+  auto work = group->alltoall_single(on_gpu({4, 2}), on_gpu({3, 2}), {1, 3, 0}, {1, 0, 2});
+  EXPECT_TRUE(work->failed());
+  const std::string message = error_message([&] { work->synchronize(30s); });
+  EXPECT_TRUE(contains(message, "[nccl] alltoall_single #1 on rank 0 of 3 failed: ")) << message;
+  EXPECT_TRUE(contains(message, "the communicator was aborted")) << message;
+  std::vector<std::string> calls = nccl.calls();
+  const auto from = std::find(calls.begin(), calls.end(), "group_start");
+  EXPECT_EQ(std::vector<std::string>(from, calls.end()),
+            (std::vector<std::string>{"group_start", "group_end", "comm_abort"}));
+  EXPECT_EQ(nccl.misuse(), std::vector<std::string>{}) << "no group left open, no abort in one";
 }
 
 // A sub-group's communicator is its own, met under its parent's prefix with a new unique id; a

@@ -49,10 +49,12 @@ class NcclStateMachine : public fake_cuda::FakeCudaTest {
 
   // Rank 0 of 2 on cuda:1, its thread bound as init_process_group() binds it. Rank 0 makes the
   // NCCL id, so nobody else needs to join the fake.
-  std::unique_ptr<NcclProcessGroup> make_group(std::chrono::milliseconds timeout = 600s) {
+  std::unique_ptr<NcclProcessGroup> make_group(std::chrono::milliseconds timeout = 600s,
+                                               std::chrono::milliseconds init_timeout = 0ms) {
     bind_nccl_device(/*rank=*/0, /*local_rank=*/1, /*local_world_size=*/2);
-    return std::make_unique<NcclProcessGroup>(store, 0, 2, /*device=*/1,
-                                              ProcessGroupOptions{.timeout = timeout}, nccl);
+    return std::make_unique<NcclProcessGroup>(
+        store, 0, 2, /*device=*/1,
+        ProcessGroupOptions{.timeout = timeout, .init_timeout = init_timeout}, nccl);
   }
 
   FakeNccl nccl;
@@ -96,6 +98,33 @@ TEST_F(NcclStateMachine, InitErrorQuotesNccl) {
                "2: unhandled system error"))
       << message;
   EXPECT_EQ(nccl.count("comm_abort"), 1);
+}
+
+// Review H1: set-up (creating the communicator, and the connections NCCL makes inside the first
+// ncclGroupEnd) is bounded by init_timeout, not by the collectives' timeout, and the watchdog's
+// timeout counts from when the Work was queued: a start slower than a 200 ms timeout succeeds,
+// and so does its first collective, run 20 ms after it was queued.
+TEST_F(NcclStateMachine, ASlowSetUpIsBoundedByTheInitTimeoutNotTheCollectives) {
+  nccl.on_poll([] { std::this_thread::sleep_for(40ms); });  // 8 polls in progress: 320 ms
+  nccl.script(FakeNccl::Call::Init, {.in_progress_polls = 8});
+  nccl.script(FakeNccl::Call::GroupEnd, {.in_progress_polls = 8});
+  const auto start = std::chrono::steady_clock::now();
+  auto group = make_group(/*timeout=*/200ms, /*init_timeout=*/30s);
+  EXPECT_GT(std::chrono::steady_clock::now() - start, 200ms);
+  auto work = group->allreduce({}, ReduceOp::Sum);
+  EXPECT_GT(std::chrono::steady_clock::now() - start, 400ms);
+  nccl.on_poll(nullptr);
+  std::this_thread::sleep_for(20ms);  // the watchdog looks at the Work meanwhile
+  fake_cuda::run_all();
+  EXPECT_NO_THROW(work->synchronize(kBound));
+  EXPECT_FALSE(work->failed());
+  EXPECT_EQ(nccl.count("comm_abort"), 0);
+  // Without init_timeout the same start fails at the collectives' timeout (zero: `timeout`).
+  nccl.on_poll([] { std::this_thread::sleep_for(40ms); });
+  nccl.script(FakeNccl::Call::Init, {.in_progress_polls = 8});
+  const std::string message = error_message([&] { make_group(200ms); });
+  EXPECT_TRUE(contains(message, "NCCL did not finish within 200 ms")) << message;
+  nccl.on_poll(nullptr);
 }
 
 TEST_F(NcclStateMachine, OlderLibncclFailsBeforeTheRendezvous) {
