@@ -129,7 +129,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   }
   reducer_ = std::make_unique<Reducer>(trained, trained_names_, group_, options_.reducer);
   if (options_.sharding != Sharding::None) {
-    flat_ = std::make_unique<FlatParameters>(trained, reducer_->shard_layout());
+    // Note [Shards per bucket]: the Reducer's buckets as shards of this rank.
+    std::vector<int64_t> numels;
+    for (const Tensor& p : trained) numels.push_back(p.numel());
+    ShardLayout layout(reducer_->bucket_assignment(), numels, group_->size(), group_->rank());
+    flat_ = std::make_unique<FlatParameters>(trained, std::move(layout));
   }
 }
 

@@ -20,7 +20,7 @@
 /// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
 /// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
 ///
-/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/sharded_sgd.h): with
+/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/zero/sharded_sgd.h): with
 /// options.sharding the buckets are fixed at construction and the trained parameters move into
 /// one flat buffer per bucket (FlatParameters), which a ShardedSgd steps a part of and
 /// all-gathers; with Sharding::Gradients the Reducer reduce-scatters (Note [Sharded gradients]).
@@ -34,9 +34,10 @@
 #include "nn/module.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
-#include "parallel/flat_parameters.h"
 #include "parallel/joinable.h"
 #include "parallel/reducer.h"
+#include "parallel/zero/flat_parameters.h"
+#include "parallel/zero/sharding.h"
 
 namespace tandem::parallel {
 
@@ -52,7 +53,7 @@ struct DdpOptions {
   Sharding sharding = Sharding::None;
 };
 
-/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/sharded_sgd.h).
+/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/zero/sharded_sgd.h).
 struct ModelStateBytes {
   size_t parameters = 0;  ///< the module's parameters (flat buffers, padding included)
   size_t gradients = 0;   ///< .grad tensors, gradient buckets or shards, at their peak in a step

@@ -61,9 +61,9 @@
 /// Note [Reducer on CUDA] (in reducer.cpp, above launch()): how the Reducer orders its work on
 /// CUDA streams without blocking the host; on Gloo the same code runs with no-op stream steps.
 ///
-/// Note [Sharded gradients] (shard_gradients, ZeRO stage 2; parallel/sharded_sgd.h): the buckets
-/// keep their order from construction (rebuild_buckets off: the shards are laid out by them,
-/// Note [Shards per bucket] in shard_layout.h), and what a bucket keeps between steps is only
+/// Note [Sharded gradients] (shard_gradients, ZeRO stage 2; parallel/zero/sharded_sgd.h): the
+/// buckets keep their order from construction (rebuild_buckets off: the shards are laid out by
+/// them, Note [Shards per bucket] in shard_layout.h), and what a bucket keeps between steps is only
 /// `shard`, this rank's part of its reduced gradients (1/world of it, padding included). Its
 /// flat buffer, padded to a multiple of the world size, is allocated when the bucket's first
 /// gradient of the step arrives, filled as above, handed to the hook's reduce_scatter() (Note
@@ -89,7 +89,6 @@
 #include "engine/tensor.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
-#include "parallel/shard_layout.h"
 
 namespace tandem::parallel {
 
@@ -194,9 +193,6 @@ class Reducer {
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
-  /// The buckets as shards of this rank (Note [Shards per bucket]); with rebuild_buckets off they
-  /// never change.
-  ShardLayout shard_layout() const;
   /// Bucket k's reduced gradients as the last finalize() or shadow_backward() left them: its flat
   /// buffer (element order of shard_layout(), without the padding), or with shard_gradients this
   /// rank's part of it. For the sharded optimizer, which steps from them.

@@ -22,15 +22,6 @@ void Reducer::check_sharding_options() const {
                "2): a bucket lives only until its reduce-scatter, and .grad is dropped");
 }
 
-ShardLayout Reducer::shard_layout() const {
-  std::lock_guard lock(mutex_);
-  std::vector<std::vector<size_t>> assignment;
-  for (const Bucket& bucket : buckets_) assignment.push_back(bucket.parameters);
-  std::vector<int64_t> numels;
-  for (const Tensor& p : parameters_) numels.push_back(p.numel());
-  return {assignment, numels, group_->size(), group_->rank()};
-}
-
 Tensor Reducer::reduced_gradients(size_t bucket) const {
   std::lock_guard lock(mutex_);
   const Bucket& b = buckets_.at(bucket);

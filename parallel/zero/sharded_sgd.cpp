@@ -1,4 +1,4 @@
-#include "parallel/sharded_sgd.h"
+#include "parallel/zero/sharded_sgd.h"
 
 #include <algorithm>
 
