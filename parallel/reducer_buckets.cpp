@@ -1,6 +1,7 @@
 // The Reducer's buckets (reducer.h, Note [Bucket ordering]): which parameters share a bucket, the
 // flat buffer and its per-parameter views, and the order a checkpoint keeps so that a resumed run
-// reduces in the same buckets as the run it continues (Note [Bucket order on resume] in reducer.h).
+// reduces in the same buckets as the run it continues (Note [Bucket order on resume], above
+// bucket_order()).
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
@@ -96,6 +97,13 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   return out;
 }
 
+// Note [Bucket order on resume]: with 3 or more ranks a bucket's all-reduce (Gloo's ring, NCCL's)
+// adds each element's values in an order that depends on its place in the bucket, so the same
+// gradients summed in other buckets differ in the last bits. A job resumed from a checkpoint
+// would reduce its first step with the initial buckets where the uninterrupted job used the
+// rebuilt ones. So bucket_order() is saved with a checkpoint and restore_bucket_order() resumes
+// with it: the resumed job reduces every step exactly as the uninterrupted one (its rebuild
+// already done). Two ranks add a + b = b + a, bit-exact in any layout.
 std::vector<size_t> Reducer::bucket_order() const {
   std::lock_guard lock(mutex_);
   // Without the rebuild (and so under ZeRO) every run builds the same buckets: nothing to keep.

@@ -1,5 +1,22 @@
-// The Reducer's part in sharded data parallel (reducer.h, Note [Sharded gradients]): the layout
-// of its buckets as shards, stage 2's transient bucket buffers and what they cost.
+// The Reducer's part in sharded data parallel (ZeRO stage 2, parallel/zero/sharded_sgd.h): stage
+// 2's transient bucket buffers and what they cost.
+//
+// Note [Sharded gradients] (ReducerOptions::shard_gradients): the buckets keep their order from
+// construction (rebuild_buckets off: the shards are laid out by them, Note [Shards per bucket] in
+// shard_layout.h), and what a bucket keeps between steps is only `shard`, this rank's part of its
+// reduced gradients (1/world of it, padding included). Its flat buffer, padded to a multiple of the
+// world size, is allocated when the bucket's first gradient of the step arrives, filled as DDP's
+// are, handed to the hook's reduce_scatter() (Note [Sharded reductions] in comm_hook.h) and dropped
+// at once: the process group holds it until the collective has run (NCCL: record_stream), then it
+// is freed. Each parameter's .grad is dropped as soon as it has been copied into its bucket, so
+// after the step a rank holds no gradient but its shard. The overlap with backward is DDP's:
+// buckets launch as they fill, in order (Note [Launch order]), and the timer times them alike.
+// Under no_sync() .grad accumulates full-size as in DDP (as under FSDP's no_sync()); a synchronised
+// backward whose shard was not consumed (clear_reduced_gradients()) adds the new shard to it, as
+// .grad adds up. gradient_memory() counts the bytes: the shards, and the most bucket bytes alive at
+// once (a bucket counts from its allocation until this Reducer sees its collective completed, an
+// upper bound of when the group frees it).
+
 #include <algorithm>
 
 #include "engine/autograd/grad_mode.h"

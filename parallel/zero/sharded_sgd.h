@@ -17,7 +17,7 @@
 ///   back into every rank's parameters, bucket by bucket (FlatParameters, in place);
 /// - stage 2 (Sharding::Gradients; FSDP's SHARD_GRAD_OP): as stage 1, but each bucket is
 ///   reduce-scattered while backward runs, as DDP's all-reduces are, and a rank keeps only its
-///   part of the gradients (Note [Sharded gradients] in reducer.h);
+///   part of the gradients (Note [Sharded gradients] in reducer_shards.cpp);
 /// - stage 3 (parameters sharded too, gathered per layer before its forward and backward) is not
 ///   built.
 /// A step thus moves the bytes of one all-reduce either way (a reduce-scatter and an all-gather
@@ -53,7 +53,7 @@
 /// Join (uneven inputs; parallel/join.h): ShardedSgd is a Joinable. Give the Join the DDP model
 /// first, then the ShardedSgd. Every rank owns a part of the model, so a rank that has joined
 /// must go on stepping its part: in each round that synchronises gradients its hook steps the
-/// part from the shadowed reduction (Note [Joined ranks] in reducer.h) and joins the
+/// part from the shadowed reduction (Note [Joined ranks] in reducer.cpp) and joins the
 /// all-gathers. The training ranks' step() first agrees on the learning rate (an all-reduce of
 /// it, the largest wins), since a joined rank's schedule stopped. PyTorch's
 /// ZeroRedundancyOptimizer also steps on joined ranks, with their own learning rate. Under a
