@@ -52,11 +52,13 @@ void check_parameters_device(const ProcessGroup& group, Device parameters_device
 }
 
 Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
-                 std::shared_ptr<ProcessGroup> group, ReducerOptions options)
+                 std::shared_ptr<ProcessGroup> group, ReducerOptions options,
+                 std::shared_ptr<BucketStorage> storage)
     : parameters_(std::move(parameters)),
       names_(std::move(names)),
       group_(std::move(group)),
       options_(options),
+      storage_(storage ? std::move(storage) : std::make_shared<DenseBuckets>()),
       timer_(group_ ? group_->backend_name() : std::string()) {
   TANDEM_CHECK(group_ != nullptr, "[DDP] no process group");
   TANDEM_CHECK(names_.size() == parameters_.size(), "[DDP] ", names_.size(), " names for ",
@@ -66,7 +68,10 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                " and bucket_cap_mb ", options_.bucket_cap_mb);
   // The first bucket is the small one, so it never gets more than the others, as in PyTorch.
   options_.first_bucket_mb = std::min(options_.first_bucket_mb, options_.bucket_cap_mb);
-  check_sharding_options();
+  // A storage that keeps no gradients lays out its parts by the buckets (ZeRO).
+  TANDEM_CHECK(storage_->keeps_gradients() || !options_.rebuild_buckets,
+               "[DDP] a bucket storage that keeps no gradients needs the buckets fixed "
+               "(rebuild_buckets = false)");
   rebuilt_ = !options_.rebuild_buckets;  // never rebuilt: as if done already
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
@@ -210,7 +215,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   if (has_gradient) used_[index] = true;
   arrival_order_.push_back(index);
   Bucket& bucket = buckets_[locators_[index].bucket];
-  if (options_.shard_gradients && !bucket.flat.defined()) allocate_flat(bucket);
+  if (!bucket.flat.defined()) take_buffer(bucket, locators_[index].bucket);
   Tensor view = bucket.views[locators_[index].slot];
   const Tensor grad = parameters_[index].grad();
   // An unused parameter's .grad, when it has one, holds what it accumulated under no_sync()
@@ -224,8 +229,8 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   } else {
     view.zero_();
   }
-  // Note [Sharded gradients]: the bucket holds it now, and only this rank's part will stay.
-  if (options_.shard_gradients) parameters_[index].set_grad(Tensor());
+  // The bucket holds it now; a storage that keeps no gradients keeps only its reduction.
+  if (!storage_->keeps_gradients()) parameters_[index].set_grad(Tensor());
   if (--bucket.pending == 0) {
     timer_.bucket_ready(locators_[index].bucket);
     if (options_.overlap) launch_ready_buckets();
@@ -276,13 +281,10 @@ void Reducer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   const GradBucket handed{
       .index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()};
-  if (options_.shard_gradients) {
-    // Note [Sharded gradients]: a shard the optimizer has not consumed takes the new one added.
-    if (reduced_) bucket.incoming = zeros_like(bucket.shard);
-    bucket.work = hook_->reduce_scatter(*group_, handed, reduced_ ? bucket.incoming : bucket.shard);
-    release_flat(bucket);
-  } else {
-    bucket.work = hook_->reduce(*group_, handed);
+  bucket.work = storage_->reduce(*hook_, *group_, handed);
+  if (!storage_->keeps_gradients()) {  // the collective holds the buffer from here on
+    bucket.flat = Tensor();
+    bucket.views.clear();
   }
   TANDEM_CHECK(bucket.work != nullptr, "[DDP] communication hook '", hook_->name(),
                "' returned no Work for bucket ", index);
@@ -320,14 +322,9 @@ void Reducer::finalize() {
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   wait_for_buckets();
   runtime_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
-  if (options_.shard_gradients) {
-    add_incoming_shards();
-    retire_completed();
-  } else {
-    write_back();
-  }
+  storage_->end_step();
+  if (storage_->keeps_gradients()) write_back();
   end_timing(backward_end);
-  reduced_ = true;
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
   require_finalize_ = false;
   ++synced_steps_;
@@ -374,12 +371,12 @@ void Reducer::shadow_backward() {
                "its last backward pass has ended");
   if (rebuild_due()) rebuild_buckets();
   forward_stream_ = grad_stream_ = runtime_for(device_).current_stream(device_);
-  reduced_ = false;  // a joined rank has no gradient of its own to add to
+  storage_->clear_reduced();  // a joined rank has no gradient of its own to add to
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    if (options_.shard_gradients) {
-      allocate_flat(buckets_[k]);  // zeros
-    } else {
+    if (buckets_[k].flat.defined()) {
       buckets_[k].flat.zero_();
+    } else {
+      take_buffer(buckets_[k], k);  // zeros
     }
     timer_.bucket_ready(k);
     launch(k);
@@ -391,19 +388,19 @@ void Reducer::shadow_backward() {
   wait_for_buckets();
   if (used_work_) used_work_->synchronize();
   used_work_.reset();
-  retire_completed();
-  reduced_ = true;
+  storage_->end_step();
   ++synced_steps_;
 }
 
 void Reducer::end_timing(Clock::time_point backward_end) {
   std::vector<BucketTiming> sizes;
   std::vector<std::shared_ptr<Work>> works;
-  for (const Bucket& bucket : buckets_) {
-    sizes.push_back({.parameters = bucket.parameters.size(),
-                     .bytes = static_cast<size_t>(bucket.numel) * dtype_size(DType::Float32),
-                     .payload_bytes = hook_->payload_bytes(bucket.numel)});
-    works.push_back(bucket.work);
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const int64_t numel = storage_->numel(k);  // padding included
+    sizes.push_back({.parameters = buckets_[k].parameters.size(),
+                     .bytes = static_cast<size_t>(numel) * dtype_size(DType::Float32),
+                     .payload_bytes = hook_->payload_bytes(numel)});
+    works.push_back(buckets_[k].work);
   }
   timer_.end_step(backward_end, std::move(sizes), std::move(works));
 }

@@ -19,8 +19,9 @@
 /// parameters] above mark_ready_locked() and its neighbours, [Unfinished reduction] above
 /// prepare_for_backward(), [Communication hooks] above register_comm_hook(), [Joined ranks] above
 /// shadow_backward(), [Reducer on CUDA] above launch() (reducer.cpp); [Bucket order on resume]
-/// above bucket_order() (reducer_buckets.cpp); [Sharded gradients] atop reducer_shards.cpp. The
-/// step's timings are a ReducerTimer's (reducer_timer.h).
+/// above bucket_order() (reducer_buckets.cpp). The buffers and their reduction are a
+/// BucketStorage's (bucket_storage.h; ZeRO stage 2's in parallel/zero/sharded_buckets.h), the
+/// step's timings a ReducerTimer's (reducer_timer.h).
 
 #include <chrono>
 #include <memory>
@@ -30,6 +31,7 @@
 
 #include "engine/device_runtime.h"
 #include "engine/tensor.h"
+#include "parallel/bucket_storage.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer_timer.h"
@@ -53,16 +55,6 @@ struct ReducerOptions {
   /// being rebuilt in arrival order after the first step (sharded data parallel lays its shards
   /// out by them).
   bool rebuild_buckets = true;
-  /// ZeRO stage 2: reduce-scatter each bucket and keep only this rank's part (Note [Sharded
-  /// gradients]). Needs rebuild_buckets off; refuses find_unused_parameters and
-  /// gradient_as_bucket_view.
-  bool shard_gradients = false;
-};
-
-/// The gradient memory a Reducer holds, in bytes (Note [Sharded gradients]).
-struct GradientMemory {
-  size_t kept_bytes = 0;            ///< kept between steps: the buckets, or the shards (stage 2)
-  size_t peak_transient_bytes = 0;  ///< stage 2: most bucket bytes alive at once, so far
 };
 
 /// Buckets (lists of indices into `bytes`) for parameters taken in `order`: a bucket closes when
@@ -79,9 +71,11 @@ void check_parameters_device(const ProcessGroup& group, Device parameters_device
 class Reducer {
  public:
   /// parameters: the model's parameters in registration order (float32, on the group's
-  /// tensor_device()), all ranks alike; names are for messages.
+  /// tensor_device()), all ranks alike; names are for messages. `storage` holds the buckets and
+  /// starts their reductions (bucket_storage.h); null: DenseBuckets, plain DDP's.
   Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
-          std::shared_ptr<ProcessGroup> group, ReducerOptions options);
+          std::shared_ptr<ProcessGroup> group, ReducerOptions options,
+          std::shared_ptr<BucketStorage> storage = nullptr);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -105,15 +99,6 @@ class Reducer {
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
-  /// Bucket k's reduced gradients as the last finalize() or shadow_backward() left them: its flat
-  /// buffer (element order of shard_layout(), without the padding), or with shard_gradients this
-  /// rank's part of it. For the sharded optimizer, which steps from them.
-  Tensor reduced_gradients(size_t bucket) const;
-  /// A finalize() or shadow_backward() has reduced gradients since the last
-  /// clear_reduced_gradients() (the sharded optimizer's zero_grad()).
-  bool has_reduced_gradients() const;
-  void clear_reduced_gradients();
-  GradientMemory gradient_memory() const;
   /// The parameters in the order of the buckets the next step reduces with (Note [Bucket order
   /// on resume]): the rebuilt buckets', or, while the rebuild is due at the next forward, the
   /// order it will build from (this rank's arrival order; rank 0's is the one every rank takes);
@@ -131,10 +116,9 @@ class Reducer {
   using Clock = std::chrono::steady_clock;
 
   struct Bucket {
-    Tensor flat;        ///< the bucket's gradients back to back, reduced in one call
-    int64_t numel = 0;  ///< of `flat` (stage 2: padded; kept while `flat` is not)
-    Tensor shard;  ///< stage 2: this rank's part of the reduced bucket (Note [Sharded gradients])
-    Tensor incoming;  ///< stage 2: the reduction's target while `shard` holds an unused gradient
+    /// The bucket's gradients back to back, reduced in one call: storage_'s buffer, held from
+    /// the bucket's first gradient (or for good, when the storage keeps gradients).
+    Tensor flat;
     std::vector<size_t> parameters;  ///< indices into parameters_, in bucket order
     std::vector<Tensor> views;       ///< views of `flat`, one per parameter, their shapes
     size_t pending = 0;              ///< gradients still to arrive this step
@@ -148,7 +132,8 @@ class Reducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
-  void make_views(Bucket& bucket) const;  ///< views of `flat` per parameter
+  void take_buffer(Bucket& bucket, size_t index);  ///< `flat` from storage_, and its views
+  void make_views(Bucket& bucket) const;           ///< views of `flat` per parameter
   void rebuild_buckets();
   /// What rebuild_buckets() sends from rank 0: the last step's arrival order when it saw every
   /// parameter, else the current buckets' order.
@@ -164,21 +149,16 @@ class Reducer {
   bool rebuild_due() const;
 
   void end_timing(Clock::time_point backward_end);  ///< the step's record, to timer_
-  // Note [Sharded gradients]
-  void check_sharding_options() const;
-  void allocate_flat(Bucket& bucket);
-  void release_flat(Bucket& bucket);
-  void retire_completed();
-  void add_incoming_shards();
   std::string names_of_pending() const;
 
   std::vector<Tensor> parameters_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
-  Device device_ = Device::cpu();   ///< the parameters' (and the buckets') device
-  std::shared_ptr<CommHook> hook_;  ///< reduces each bucket (Note [Communication hooks])
-  bool custom_hook_ = false;        ///< register_comm_hook() was called
+  Device device_ = Device::cpu();           ///< the parameters' (and the buckets') device
+  std::shared_ptr<BucketStorage> storage_;  ///< the buckets' buffers, their reductions
+  std::shared_ptr<CommHook> hook_;          ///< reduces each bucket (Note [Communication hooks])
+  bool custom_hook_ = false;                ///< register_comm_hook() was called
   std::vector<int> hook_ids_;
 
   mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
@@ -201,15 +181,9 @@ class Reducer {
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
   bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_
   int64_t synced_steps_ = 0;           ///< finalized or shadowed steps (Note [Joined ranks])
-  bool reduced_ = false;               ///< has_reduced_gradients()
-  /// Stage 2: bucket buffers whose collective may still run, and their bytes.
-  std::vector<std::pair<std::shared_ptr<Work>, size_t>> in_flight_;
-  size_t transient_bytes_ =
-      0;  ///< stage 2: bucket bytes alive (allocated, collective not seen done)
-  size_t peak_transient_bytes_ = 0;
-  int divisor_ = 1;           ///< ranks the gradients are averaged over
-  StreamRef forward_stream_;  ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
-  StreamRef grad_stream_;     ///< the stream the gradient hooks ran on this step
+  int divisor_ = 1;                    ///< ranks the gradients are averaged over
+  StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
+  StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
   ReducerTimer timer_;
 };
 

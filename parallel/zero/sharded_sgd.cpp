@@ -30,7 +30,7 @@ bool same_step(const SgdStepOptions& a, const SgdStepOptions& b) {
 }  // namespace
 
 ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
-    : ddp_(ddp), flat_(flat_of(ddp)), config_(full.config()) {
+    : ddp_(ddp), flat_(flat_of(ddp)), buckets_(ddp.bucket_storage()), config_(full.config()) {
   const ShardLayout& layout = flat_.layout();
   has_momentum_.assign(layout.parameter_count(), false);
   if (config_.momentum != 0.0f) {
@@ -84,11 +84,11 @@ size_t ShardedSgd::state_bytes() const {
 
 void ShardedSgd::zero_grad() {
   for (const Tensor& p : module_parameters_) p.set_grad(Tensor());
-  ddp_.reducer().clear_reduced_gradients();
+  buckets_.clear_reduced();
 }
 
 void ShardedSgd::step() {
-  if (!ddp_.reducer().has_reduced_gradients()) return;
+  if (!buckets_.has_reduced()) return;
   if (join_ != nullptr) config_.lr = agree_lr(/*joined=*/false);
   step_parts();
 }
@@ -128,7 +128,7 @@ void ShardedSgd::step_parts() {
 void ShardedSgd::step_bucket(size_t k) {
   const BucketShards& bucket = flat_.layout().buckets()[k];
   const Tensor params = flat_.shard(k);
-  const Tensor grads = ddp_.reducer().reduced_gradients(k);
+  const Tensor grads = buckets_.reduced(k);
   // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
   const int64_t grad_begin = ddp_.sharding() == Sharding::Gradients ? 0 : bucket.shard_begin;
   const auto options_of = [&](size_t parameter) {

@@ -17,7 +17,7 @@
 ///   back into every rank's parameters, bucket by bucket (FlatParameters, in place);
 /// - stage 2 (Sharding::Gradients; FSDP's SHARD_GRAD_OP): as stage 1, but each bucket is
 ///   reduce-scattered while backward runs, as DDP's all-reduces are, and a rank keeps only its
-///   part of the gradients (Note [Sharded gradients] in reducer_shards.cpp);
+///   part of the gradients (Note [Sharded gradients] in sharded_buckets.h);
 /// - stage 3 (parameters sharded too, gathered per layer before its forward and backward) is not
 ///   built.
 /// A step thus moves the bytes of one all-reduce either way (a reduce-scatter and an all-gather
@@ -111,6 +111,7 @@ class ShardedSgd final : public nn::Optimizer, public Joinable {
 
   DistributedDataParallel& ddp_;
   const FlatParameters& flat_;
+  BucketStorage& buckets_;  ///< the reduced gradients it steps from
   nn::SgdConfig config_;
   std::vector<Tensor> module_parameters_;  ///< what consolidated()'s nn::Sgd is built over
   std::vector<Tensor> momentum_;           ///< per bucket: this rank's part (momentum only)
