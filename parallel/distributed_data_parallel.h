@@ -20,7 +20,7 @@
 /// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
 /// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
 ///
-/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/zero/sharded_sgd.h): with
+/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/zero/sharding.h): with
 /// options.sharding the buckets are fixed at construction and the trained parameters move into
 /// one flat buffer per bucket (FlatParameters), which a ShardedSgd steps a part of and
 /// all-gathers; with Sharding::Gradients the Reducer's buckets are a ShardedBuckets, which
@@ -55,7 +55,7 @@ struct DdpOptions {
   Sharding sharding = Sharding::None;
 };
 
-/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/zero/sharded_sgd.h).
+/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/zero/sharding.h).
 struct ModelStateBytes {
   size_t parameters = 0;  ///< the module's parameters (flat buffers, padding included)
   size_t gradients = 0;   ///< .grad tensors, gradient buckets or shards, at their peak in a step

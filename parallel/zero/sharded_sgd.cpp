@@ -42,7 +42,14 @@ ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
   take_state(full);
 }
 
-// Note [Sharded data parallel], checkpoints: a whole state in, this rank's parts kept.
+// Note [Sharded data parallel], checkpoints (Note [One checkpoint format]): the state is the same
+// as plain SGD's, whatever the world size and stage. consolidated() gathers the parts on one rank
+// into an nn::Sgd over the module's parameters, which nn::save_checkpoint() writes as it writes
+// plain DDP's; and a ShardedSgd is built from an nn::Sgd holding the whole state (none, or what
+// nn::load_checkpoint() loaded on every rank), of which it keeps its part and drops the rest.
+// Resuming at another world size or stage is therefore the ordinary load, then this
+// constructor: the one place that maps a whole state to a rank's part.
+// Here: a whole state in, this rank's parts kept.
 void ShardedSgd::take_state(nn::Sgd& full) {
   NoGradGuard no_grad;
   module_parameters_ = full.parameters();
@@ -198,8 +205,15 @@ std::unique_ptr<nn::Sgd> ShardedSgd::consolidated(int root) {
   return full;
 }
 
-// Note [Sharded data parallel], Join: a joined rank steps its part in every round that
-// synchronises, with the training ranks' learning rate.
+// Note [Sharded data parallel], Join (uneven inputs; parallel/join.h): ShardedSgd is a Joinable.
+// Give the Join the DDP model first, then the ShardedSgd. Every rank owns a part of the model, so a
+// rank that has joined must go on stepping its part: in each round that synchronises gradients its
+// hook steps the part from the shadowed reduction (Note [Joined ranks] in reducer.cpp) and joins
+// the all-gathers. The training ranks' step() first agrees on the learning rate (an all-reduce of
+// it, the largest wins), since a joined rank's schedule stopped. PyTorch's
+// ZeroRedundancyOptimizer also steps on joined ranks, with their own learning rate. Under a
+// Join, every synchronised backward must be followed by one step() (a step the joined ranks
+// cannot see would leave their collectives a step behind: the consistency check then fails).
 class ShardedSgd::JoinHookImpl final : public JoinHook {
  public:
   JoinHookImpl(ShardedSgd& sgd, Join& join) : sgd_(sgd) {

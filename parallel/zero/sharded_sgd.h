@@ -9,56 +9,9 @@
 ///   cross_entropy(model.forward(x), y).backward();  // stage 2: reduce-scatters while it runs
 ///   optimizer.step();                   // steps this rank's part, all-gathers the parameters
 ///
-/// Note [Sharded data parallel]: DDP's memory weakness is that every rank holds all of the
-/// parameters, gradients and optimizer state. ZeRO (Rajbhandari et al. 2020) splits them:
-/// - stage 1 (Sharding::Optimizer; PyTorch's ZeroRedundancyOptimizer): gradients are
-///   all-reduced as in DDP; each rank keeps momentum only for its part (Note [Shards per bucket]
-///   in shard_layout.h), steps that part from the reduced bucket, and the parts are all-gathered
-///   back into every rank's parameters, bucket by bucket (FlatParameters, in place);
-/// - stage 2 (Sharding::Gradients; FSDP's SHARD_GRAD_OP): as stage 1, but each bucket is
-///   reduce-scattered while backward runs, as DDP's all-reduces are, and a rank keeps only its
-///   part of the gradients (Note [Sharded gradients] in sharded_buckets.h);
-/// - stage 3 (parameters sharded too, gathered per layer before its forward and backward) is not
-///   built.
-/// A step thus moves the bytes of one all-reduce either way (a reduce-scatter and an all-gather
-/// are each half of a ring all-reduce), and stage 1 adds the all-gather on top of DDP's
-/// all-reduce. Each bucket's all-gather is launched as soon as its part has been stepped, so it
-/// travels while the next bucket's part is stepped.
-///
-/// The result is DDP's: SGD is elementwise, so a part stepped on its own gets exactly the update
-/// it gets inside the whole parameter, from the same reduced gradient. Stage 1's gradients are
-/// DDP's all-reduce bit for bit; stage 2's reduce-scatter adds the ranks' contributions in
-/// another order than the all-reduce (Note [Ring reduce-scatter]): with 2 ranks a + b either way
-/// (bit-identical), with more each element differs by float rounding (|Δg| ≤ 2(W−1)·2⁻²⁴·Σ|g_r|,
-/// the two orders' error bounds added).
-///
-/// Checkpoints (Note [One checkpoint format]): the state is the same as plain SGD's, whatever the
-/// world size and stage. consolidated() gathers the parts on one rank into an nn::Sgd over the
-/// module's parameters, which nn::save_checkpoint() writes as it writes plain DDP's; and a
-/// ShardedSgd is built from an nn::Sgd holding the whole state (none, or what
-/// nn::load_checkpoint() loaded on every rank), of which it keeps its part and drops the rest.
-/// Resuming at another world size or stage is therefore the ordinary load, then this
-/// constructor: the one place that maps a whole state to a rank's part.
-///
-/// Note [Counted memory]: what a rank holds is counted in bytes, not read off the RSS (whose
-/// activations and allocator caches drown the differences): state_bytes() here, and
-/// DistributedDataParallel::model_state_bytes() for the parameters and the gradients at their
-/// peak in a step (.grad tensors of their own, the buckets, stage 2's shards and its most bucket
-/// bytes alive at once). Per rank, with P the bytes of one float32 copy of the trained
-/// parameters and W ranks: momentum P (stage 0) or about P/W (stages 1, 2); gradients 2P
-/// (.grad and the buckets; P with gradient_as_bucket_view) in stages 0 and 1, about P/W plus the
-/// buckets in flight in stage 2. Not counted: the gradient autograd produces for one parameter,
-/// which lives from its accumulation to its hook, where stage 2 drops it.
-///
-/// Join (uneven inputs; parallel/join.h): ShardedSgd is a Joinable. Give the Join the DDP model
-/// first, then the ShardedSgd. Every rank owns a part of the model, so a rank that has joined
-/// must go on stepping its part: in each round that synchronises gradients its hook steps the
-/// part from the shadowed reduction (Note [Joined ranks] in reducer.cpp) and joins the
-/// all-gathers. The training ranks' step() first agrees on the learning rate (an all-reduce of
-/// it, the largest wins), since a joined rank's schedule stopped. PyTorch's
-/// ZeroRedundancyOptimizer also steps on joined ranks, with their own learning rate. Under a
-/// Join, every synchronised backward must be followed by one step() (a step the joined ranks
-/// cannot see would leave their collectives a step behind: the consistency check then fails).
+/// The stages and why the result is DDP's: Note [Sharded data parallel] in sharding.h. How a
+/// whole checkpoint state becomes this rank's part and back: above take_state() in
+/// sharded_sgd.cpp; Join (uneven inputs): above its hook there.
 ///
 /// Limits: SGD only (what Tandem has); find_unused_parameters is refused with stage 2; the
 /// parameters must be on their device and in their memory format before DDP wraps them; step()
