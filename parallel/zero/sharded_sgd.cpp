@@ -23,10 +23,6 @@ Tensor memory_order(const Tensor& t) {
   return ops::kernel_view(t).reshape({-1});
 }
 
-bool same_step(const SgdStepOptions& a, const SgdStepOptions& b) {
-  return a.weight_decay == b.weight_decay && a.first_step == b.first_step;
-}
-
 }  // namespace
 
 ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
@@ -139,14 +135,7 @@ void ShardedSgd::step_bucket(size_t k) {
   // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
   const int64_t grad_begin = ddp_.sharding() == Sharding::Gradients ? 0 : bucket.shard_begin;
   const auto options_of = [&](size_t parameter) {
-    const bool decay =
-        !(config_.no_decay_for_bn_and_bias && flat_.parameters()[parameter].dim() <= 1);
-    return SgdStepOptions{.lr = config_.lr,
-                          .momentum = config_.momentum,
-                          .dampening = config_.dampening,
-                          .weight_decay = decay ? config_.weight_decay : 0.0f,
-                          .nesterov = config_.nesterov,
-                          .first_step = !has_momentum_[parameter]};
+    return nn::step_options(config_, flat_.parameters()[parameter], !has_momentum_[parameter]);
   };
   std::vector<std::pair<SgdStepOptions, std::vector<SgdTensors>>> groups;
   const std::vector<ShardSegment>& segments = bucket.segments;
@@ -154,13 +143,13 @@ void ShardedSgd::step_bucket(size_t k) {
     const SgdStepOptions options = options_of(segments[j].parameter);
     const int64_t begin = segments[j].shard_offset;
     int64_t end = begin;
-    for (; j < segments.size() && same_step(options_of(segments[j].parameter), options); ++j) {
+    for (; j < segments.size() && nn::same_step(options_of(segments[j].parameter), options); ++j) {
       end += segments[j].length;
     }
     SgdTensors run{params.slice(begin, end), grads.slice(grad_begin + begin, grad_begin + end),
                    momentum_.empty() ? Tensor() : momentum_[k].slice(begin, end)};
     auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const auto& g) { return same_step(g.first, options); });
+                              [&](const auto& g) { return nn::same_step(g.first, options); });
     if (group == groups.end()) {
       groups.emplace_back(options, std::vector<SgdTensors>{});
       group = groups.end() - 1;
