@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "engine/ops/optim.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 
@@ -20,6 +21,14 @@ struct SgdConfig {
   /// choice for ResNets; off by default, as in PyTorch.
   bool no_decay_for_bn_and_bias = false;
 };
+
+/// The options of one parameter's step under `config` (the rule nn::Sgd and
+/// parallel::ShardedSgd both step by): no weight decay for a 1-D parameter under
+/// no_decay_for_bn_and_bias; `first_step` when its momentum buffer does not exist yet.
+SgdStepOptions step_options(const SgdConfig& config, const Tensor& parameter, bool first_step);
+/// Steps with these options can share one sgd_step_multi call (the rest of the options come
+/// from one config).
+bool same_step(const SgdStepOptions& a, const SgdStepOptions& b);
 
 class Sgd final : public Optimizer {
  public:

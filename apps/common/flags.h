@@ -22,8 +22,8 @@
 #include "engine/memory_format.h"
 #include "nn/precision.h"
 #include "parallel/comm_hook.h"
-#include "parallel/flat_parameters.h"
 #include "parallel/reducer.h"
+#include "parallel/zero/sharding.h"
 
 namespace CLI {
 class App;

@@ -23,7 +23,7 @@
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
-#include "parallel/sharded_sgd.h"
+#include "parallel/zero/sharded_sgd.h"
 
 namespace tandem::apps {
 

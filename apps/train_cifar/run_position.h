@@ -11,7 +11,7 @@
 /// loader at that batch gives exactly the batches, augmentations and updates the uninterrupted
 /// run would have given, and ends with bit-identical weights (on the CPU, whose kernels are
 /// deterministic; at any rank count, as a ddp checkpoint also carries the gradient buckets' order,
-/// Note [Bucket order on resume] in parallel/reducer.h). Saves fall
+/// Note [Bucket order on resume] in parallel/reducer_buckets.cpp). Saves fall
 /// only between optimizer steps (never inside an --accumulate group), in ddp on every rank after
 /// the same step (K counts the run's steps, which every rank takes together), and with uneven
 /// shares (Note [Join protocol]) only while no rank has joined. The epoch's training metrics so

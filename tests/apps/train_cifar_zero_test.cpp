@@ -57,7 +57,7 @@ void expect_checkpoints_close(const std::string& actual, const std::string& expe
 // it stays bit for bit at 3 ranks, with the momentum shared out anew. (Stage 2 at 4 ranks: Gloo's
 // reduce-scatter adds in another order than its all-reduce, a few ulps a step, which train-mode
 // ResNet-20 at 6 images a rank magnifies to ~1e-3 of the momentum in 4 steps; the library tests
-// bound it on a well-conditioned network, tests/parallel/sharded_ddp_multiprocess_test.cpp.)
+// bound it on a well-conditioned network, tests/parallel/zero/sharded_ddp_multiprocess_test.cpp.)
 TEST(TrainCifarMultiprocess, ZeroTrainsAsPlainDdpAndResumesAtAnotherStageAndWorldSize) {
   TempDir dir;
   const std::string plain = dir.file("plain.ckpt"), zero = dir.file("zero.ckpt");

@@ -346,7 +346,7 @@ TEST(DdpNcclGpu, ResNet20OnOneGpuMatchesThePlainModel) {
     }
   }
   EXPECT_GT(model.reducer().bucket_assignment().size(), 2u);
-  const ReducerStepStats stats = model.reducer().last_step();  // waits for the device
+  const ReducerStepStats stats = model.reducer().timer().last_step();  // waits for the device
   EXPECT_EQ(stats.buckets.size(), model.reducer().bucket_assignment().size());
 }
 

@@ -1,5 +1,6 @@
-// ShardLayout (parallel/shard_layout.h): Note [Shards per bucket]'s arithmetic, without processes.
-#include "parallel/shard_layout.h"
+// ShardLayout (parallel/zero/shard_layout.h): Note [Shards per bucket]'s arithmetic, without
+// processes.
+#include "parallel/zero/shard_layout.h"
 
 #include <gtest/gtest.h>
 

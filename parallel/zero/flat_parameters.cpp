@@ -1,19 +1,10 @@
-#include "parallel/flat_parameters.h"
+#include "parallel/zero/flat_parameters.h"
 
 #include "engine/autograd/grad_mode.h"
 #include "engine/ops/factory.h"
 #include "engine/ops/layout.h"
 
 namespace tandem::parallel {
-
-const char* sharding_name(Sharding sharding) {
-  switch (sharding) {
-    case Sharding::None: return "none";
-    case Sharding::Optimizer: return "optimizer";
-    case Sharding::Gradients: return "gradients";
-  }
-  return "?";
-}
 
 FlatParameters::FlatParameters(std::vector<Tensor> parameters, ShardLayout layout)
     : parameters_(std::move(parameters)), layout_(std::move(layout)) {

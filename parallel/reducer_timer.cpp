@@ -1,26 +1,32 @@
-// The Reducer's timings (reducer.h): what a step leaves for bench_cifar's overlap columns.
+#include "parallel/reducer_timer.h"
+
 #include <algorithm>
 
 #include "engine/elapsed.h"
 #include "parallel/bucket_trace.h"
-#include "parallel/reducer.h"
 
 namespace tandem::parallel {
 
-void Reducer::record_step(Clock::time_point backward_end) {
+void ReducerTimer::bucket_ready(size_t k) {
+  const Clock::time_point now = Clock::now();
+  std::lock_guard lock(mutex_);
+  if (ready_at_.size() <= k) ready_at_.resize(k + 1);
+  ready_at_[k] = now;
+}
+
+void ReducerTimer::end_step(Clock::time_point backward_end, std::vector<BucketTiming> buckets,
+                            std::vector<std::shared_ptr<Work>> works) {
+  std::lock_guard lock(mutex_);
+  if (ready_at_.size() < buckets.size()) ready_at_.resize(buckets.size());
   ReducerStepRecord record;
   record.backward_end = backward_end;
-  for (const Bucket& bucket : buckets_) {
-    BucketTiming timing;
-    timing.parameters = bucket.parameters.size();
-    timing.bytes = static_cast<size_t>(bucket.numel) * dtype_size(DType::Float32);
-    timing.payload_bytes = hook_->payload_bytes(bucket.numel);
-    timing.ready_ms = milliseconds_between(backward_end, bucket.ready_at);
-    trace_bucket_all_reduce(group_->backend_name(), record.buckets.size(), timing.bytes,
-                            timing.parameters, bucket.work);
-    record.buckets.push_back(timing);
-    record.works.push_back(bucket.work);
+  for (size_t k = 0; k < buckets.size(); ++k) {
+    BucketTiming& timing = buckets[k];
+    timing.ready_ms = milliseconds_between(backward_end, ready_at_[k]);
+    trace_bucket_all_reduce(backend_, k, timing.bytes, timing.parameters, works[k]);
   }
+  record.buckets = std::move(buckets);
+  record.works = std::move(works);
   record.finalized = Clock::now();
   step_record_ = std::move(record);
 }
@@ -28,7 +34,7 @@ void Reducer::record_step(Clock::time_point backward_end) {
 // Times are host times (Work::started_at()): on NCCL, when the watchdog saw the device reach and
 // pass each all-reduce, while ready_ms is when the hook queued the bucket's last copy; the host
 // runs ahead of the device, so on GPUs read them as an approximation of the overlap.
-ReducerStepStats Reducer::stats_of(const ReducerStepRecord& record) {
+ReducerStepStats ReducerTimer::stats_of(const ReducerStepRecord& record) {
   // On NCCL this blocks until the device has run the all-reduces. A failed one already threw
   // from finalize() or will from the next collective; its times are what it has.
   for (const std::shared_ptr<Work>& work : record.works) {
@@ -59,14 +65,14 @@ bool ReducerStepRecord::collectives_done() const {
                      [](const std::shared_ptr<Work>& work) { return work->completed(); });
 }
 
-std::optional<ReducerStepRecord> Reducer::take_step_record() const {
+std::optional<ReducerStepRecord> ReducerTimer::take_step_record() const {
   std::lock_guard lock(mutex_);
   std::optional<ReducerStepRecord> record = std::move(step_record_);
   step_record_.reset();
   return record;
 }
 
-ReducerStepStats Reducer::last_step() const {
+ReducerStepStats ReducerTimer::last_step() const {
   const std::optional<ReducerStepRecord> record = take_step_record();
   if (!record) {
     std::lock_guard lock(mutex_);

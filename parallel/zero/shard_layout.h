@@ -1,5 +1,5 @@
 #pragma once
-/// ShardLayout: how sharded data parallel (ZeRO, parallel/sharded_sgd.h) splits a model's
+/// ShardLayout: how sharded data parallel (ZeRO, parallel/zero/sharded_sgd.h) splits a model's
 /// parameters, their gradients and their optimizer state across the ranks. Arithmetic only: no
 /// tensors, no process group.
 ///

@@ -1,4 +1,4 @@
-// Sharded data parallel (ZeRO stages 1 and 2, parallel/sharded_sgd.h) across real processes:
+// Sharded data parallel (ZeRO stages 1 and 2, parallel/zero/sharded_sgd.h) across real processes:
 // the weights and momentum after a few steps against plain DDP's in the same ranks, the bytes each
 // rank holds, and what is refused. Each body runs in every rank (TANDEM_RUN_AS_RANKS, or mpirun).
 //
@@ -22,8 +22,8 @@
 #include "parallel/distributed_data_parallel.h"
 #include "parallel/join.h"
 #include "parallel/sgd_joinable.h"
-#include "parallel/sharded_sgd.h"
 #include "parallel/sync_batch_norm.h"
+#include "parallel/zero/sharded_sgd.h"
 #include "tests/support/ddp_fixtures.h"
 #include "tests/support/error_message.h"
 #include "tests/support/image_batch.h"

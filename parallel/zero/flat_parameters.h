@@ -13,19 +13,9 @@
 
 #include "engine/tensor.h"
 #include "parallel/comm/process_group.h"
-#include "parallel/shard_layout.h"
+#include "parallel/zero/shard_layout.h"
 
 namespace tandem::parallel {
-
-/// What sharded data parallel splits across the ranks: ZeRO's stages, FSDP's sharding strategy.
-enum class Sharding {
-  None,       ///< plain DDP (ZeRO stage 0; FSDP's NO_SHARD)
-  Optimizer,  ///< the optimizer state (ZeRO stage 1; PyTorch's ZeroRedundancyOptimizer)
-  Gradients,  ///< the optimizer state and the gradients (ZeRO stage 2; FSDP's SHARD_GRAD_OP)
-};
-
-/// "none", "optimizer", "gradients".
-const char* sharding_name(Sharding sharding);
 
 class FlatParameters {
  public:

@@ -1,4 +1,4 @@
-#include "parallel/sharded_sgd.h"
+#include "parallel/zero/sharded_sgd.h"
 
 #include <algorithm>
 
@@ -23,14 +23,10 @@ Tensor memory_order(const Tensor& t) {
   return ops::kernel_view(t).reshape({-1});
 }
 
-bool same_step(const SgdStepOptions& a, const SgdStepOptions& b) {
-  return a.weight_decay == b.weight_decay && a.first_step == b.first_step;
-}
-
 }  // namespace
 
 ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
-    : ddp_(ddp), flat_(flat_of(ddp)), config_(full.config()) {
+    : ddp_(ddp), flat_(flat_of(ddp)), buckets_(ddp.bucket_storage()), config_(full.config()) {
   const ShardLayout& layout = flat_.layout();
   has_momentum_.assign(layout.parameter_count(), false);
   if (config_.momentum != 0.0f) {
@@ -42,7 +38,14 @@ ShardedSgd::ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full)
   take_state(full);
 }
 
-// Note [Sharded data parallel], checkpoints: a whole state in, this rank's parts kept.
+// Note [Sharded data parallel], checkpoints (Note [One checkpoint format]): the state is the same
+// as plain SGD's, whatever the world size and stage. consolidated() gathers the parts on one rank
+// into an nn::Sgd over the module's parameters, which nn::save_checkpoint() writes as it writes
+// plain DDP's; and a ShardedSgd is built from an nn::Sgd holding the whole state (none, or what
+// nn::load_checkpoint() loaded on every rank), of which it keeps its part and drops the rest.
+// Resuming at another world size or stage is therefore the ordinary load, then this
+// constructor: the one place that maps a whole state to a rank's part.
+// Here: a whole state in, this rank's parts kept.
 void ShardedSgd::take_state(nn::Sgd& full) {
   NoGradGuard no_grad;
   module_parameters_ = full.parameters();
@@ -84,11 +87,11 @@ size_t ShardedSgd::state_bytes() const {
 
 void ShardedSgd::zero_grad() {
   for (const Tensor& p : module_parameters_) p.set_grad(Tensor());
-  ddp_.reducer().clear_reduced_gradients();
+  buckets_.clear_reduced();
 }
 
 void ShardedSgd::step() {
-  if (!ddp_.reducer().has_reduced_gradients()) return;
+  if (!buckets_.has_reduced()) return;
   if (join_ != nullptr) config_.lr = agree_lr(/*joined=*/false);
   step_parts();
 }
@@ -128,18 +131,11 @@ void ShardedSgd::step_parts() {
 void ShardedSgd::step_bucket(size_t k) {
   const BucketShards& bucket = flat_.layout().buckets()[k];
   const Tensor params = flat_.shard(k);
-  const Tensor grads = ddp_.reducer().reduced_gradients(k);
+  const Tensor grads = buckets_.reduced(k);
   // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
   const int64_t grad_begin = ddp_.sharding() == Sharding::Gradients ? 0 : bucket.shard_begin;
   const auto options_of = [&](size_t parameter) {
-    const bool decay =
-        !(config_.no_decay_for_bn_and_bias && flat_.parameters()[parameter].dim() <= 1);
-    return SgdStepOptions{.lr = config_.lr,
-                          .momentum = config_.momentum,
-                          .dampening = config_.dampening,
-                          .weight_decay = decay ? config_.weight_decay : 0.0f,
-                          .nesterov = config_.nesterov,
-                          .first_step = !has_momentum_[parameter]};
+    return nn::step_options(config_, flat_.parameters()[parameter], !has_momentum_[parameter]);
   };
   std::vector<std::pair<SgdStepOptions, std::vector<SgdTensors>>> groups;
   const std::vector<ShardSegment>& segments = bucket.segments;
@@ -147,13 +143,13 @@ void ShardedSgd::step_bucket(size_t k) {
     const SgdStepOptions options = options_of(segments[j].parameter);
     const int64_t begin = segments[j].shard_offset;
     int64_t end = begin;
-    for (; j < segments.size() && same_step(options_of(segments[j].parameter), options); ++j) {
+    for (; j < segments.size() && nn::same_step(options_of(segments[j].parameter), options); ++j) {
       end += segments[j].length;
     }
     SgdTensors run{params.slice(begin, end), grads.slice(grad_begin + begin, grad_begin + end),
                    momentum_.empty() ? Tensor() : momentum_[k].slice(begin, end)};
     auto group = std::find_if(groups.begin(), groups.end(),
-                              [&](const auto& g) { return same_step(g.first, options); });
+                              [&](const auto& g) { return nn::same_step(g.first, options); });
     if (group == groups.end()) {
       groups.emplace_back(options, std::vector<SgdTensors>{});
       group = groups.end() - 1;
@@ -198,8 +194,15 @@ std::unique_ptr<nn::Sgd> ShardedSgd::consolidated(int root) {
   return full;
 }
 
-// Note [Sharded data parallel], Join: a joined rank steps its part in every round that
-// synchronises, with the training ranks' learning rate.
+// Note [Sharded data parallel], Join (uneven inputs; parallel/join.h): ShardedSgd is a Joinable.
+// Give the Join the DDP model first, then the ShardedSgd. Every rank owns a part of the model, so a
+// rank that has joined must go on stepping its part: in each round that synchronises gradients its
+// hook steps the part from the shadowed reduction (Note [Joined ranks] in reducer.cpp) and joins
+// the all-gathers. The training ranks' step() first agrees on the learning rate (an all-reduce of
+// it, the largest wins), since a joined rank's schedule stopped. PyTorch's
+// ZeroRedundancyOptimizer also steps on joined ranks, with their own learning rate. Under a
+// Join, every synchronised backward must be followed by one step() (a step the joined ranks
+// cannot see would leave their collectives a step behind: the consistency check then fails).
 class ShardedSgd::JoinHookImpl final : public JoinHook {
  public:
   JoinHookImpl(ShardedSgd& sgd, Join& join) : sgd_(sgd) {
