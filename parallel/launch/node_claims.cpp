@@ -1,6 +1,7 @@
 // RestartRounds' claims and beats (Note [Node claims] in restart_rounds.h): who holds each
 // --node-rank, and whether the launcher holding it is still there.
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <thread>
 
@@ -28,9 +29,12 @@ void RestartRounds::beat() {
 }
 
 int64_t RestartRounds::beat_of(int node) {
-  const int64_t claims = store_->add(node_key(node, "claims"), 0);
-  if (claims <= 0) return -1;
-  return store_->add(node_key(node, "beat/" + std::to_string(claims)), 0);
+  // The holder, not the newest claim: that may be a second launcher refused a moment ago.
+  const std::string holder = node_key(node, "holder");
+  if (!store_->check({holder})) return -1;
+  const int64_t claim = parse_round_int(to_string(store_->get(holder)), 1, INT64_MAX,
+                                        {.key = holder, .store = options_.store_name});
+  return store_->add(node_key(node, "beat/" + std::to_string(claim)), 0);
 }
 
 void RestartRounds::claim(const std::function<bool()>& cancelled) {
@@ -55,6 +59,7 @@ void RestartRounds::claim(const std::function<bool()>& cancelled) {
                   " (this one, refused); give each node its own --node-rank");
     }
   }
+  store_->set(node_key(id, "holder"), to_bytes(std::to_string(claim_)));
 }
 
 std::optional<std::string> RestartRounds::finish() {

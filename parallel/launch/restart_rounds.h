@@ -47,10 +47,10 @@
 /// workers run). A launcher that finds earlier claims watches their beats for lost_after: one that
 /// moves belongs to a second launcher given the same --node-rank, and this one is refused in one
 /// line naming both (the job goes on with the first); beats that stay still belong to a launcher
-/// of this node that died, started again by hand, which goes on. The same beats let node 0's
-/// finish() tell a peer launcher that is lost from one whose workers still run: a member whose
-/// beat has not moved for lost_after is reported, in one line, instead of node 0 waiting out
-/// --rdzv-timeout in silence.
+/// of this node that died, started again by hand, which goes on, and writes its claim as the id's
+/// "holder". The holder's beats let node 0's finish() tell a peer launcher that is lost from one
+/// whose workers still run: a member whose beat has not moved for lost_after is reported, in one
+/// line, instead of node 0 waiting out --rdzv-timeout in silence.
 ///
 /// Note [Round values] (round_values.h): whatever is read back is parsed whole and checked; a
 /// members list must also hold this node if its ticket was sealed in. A value that fails ends the
@@ -132,7 +132,7 @@ class RestartRounds {
   /// Note [Node claims]: claims this node's id, refusing it while another launcher holds it.
   void claim(const std::function<bool()>& cancelled);
   void beat();
-  /// The beat count of `node`'s newest launcher (-1: none claimed it yet).
+  /// The beat count of the launcher holding `node`'s id (-1: none holds it yet).
   int64_t beat_of(int node);
   /// Note [Round values]: the members of `round`, checked as this node, holding `ticket`, reads
   /// them.

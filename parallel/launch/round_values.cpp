@@ -38,16 +38,16 @@ int64_t parse_round_int(std::string_view text, int64_t min, int64_t max,
   // where min >= 0, and nothing may follow the digits.
   const auto [stop, error] = std::from_chars(text.data(), end, value);
   if (text.empty() || error != std::errc{} || stop != end || value < min || value > max) {
-    refuse(text, source, "a whole number from " + std::to_string(min) + " to " + std::to_string(max));
+    refuse(text, source,
+           "a whole number from " + std::to_string(min) + " to " + std::to_string(max));
   }
   return value;
 }
 
 RoundMembers parse_members(std::string_view text, int nnodes, const RoundValueSource& source) {
-  const std::string expected = "\"<tickets>;<node id>,<node id>,…\" with 1 to " +
-                               std::to_string(nnodes) +
-                               " tickets and as many ascending, unique node ids below " +
-                               std::to_string(nnodes);
+  const std::string expected =
+      "\"<tickets>;<node id>,<node id>,…\" with 1 to " + std::to_string(nnodes) +
+      " tickets and as many ascending, unique node ids below " + std::to_string(nnodes);
   const size_t semicolon = text.find(';');
   if (semicolon == std::string_view::npos) refuse(text, source, expected);
   RoundMembers members;
@@ -56,7 +56,8 @@ RoundMembers parse_members(std::string_view text, int nnodes, const RoundValueSo
     std::string_view rest = text.substr(semicolon + 1);
     while (true) {
       const size_t comma = rest.find(',');
-      const int id = static_cast<int>(parse_round_int(rest.substr(0, comma), 0, nnodes - 1, source));
+      const int id =
+          static_cast<int>(parse_round_int(rest.substr(0, comma), 0, nnodes - 1, source));
       if (!members.ids.empty() && id <= members.ids.back()) refuse(text, source, expected);
       members.ids.push_back(id);
       if (comma == std::string_view::npos) break;

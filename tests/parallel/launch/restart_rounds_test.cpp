@@ -252,13 +252,17 @@ TEST_F(RestartRoundsTest, ASecondLauncherWithTheSameNodeRankIsRefusedNamingBoth)
   });
   RestartRounds second = node(1);
   const std::string message = error_message([&] { second.join(never_cancelled); });
-  stop = true;
-  alive.join();
   EXPECT_TRUE(contains(message,
                        "[tandem-run] two launchers claim --node-rank 1: launcher 2 "
                        "(running) and launcher 3 (this one, refused)"))
       << message;
-  EXPECT_FALSE(node0.closed());  // the job goes on
+  EXPECT_FALSE(node0.closed());  // the job goes on, and node 0 still hears the first launcher
+  auto finished0 = std::async(std::launch::async, [&] { return node0.finish(); });
+  std::this_thread::sleep_for(400ms);
+  stop = true;
+  alive.join();
+  EXPECT_EQ(node1.finish(), std::nullopt);
+  EXPECT_EQ(finished0.get(), std::nullopt);
 }
 
 // Note [Node claims]: node 1's launcher dies while its workers run; node 0's workers finish, and
