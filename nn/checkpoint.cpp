@@ -1,5 +1,7 @@
 #include "nn/checkpoint.h"
 
+#include <charconv>
+#include <climits>
 #include <filesystem>
 #include <random>
 
@@ -25,14 +27,19 @@ void check_optimizer_matches(const Module& model, const Sgd& optimizer,
                ".parameters() (same tensors, same order)");
 }
 
-int64_t parse_int(const Metadata& metadata, const std::string& key, const std::string& path) {
+// A whole decimal integer in [min, max]: "12abc" is not 12, nor "4294967297" an int's 1 (S10).
+int64_t parse_int(const Metadata& metadata, const std::string& key, const std::string& path,
+                  int64_t min, int64_t max) {
   const auto found = metadata.find(key);
   TANDEM_CHECK(found != metadata.end(), "[checkpoint] ", path, " lacks '", key, "'");
-  try {
-    return std::stoll(found->second);
-  } catch (const std::exception&) {
-    TANDEM_FAIL("[checkpoint] ", path, ": '", key, "' is not an integer: '", found->second, "'");
-  }
+  const std::string& text = found->second;
+  int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TANDEM_CHECK(!text.empty() && error == std::errc{} && end == text.data() + text.size() &&
+                   value >= min && value <= max,
+               "[checkpoint] ", path, ": '", key, "' is not an integer from ", min, " to ", max,
+               ": '", text.substr(0, 40), "'");
+  return value;
 }
 
 }  // namespace
@@ -53,11 +60,13 @@ void keep_as(const std::string& from, const std::string& to) {
   std::error_code error;
   if (!std::filesystem::exists(from, error)) return;
   const std::string temporary = to + ".linking";
-  std::filesystem::remove(temporary, error);
-  std::filesystem::create_hard_link(from, temporary, error);
+  std::filesystem::remove(temporary, error);  // a symlink planted there: the link, not its target
+  std::filesystem::create_hard_link(from, temporary, error);  // never follows a name that exists
   if (error) {  // a file system without hard links: a copy does the same, more slowly
-    std::filesystem::copy_file(from, temporary, std::filesystem::copy_options::overwrite_existing,
-                               error);
+    // Without overwrite_existing the copy creates with O_EXCL, which also refuses a symlink
+    // planted since the remove() (review S8).
+    error.clear();
+    std::filesystem::copy_file(from, temporary, std::filesystem::copy_options::none, error);
   }
   TANDEM_CHECK(!error, "[checkpoint] could not keep ", from, " as ", to, ": ", error.message());
   std::filesystem::rename(temporary, to, error);
@@ -203,13 +212,19 @@ TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer) 
     TANDEM_CHECK(tensor.shape() == parameters[i].second.shape(), "[checkpoint] momentum of '",
                  parameter, "' has shape ", shape_str(tensor.shape()), ", parameter has ",
                  shape_str(parameters[i].second.shape()));
-    // In the parameter's memory format, as the SGD kernels walk both in step.
     const Tensor& parameter_now = parameters[i].second;
+    // The SGD kernels read the buffer as the parameter's dtype: another one would load, replace
+    // the weights, and fail at the first step naming neither checkpoint nor tensor (S10).
+    TANDEM_CHECK(tensor.dtype() == parameter_now.dtype(), "[checkpoint] momentum of '", parameter,
+                 "' in ", sidecar_path(path), " is ", dtype_name(tensor.dtype()), ", parameter is ",
+                 dtype_name(parameter_now.dtype()));
+    // In the parameter's memory format, as the SGD kernels walk both in step.
     momentum[i] = tensor.to(parameter_now.device()).contiguous(parameter_now.memory_format());
   }
   TrainingState state;
-  state.epoch = parse_int(sidecar.metadata, "epoch", sidecar_path(path));
-  state.step = parse_int(sidecar.metadata, "step", sidecar_path(path));
+  // Epochs are counted in an int by the data loaders; steps in 64 bits.
+  state.epoch = parse_int(sidecar.metadata, "epoch", sidecar_path(path), 0, INT_MAX);
+  state.step = parse_int(sidecar.metadata, "step", sidecar_path(path), 0, INT64_MAX);
   state.rng_state = sidecar.metadata.count("rng_state") ? sidecar.metadata.at("rng_state") : "";
   for (const auto& [key, value] : sidecar.metadata) {
     if (key != kIdKey && key != "epoch" && key != "step" && key != "rng_state" && key != "lr") {

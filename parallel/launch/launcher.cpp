@@ -126,7 +126,13 @@ LaunchResult run_attempts(const LaunchOptions& o, int port, Attempt attempt,
     auto [result, restart] = supervise_attempt(o, port, attempt, signals);
     result.restarts = attempt.restarts_used;
     if (!restart) {
-      if (result.exit_code == 0) attempt.rounds->finish();
+      if (result.exit_code != 0) return result;
+      // Note [Node claims]: node 0 names a peer launcher that was lost instead of exiting 0.
+      if (auto lost = attempt.rounds->finish()) {
+        write_line(o.stderr_fd, *lost);
+        result.exit_code = 1;
+        result.message = std::move(*lost);
+      }
       return result;
     }
     ++attempt.restarts_used;
@@ -156,7 +162,8 @@ LaunchResult launch(const LaunchOptions& options) {
                                .min_nodes = options.min_nodes,
                                .node_rank = options.node_rank,
                                .last_call = options.rdzv_last_call,
-                               .rdzv_timeout = options.rdzv_timeout});
+                               .rdzv_timeout = options.rdzv_timeout,
+                               .store_name = "the rendezvous store at " + store->address()});
   first.rounds = &rounds;
   SignalForwarding signals;
   return run_attempts(options, port, first, signals);

@@ -1,8 +1,10 @@
 #include "parallel/launch/restart_rounds.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <climits>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "engine/error.h"
@@ -28,6 +30,11 @@ RestartRounds::RestartRounds(std::shared_ptr<Store> store, RestartRoundsOptions 
   TANDEM_CHECK(options_.min_nodes >= 1 && options_.min_nodes <= options_.nnodes,
                "[tandem-run] a round needs 1 to ", options_.nnodes, " nodes, not at least ",
                options_.min_nodes);
+  if (options_.identity.empty()) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    options_.identity = "pid " + std::to_string(::getpid()) + " on " + host;
+  }
 }
 
 std::string RestartRounds::key(int round, const std::string& name) const {
@@ -36,9 +43,13 @@ std::string RestartRounds::key(int round, const std::string& name) const {
 
 std::optional<int> RestartRounds::join(const std::function<bool()>& cancelled) {
   const auto deadline = Clock::now() + options_.rdzv_timeout;
+  if (claim_ == 0) claim(cancelled);
   while (true) {
     throw_if_ended();
-    const int round = static_cast<int>(store_->add(kRoundKey, 0));
+    beat();
+    const int round =
+        static_cast<int>(parse_round_int(std::to_string(store_->add(kRoundKey, 0)), 0, INT_MAX - 1,
+                                         {.key = kRoundKey, .store = options_.store_name}));
     if (store_->check({key(round, "closed")})) {
       // Its closer has yet to move the counter on (Note [Restart rounds]).
       if (cancelled()) return std::nullopt;
@@ -49,6 +60,8 @@ std::optional<int> RestartRounds::join(const std::function<bool()>& cancelled) {
       continue;
     }
     const int64_t ticket = store_->add(key(round, "joined"), 1);
+    parse_round_int(std::to_string(ticket), 1, INT_MAX,
+                    {.key = key(round, "joined"), .store = options_.store_name});
     const std::string id = std::to_string(options_.node_rank);
     store_->set(key(round, "ticket/" + std::to_string(ticket)), to_bytes(id));
     store_->set(key(round, "node/" + id), to_bytes("1"));
@@ -70,18 +83,18 @@ std::optional<std::vector<int>> RestartRounds::wait_for_members(
     int round, int64_t ticket, Clock::time_point deadline, const std::function<bool()>& cancelled) {
   std::optional<Clock::time_point> enough_since;  // min_nodes joined (Note [Elastic rounds])
   while (true) {
+    beat();
     if (store_->check({key(round, "members")})) {
-      // "<tickets>;<id>,<id>,…"
-      const std::string text = to_string(store_->get(key(round, "members")));
-      const size_t semicolon = text.find(';');
-      if (ticket > std::stoll(text.substr(0, semicolon))) {
+      RoundMembers members = read_members(round, ticket);
+      if (ticket > members.tickets) {
         close_round(round);  // sealed without this node: every node starts anew with it
         return std::nullopt;
       }
-      std::vector<int> members;
-      std::istringstream list(text.substr(semicolon + 1));
-      for (std::string id; std::getline(list, id, ',');) members.push_back(std::stoi(id));
-      return members;
+      if (static_cast<int>(members.ids.size()) < options_.min_nodes) {
+        close_round(round);  // a launcher started again by hand held two of its tickets
+        return std::nullopt;
+      }
+      return std::move(members.ids);
     }
     if (store_->check({key(round, "closed")})) return std::nullopt;
     throw_if_ended();
@@ -105,9 +118,7 @@ void RestartRounds::seal(int round) {
   if (store_->add(key(round, "sealed"), 1) != 1) return;
   const int64_t tickets = std::min<int64_t>(store_->add(key(round, "joined"), 0), options_.nnodes);
   std::set<int> ids;
-  for (int64_t t = 1; t <= tickets; ++t) {
-    ids.insert(std::stoi(to_string(store_->get(key(round, "ticket/" + std::to_string(t))))));
-  }
+  for (int64_t t = 1; t <= tickets; ++t) ids.insert(read_ticket_id(round, t));
   std::string text = std::to_string(tickets) + ";";
   for (int id : ids) {
     if (text.back() != ';') text += ',';
@@ -124,6 +135,7 @@ bool RestartRounds::confirmed_by_all(int round, const std::vector<int>& members,
   for (int id : members) ready.push_back(key(round, "ready/" + std::to_string(id)));
   const auto deadline = Clock::now() + options_.confirm_timeout;
   while (!store_->check(ready)) {
+    beat();
     if (store_->check({key(round, "closed")})) return false;
     throw_if_ended();
     if (cancelled()) return false;
@@ -164,6 +176,7 @@ std::string RestartRounds::missing_nodes(int round) {
 }
 
 bool RestartRounds::closed() {
+  beat();
   return store_->check({key(round_, "closed")});
 }
 
@@ -184,21 +197,46 @@ void RestartRounds::end_job(const std::string& reason) {
 void RestartRounds::throw_if_ended() {
   if (!store_->check({kEndedKey})) return;
   TANDEM_FAIL("[tandem-run] node ", options_.node_rank,
-              " cannot start another attempt: ", to_string(store_->get(kEndedKey)));
+              " cannot start another attempt: ", printable(to_string(store_->get(kEndedKey))));
 }
 
-void RestartRounds::finish() {
+RoundMembers RestartRounds::read_members(int round, int64_t ticket) {
+  const std::string name = key(round, "members");
+  const std::string text = to_string(store_->get(name));
   try {
-    store_->add(key(round_, "done"), 1);
-    if (options_.node_rank != 0) return;
-    const auto deadline = Clock::now() + options_.rdzv_timeout;
-    while (store_->add(key(round_, "done"), 0) < static_cast<int64_t>(members_.size()) &&
-           !closed() && Clock::now() < deadline) {
-      std::this_thread::sleep_for(options_.poll_interval);
-    }
-  } catch (const Error&) {
-    // The job is over for this node; a store that went away has nothing left to serve.
+    RoundMembers members =
+        parse_members(text, options_.nnodes, {.key = name, .store = options_.store_name});
+    const bool listed =
+        std::binary_search(members.ids.begin(), members.ids.end(), options_.node_rank);
+    TANDEM_CHECK(ticket > members.tickets || listed, "[tandem-run] ", options_.store_name,
+                 " holds ", quote_value(text), " under ", name, ", which leaves out node ",
+                 options_.node_rank, " although its ticket ", ticket,
+                 " was sealed in; did another program write it?");
+    return members;
+  } catch (const Error& e) {
+    end_for_bad_value(e);
   }
+}
+
+int RestartRounds::read_ticket_id(int round, int64_t ticket) {
+  const std::string name = key(round, "ticket/" + std::to_string(ticket));
+  try {
+    return static_cast<int>(parse_round_int(to_string(store_->get(name)), 0, options_.nnodes - 1,
+                                            {.key = name, .store = options_.store_name}));
+  } catch (const Error& e) {
+    end_for_bad_value(e);
+  }
+}
+
+void RestartRounds::end_for_bad_value(const Error& error) {
+  try {
+    // Every node reads the same value, but only this one may have read a ticket: end it for all.
+    std::string why = error.message();
+    if (why.rfind("[tandem-run] ", 0) == 0) why.erase(0, 13);
+    end_job("node " + std::to_string(options_.node_rank) + " stopped the job: " + why);
+  } catch (const Error&) {
+  }
+  throw error;
 }
 
 }  // namespace tandem::parallel

@@ -41,6 +41,21 @@
 /// from the next round (scale down). Fewer than MIN within --rdzv-timeout ends the job with one
 /// line naming the nodes missing. Node 0 stays the one fixed point: its launcher hosts the store.
 ///
+/// Note [Node claims]: each launcher claims its --node-rank once, n = add("tandem-run/node/<id>/
+/// claims", 1), writes who it is under "claim/<n>", and from then on bumps "beat/<n>" each time
+/// it looks at the store (every poll_interval while it waits, about twice a second while its
+/// workers run). A launcher that finds earlier claims watches their beats for lost_after: one that
+/// moves belongs to a second launcher given the same --node-rank, and this one is refused in one
+/// line naming both (the job goes on with the first); beats that stay still belong to a launcher
+/// of this node that died, started again by hand, which goes on, and writes its claim as the id's
+/// "holder". The holder's beats let node 0's finish() tell a peer launcher that is lost from one
+/// whose workers still run: a member whose beat has not moved for lost_after is reported, in one
+/// line, instead of node 0 waiting out --rdzv-timeout in silence.
+///
+/// Note [Round values] (round_values.h): whatever is read back is parsed whole and checked; a
+/// members list must also hold this node if its ticket was sealed in. A value that fails ends the
+/// job on every node, in one line naming the key and the store.
+///
 ///   RestartRounds rounds(store, {.nnodes = 2, .node_rank = 1});
 ///   while (true) {
 ///     const int attempt = *rounds.join(never);  // every node starts attempt `attempt` together
@@ -54,7 +69,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/error.h"
 #include "parallel/comm/rendezvous/store.h"
+#include "parallel/launch/round_values.h"
 
 namespace tandem::parallel {
 
@@ -71,6 +88,13 @@ struct RestartRoundsOptions {
   std::chrono::milliseconds confirm_timeout{5000};
   /// How often join() and finish() look at the store while waiting.
   std::chrono::milliseconds poll_interval{100};
+  /// How long a launcher's beat may stand still before it is taken for gone (Note [Node claims]).
+  std::chrono::milliseconds lost_after{5000};
+  /// The store as errors name it (TcpStore::address()).
+  std::string store_name = "the rendezvous store";
+  /// Who this launcher is, for the line that names two launchers with one --node-rank;
+  /// "" : "pid <pid> on <host>".
+  std::string identity{};
 };
 
 class RestartRounds {
@@ -97,12 +121,27 @@ class RestartRounds {
   /// Ends the job on every node: their next join() fails with `reason`. Closes the round.
   void end_job(const std::string& reason);
   /// Records that this node's workers all succeeded. Node 0 hosts the store, so it then waits
-  /// until every node has recorded the same (or the round closes, or the rendezvous timeout
-  /// passes) before its launcher exits and the store with it. Never throws.
-  void finish();
+  /// until every node has recorded the same (or the round closes) before its launcher exits and
+  /// the store with it. Returns a one-line "[tandem-run] ..." when a member did not finish: its
+  /// launcher lost (Note [Node claims]) or the rendezvous timeout passed. Never throws.
+  std::optional<std::string> finish();
 
  private:
   std::string key(int round, const std::string& name) const;
+  std::string node_key(int node, const std::string& name) const;
+  /// Note [Node claims]: claims this node's id, refusing it while another launcher holds it.
+  void claim(const std::function<bool()>& cancelled);
+  void beat();
+  /// The beat count of the launcher holding `node`'s id (-1: none holds it yet).
+  int64_t beat_of(int node);
+  /// Note [Round values]: the members of `round`, checked as this node, holding `ticket`, reads
+  /// them.
+  RoundMembers read_members(int round, int64_t ticket);
+  int read_ticket_id(int round, int64_t ticket);
+  /// Ends the job on every node for a value that failed its check, then rethrows `error`.
+  [[noreturn]] void end_for_bad_value(const Error& error);
+  /// finish()'s wait at node 0; returns why a member did not finish, if it did not.
+  std::optional<std::string> wait_for_members_done();
   /// Waits until every node has joined `round`: true; false when it was closed meanwhile.
   /// The members once the round is sealed with `ticket` among them (sealing it when due); nothing
   /// when it was closed, cancelled, or sealed without this ticket (then closed by this node).
@@ -124,6 +163,7 @@ class RestartRounds {
   RestartRoundsOptions options_;
   int round_ = -1;
   std::vector<int> members_;
+  int64_t claim_ = 0;  ///< this launcher's claim on its id, 0 before the first join()
 };
 
 }  // namespace tandem::parallel

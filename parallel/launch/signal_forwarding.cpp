@@ -18,10 +18,14 @@ namespace {
 std::atomic<int> signal_pipe_write{-1};
 
 void on_signal(int sig) {
+  // The handler runs between any two instructions of the interrupted code, which may be about to
+  // read errno: a failed write (the pipe full of unread signals) must not change it.
+  const int saved_errno = errno;
   const int fd = signal_pipe_write.load();
   const unsigned char byte = static_cast<unsigned char>(sig);
   if (fd >= 0) [[maybe_unused]]
     ssize_t ignored = ::write(fd, &byte, 1);
+  errno = saved_errno;
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ TEST(FuzzCorpus, StoreRequest) {
 TEST(FuzzCorpus, LaunchEnv) {
   replay("launch_env", launch_env);
 }
+TEST(FuzzCorpus, FileStoreRecords) {
+  replay("file_store_records", file_store_records);
+}
 
 }  // namespace
 }  // namespace tandem::fuzz

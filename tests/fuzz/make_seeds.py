@@ -81,6 +81,25 @@ def main():
     write("launch_env", "srun", b"SLURM_PROCID=3\nSLURM_NTASKS=4\nSLURM_LOCALID=1\n"
                                 b"SLURM_NTASKS_PER_NODE=2\nSLURM_LAUNCH_NODE_IPADDR=10.1.1.1\n")
 
+    # FileStore's log (Note [FileStore format]): records of a big-endian length + key and length +
+    # value, the first one the store's header.
+    def field(data):
+        return struct.pack(">I", len(data)) + data
+
+    def record(key, value):
+        return field(key) + field(value)
+
+    store = (record(b"tandem/file_store", b"rank 0 (pid 1) on host h at 2026-12-07 18:00:00 UTC, for 2 ranks")
+             + record(b"tandem/joined/0", b"") + record(b"tandem/joined/1", b"")
+             + record(b"/rank0/address", b"10.0.0.1:4242") + record(b"/counter", b"3")
+             + record(b"/counter", b"4") + record(b"tandem/left", b"1"))
+    write("file_store_records", "store", store)
+    write("file_store_records", "partial_record", store[:-5])
+    write("file_store_records", "foreign", b"my notes\n")
+    write("file_store_records", "huge_value", record(b"tandem/file_store", b"")
+          + field(b"/k") + struct.pack(">I", 0xFFFFFFF0))
+
+
 
 if __name__ == "__main__":
     main()

@@ -15,6 +15,7 @@
 #include "nn/checkpoint.h"
 #include "nn/linear.h"
 #include "nn/safetensors.h"
+#include "parallel/comm/rendezvous/file_store_records.h"
 #include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm/rendezvous/store_protocol.h"
 #include "parallel/comm/socket.h"
@@ -104,6 +105,32 @@ int launch_env(const uint8_t* input, size_t size) {
   }
   try {
     parallel::from_variables(variables);
+  } catch (const Error&) {
+  }
+  return 0;
+}
+
+// FileStore's log read from a file of arbitrary bytes (Note [FileStore records]): from the start,
+// then again from wherever the first read left off, as a later call reads what was appended.
+// No read may go past the file, nor ask for more than a key or value may hold.
+int file_store_records(const uint8_t* input, size_t size) {
+  const std::string_view file(reinterpret_cast<const char*>(input), size);
+  const parallel::file_store::ReadAt read_at = [&](off_t offset, size_t n) {
+    if (offset < 0 || n > parallel::file_store::kMaxFieldBytes + size_t{4} ||
+        static_cast<size_t>(offset) + n > file.size()) {
+      __builtin_trap();  // read_records checks every length against the file first
+    }
+    return std::string(file.substr(static_cast<size_t>(offset), n));
+  };
+  std::map<std::string, std::string> cache;
+  const auto keep = [&](std::string key, std::string value) { cache[key] = std::move(value); };
+  const off_t half = static_cast<off_t>(size / 2);
+  off_t at = 0;
+  try {
+    at = parallel::file_store::read_records(read_at, 0, half, "tandem/file_store", "file:///fuzz",
+                                            keep);
+    parallel::file_store::read_records(read_at, at, static_cast<off_t>(size), "tandem/file_store",
+                                       "file:///fuzz", keep);
   } catch (const Error&) {
   }
   return 0;

@@ -15,5 +15,6 @@ int checkpoint(const uint8_t* data, size_t size);
 int cifar10(const uint8_t* data, size_t size);
 int store_request(const uint8_t* data, size_t size);
 int launch_env(const uint8_t* data, size_t size);
+int file_store_records(const uint8_t* data, size_t size);
 
 }  // namespace tandem::fuzz

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
+#include "tests/support/error_message.h"
 #include "tests/support/small_disk.h"
 #include "tests/support/temp_dir.h"
 
@@ -84,6 +86,57 @@ TEST_F(Checkpoint, ResumedRunContinuesExactly) {
       EXPECT_EQ(expected[i].second.item(), actual[i].second.item()) << expected[i].first;
     }
   }
+}
+
+// Review S10: a sidecar whose momentum has another dtype, or whose epoch is not a whole int, is
+// refused before anything changes (the momentum used to load and fail at the first step).
+TEST_F(Checkpoint, AMomentumOfAnotherDtypeOrABadEpochIsRefusedBeforeAnythingChanges) {
+  TrainingRun saved = make_run(2);
+  Generator data(3);
+  train_steps(saved, data, 1);
+  save_checkpoint(path(), *saved.model, *saved.optimizer, {.epoch = 1, .step = 1});
+  const SafetensorsFile good = load_safetensors(sidecar_path(path()));
+  const auto refusal = [&](const NamedTensors& tensors, const Metadata& metadata) {
+    save_safetensors(sidecar_path(path()), tensors, metadata);
+    TrainingRun fresh = make_run(77);
+    const std::vector<float> before = fresh.model->state_dict()[0].second.to_vector<float>();
+    const std::string message =
+        testing::error_message([&] { load_checkpoint(path(), *fresh.model, *fresh.optimizer); });
+    EXPECT_EQ(fresh.model->state_dict()[0].second.to_vector<float>(), before) << message;
+    return message;
+  };
+  NamedTensors retyped = good.tensors;
+  retyped[0].second = zeros(retyped[0].second.shape(), {.dtype = DType::Float16});
+  const std::string dtype = refusal(retyped, good.metadata);
+  EXPECT_NE(dtype.find("[checkpoint] momentum of '" + retyped[0].first.substr(9) + "' in " +
+                       sidecar_path(path()) + " is float16, parameter is float32"),
+            std::string::npos)
+      << dtype;
+  for (const char* epoch : {"12abc", "4294967297", "-2147483648", " 1", ""}) {
+    Metadata metadata = good.metadata;
+    metadata["epoch"] = epoch;
+    const std::string message = refusal(good.tensors, metadata);
+    EXPECT_NE(message.find("'epoch' is not an integer from 0 to 2147483647: '" +
+                           std::string(epoch) + "'"),
+              std::string::npos)
+        << message;
+  }
+}
+
+// Review S8: the `.linking` names a save passes its previous pair through never follow a
+// symlink planted there.
+TEST_F(Checkpoint, SymlinksAtTheLinkingNamesAreNotFollowed) {
+  TrainingRun run = make_run(2);
+  const std::string victim = dir_.file("victim.txt");
+  std::ofstream(victim) << "precious data";
+  for (const std::string& name : {previous_path(path()), sidecar_path(previous_path(path()))}) {
+    fs::create_symlink(victim, name + ".linking");
+  }
+  save_checkpoint(path(), *run.model, *run.optimizer, {.epoch = 1});
+  save_checkpoint(path(), *run.model, *run.optimizer, {.epoch = 2});
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious data");
+  EXPECT_EQ(load_checkpoint(previous_path(path()), *run.model, *run.optimizer).epoch, 1);
 }
 
 TEST_F(Checkpoint, MismatchedOrMissingSidecarFallsBackToThePreviousPair) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "engine/error.h"
+#include "parallel/comm/rendezvous/file_store_records.h"
 #include "parallel/comm/rendezvous/store_protocol.h"
 
 namespace tandem::parallel {
@@ -30,20 +31,6 @@ std::string joined_key(int rank) {
 
 std::string record(const std::string& key, std::string_view value) {
   return protocol::Writer().bytes(key).bytes(value).str();
-}
-
-// Where the first record of `data` ends, or nothing when it is incomplete (a 4-byte big-endian
-// length before the key and before the value, as protocol::Writer::bytes writes them).
-std::optional<size_t> record_end(std::string_view data) {
-  size_t at = 0;
-  for (int field = 0; field < 2; ++field) {
-    if (data.size() - at < 4) return std::nullopt;
-    uint32_t n = 0;
-    for (size_t i = 0; i < 4; ++i) n = (n << 8) | static_cast<uint8_t>(data[at + i]);
-    if (data.size() - at - 4 < n) return std::nullopt;
-    at += 4 + n;
-  }
-  return at;
 }
 
 // "rank 0 (pid 4242) on host node0 at 2026-11-28 10:00:01 UTC, for 4 ranks".
@@ -77,8 +64,11 @@ class FileStore::OpenFile {
 
   OpenFile(const FileStore& store, Lock lock) : address_(store.address()) {
     do {
-      fd_ = ::open(store.options_.path.c_str(), O_RDWR | O_CLOEXEC);
+      // O_NOFOLLOW: a symlink at the path is refused, not read (review S7).
+      fd_ = ::open(store.options_.path.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     } while (fd_ < 0 && errno == EINTR);
+    TANDEM_CHECK(fd_ >= 0 || errno != ELOOP, "[store] ", address_,
+                 " is a symbolic link; name the file itself (rank 0 creates it)");
     TANDEM_CHECK(fd_ >= 0 || errno != ENOENT, "[store] ", address_,
                  " was removed while the job used it (by hand, or by another job's last rank)");
     TANDEM_CHECK(fd_ >= 0, "[store] cannot open ", address_, ": ", std::strerror(errno));
@@ -164,7 +154,10 @@ FileStore::~FileStore() {
     std::lock_guard<std::mutex> guard(mutex_);
     OpenFile file(*this, OpenFile::Lock::Exclusive);
     // Removed under the lock: a rank that has not left yet cannot be between open and lock.
-    if (add_locked(file, kLeftKey, 1) >= options_.world_size) ::unlink(options_.path.c_str());
+    // Rank 0 leaving a file that no other rank joined (its rendezvous timed out or failed) also
+    // removes it, so the next run is not refused as if a job had crashed (review S7).
+    const bool all_left = add_locked(file, kLeftKey, 1) >= options_.world_size;
+    if (all_left || (options_.rank == 0 && !others_joined())) ::unlink(options_.path.c_str());
   } catch (...) {
     // The file is gone, replaced or unreadable: there is nothing of this job's to clean up.
   }
@@ -178,7 +171,8 @@ std::string FileStore::address() const {
 void FileStore::create() {
   int fd = -1;
   do {
-    fd = ::open(options_.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    // 0600: the file holds the job's addresses and NCCL id, for its own user's ranks only.
+    fd = ::open(options_.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0 && errno == EEXIST) {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -217,7 +211,8 @@ void FileStore::join() {
   const auto deadline = net::deadline_after(options_.timeout);
   while (true) {
     struct stat st {};
-    if (::stat(options_.path.c_str(), &st) == 0 && st.st_size > 0) break;
+    if (::lstat(options_.path.c_str(), &st) == 0 && st.st_size > 0)
+      break;  // a symlink: refused next
     TANDEM_CHECK(net::Clock::now() < deadline, "[store] ", address(), " did not appear within ",
                  net::format_duration(options_.timeout),
                  ": rank 0 creates it; was rank 0 started, with the same path, on a file system "
@@ -245,26 +240,18 @@ void FileStore::read_new_records(OpenFile& file) {
   const off_t size = file.size();
   TANDEM_CHECK(size >= read_up_to_, "[store] ", address(),
                " shrank while the job used it (was it replaced?)");
-  if (size == read_up_to_) return;
-  const std::string bytes = file.read(read_up_to_, size);
-  std::string_view rest = bytes;
-  while (!rest.empty()) {
-    const std::optional<size_t> end = record_end(rest);
-    TANDEM_CHECK(end.has_value() || read_up_to_ > 0, "[store] ", address(),
-                 " is not a Tandem rendezvous file; name a file that does not exist (rank 0 "
-                 "creates it)");
-    TANDEM_CHECK(end.has_value(), "[store] ", address(),
-                 " ends in a partial record (a rank died while writing?); remove it and start "
-                 "the job again");
-    protocol::Reader in(rest.substr(0, *end));
-    std::string key = in.bytes();
-    TANDEM_CHECK(read_up_to_ > 0 || key == kHeaderKey, "[store] ", address(),
-                 " is not a Tandem rendezvous file; name a file that does not exist (rank 0 "
-                 "creates it)");
-    cache_[std::move(key)] = in.bytes();
-    read_up_to_ += static_cast<off_t>(*end);
-    rest.remove_prefix(*end);
+  // Note [FileStore records]: field by field, each length checked before its bytes are read.
+  read_up_to_ = file_store::read_records(
+      [&](off_t offset, size_t n) { return file.read(offset, offset + static_cast<off_t>(n)); },
+      read_up_to_, size, kHeaderKey, address(),
+      [&](std::string key, std::string value) { cache_[std::move(key)] = std::move(value); });
+}
+
+bool FileStore::others_joined() const {
+  for (int rank = 1; rank < options_.world_size; ++rank) {
+    if (find(joined_key(rank)) != nullptr) return true;
   }
+  return false;
 }
 
 void FileStore::refresh(OpenFile& file) {
@@ -289,8 +276,10 @@ std::string FileStore::stale_message(const std::string& why) const {
 }
 
 void FileStore::set(const std::string& key, const Bytes& value) {
-  TANDEM_CHECK(value.size() <= net::kMaxFrameBytes, "[store] set('", key, "'): ", value.size(),
-               " bytes is more than a store value may hold");
+  TANDEM_CHECK(
+      value.size() <= file_store::kMaxFieldBytes && key.size() < file_store::kMaxFieldBytes,
+      "[store] set('", key.substr(0, 80), "'): ", key.size(), "-byte key and ", value.size(),
+      "-byte value; a store key or value holds at most ", file_store::kMaxFieldBytes, " bytes");
   std::lock_guard<std::mutex> guard(mutex_);
   OpenFile file(*this, OpenFile::Lock::Exclusive);
   file.append(record(kUserPrefix + key, to_string(value)));
@@ -319,7 +308,10 @@ int64_t FileStore::add_locked(OpenFile& file, const std::string& key, int64_t de
     TANDEM_CHECK(counter.has_value(), "[store] add('",
                  key.starts_with(kUserPrefix) ? key.substr(1) : key,
                  "') failed: ", protocol::kNotACounter);
-    value += *counter;
+    // Checked: a counter past INT64_MAX would be undefined behaviour, not a wrap (review S9).
+    TANDEM_CHECK(!__builtin_add_overflow(value, *counter, &value), "[store] add('",
+                 key.starts_with(kUserPrefix) ? key.substr(1) : key, "') failed: ", *counter, " + ",
+                 delta, " does not fit in 64 bits");
   }
   file.append(record(key, std::to_string(value)));
   return value;

@@ -30,8 +30,11 @@
 ///   lists their rank (an earlier job's, or two processes given the same rank) or that a rank has
 ///   already left (an earlier job's end);
 /// - each rank counts itself out when its store is destroyed; the last of world_size removes the
-///   file (PyTorch's clean-up count). A job that crashed leaves its file behind, and the next job
-///   started on it is refused, saying to remove it.
+///   file (PyTorch's clean-up count), and so does rank 0 when no other rank joined (a rendezvous
+///   that timed out). A job that crashed leaves its file behind, and the next job started on it
+///   is refused, saying to remove it;
+/// - the file is created 0600 (it holds the job's addresses and NCCL id), a symlink at the path
+///   is refused, not followed, and it is read record by record (Note [FileStore records]).
 
 #include <sys/types.h>
 #include <chrono>
@@ -90,6 +93,8 @@ class FileStore final : public Store {
   void read_new_records(OpenFile& file);
   /// read_new_records(), then throws if rank 0 has refused the file (Note [FileStore lifetime]).
   void refresh(OpenFile& file);
+  /// Whether a rank other than 0 has joined the file, as read so far; mutex_ must be held.
+  bool others_joined() const;
   /// The newest value of `key` (a key as stored) read so far; mutex_ must be held.
   const std::string* find(const std::string& key) const;
   /// Under mutex_ and a shared lock: refreshes and returns the user keys of `keys` not yet set.

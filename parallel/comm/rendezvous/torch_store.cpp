@@ -75,50 +75,55 @@ net::Socket connect(const TcpStoreOptions& options) {
   return socket;
 }
 
-// Note [TCPStore protocol]: both dialects' GETNUMKEYS at once, on two connections; the one the
-// server answers with its 8-byte count is kept.
+enum class ProbeReply { Answered, Dropped, Silent };
+
+// Sends `request` on a new connection and waits, until `deadline`, for GETNUMKEYS' 8-byte count.
+// Answered: `socket` is the store's connection from then on.
+ProbeReply probe(const TcpStoreOptions& options, net::Socket& socket, const std::string& request,
+                 net::Clock::time_point deadline) {
+  socket = connect(options);
+  net::send_all(kTag, socket, request);
+  std::string reply;
+  while (reply.size() < 8) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now());
+    if (left.count() <= 0) return ProbeReply::Silent;
+    pollfd entry{socket.fd(), POLLIN, 0};
+    const int ready = ::poll(&entry, 1, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    TANDEM_CHECK(ready >= 0, kTag, " poll failed while contacting ", address_of(options));
+    if (ready == 0) continue;
+    char buffer[8];
+    const ssize_t got = ::recv(socket.fd(), buffer, 8 - reply.size(), 0);
+    if (got <= 0) return ProbeReply::Dropped;  // a server of the other dialect
+    reply.append(buffer, static_cast<size_t>(got));
+  }
+  return ProbeReply::Answered;
+}
+
+// Note [TCPStore protocol]: the legacy GETNUMKEYS first, alone; the validated hello only once a
+// server has dropped it. The hello is an incomplete legacy SET, and PyTorch 1.13's store daemon
+// is one thread that reads a whole request with a blocking recv: sent to it beside the legacy
+// probe (as both once were, on two connections at once), it could be read first and wedge
+// torchrun's store for every client until this one gave up (review S6).
 net::Socket detect_protocol(const TcpStoreOptions& options, TorchStoreProtocol& protocol) {
-  net::Socket candidates[2] = {connect(options), connect(options)};
-  const TorchStoreProtocol dialects[2] = {TorchStoreProtocol::Legacy,
-                                          TorchStoreProtocol::Validated};
+  const auto deadline = net::deadline_after(options.timeout);
   const std::string numkeys_legacy(1, static_cast<char>(6));
   const std::string hello_validated = std::string(1, static_cast<char>(kValidate)) +
                                       little_endian(kValidateMagic, 4) + static_cast<char>(7);
-  net::send_all(kTag, candidates[0], numkeys_legacy);
-  net::send_all(kTag, candidates[1], hello_validated);
-
-  std::string replies[2];
-  bool open[2] = {true, true};
-  const auto deadline = net::deadline_after(options.timeout);
-  while (open[0] || open[1]) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - net::Clock::now());
-    if (left.count() <= 0) break;
-    pollfd entries[2];
-    for (int i = 0; i < 2; ++i) entries[i] = {open[i] ? candidates[i].fd() : -1, POLLIN, 0};
-    const int ready = ::poll(entries, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (ready < 0 && errno == EINTR) continue;
-    TANDEM_CHECK(ready >= 0, kTag, " poll failed while contacting ", address_of(options));
-    for (int i = 0; i < 2; ++i) {
-      if (!open[i] || entries[i].revents == 0) continue;
-      char buffer[8];
-      const ssize_t got = ::recv(candidates[i].fd(), buffer, 8 - replies[i].size(), 0);
-      if (got <= 0) {  // dropped by a server of the other dialect
-        open[i] = false;
-        continue;
-      }
-      replies[i].append(buffer, static_cast<size_t>(got));
-      if (replies[i].size() == 8) {
-        protocol = dialects[i];
-        return std::move(candidates[i]);
-      }
-    }
+  net::Socket socket;
+  ProbeReply reply = probe(options, socket, numkeys_legacy, deadline);
+  protocol = TorchStoreProtocol::Legacy;
+  if (reply == ProbeReply::Dropped) {
+    reply = probe(options, socket, hello_validated, deadline);
+    protocol = TorchStoreProtocol::Validated;
   }
-  TANDEM_FAIL(kTag, " the server at ", address_of(options),
-              " did not answer as PyTorch's TCPStore (either protocol version) within ",
-              net::format_duration(options.timeout),
-              "; with TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR:MASTER_PORT must be "
-              "torchrun's agent store");
+  TANDEM_CHECK(reply == ProbeReply::Answered, kTag, " the server at ", address_of(options),
+               " did not answer as PyTorch's TCPStore (either protocol version) within ",
+               net::format_duration(options.timeout),
+               "; with TORCHELASTIC_USE_AGENT_STORE=True, MASTER_ADDR:MASTER_PORT must be "
+               "torchrun's agent store");
+  return socket;
 }
 
 }  // namespace

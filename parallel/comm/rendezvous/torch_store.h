@@ -16,11 +16,11 @@
 /// Two versions exist. PyTorch before pytorch/pytorch#107607 (2023; the 1.13 in Debian 12 is one)
 /// numbers SET = 0 … GETNUMKEYS = 6. Later versions insert VALIDATE = 0 (every client must open
 /// with VALIDATE and the magic number 0x3C85F7CE or the server drops it) and shift the rest by
-/// one. The constructor tells them apart by opening two connections at once, each sending
-/// GETNUMKEYS in one dialect: the server answers only the one in its own, the other stalls on an
-/// incomplete request or is dropped, and is closed. The legacy version is tested against
-/// Debian's PyTorch 1.13 (and its torchrun); the validated one is written from PyTorch's source
-/// and has not met a real server here.
+/// one. The constructor tells them apart by sending the legacy GETNUMKEYS first: a legacy server
+/// answers it; a later one drops the connection, and only then is the validated GETNUMKEYS sent,
+/// on a new connection (never both at once: see detect_protocol, review S6). The legacy version is
+/// tested against Debian's PyTorch 1.13 (and its torchrun); the validated one is written from
+/// PyTorch's source and has not met a real server here.
 
 #include <chrono>
 #include <functional>

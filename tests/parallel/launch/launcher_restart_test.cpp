@@ -227,5 +227,50 @@ TEST_F(TwoNodeRestartMultiprocess, ANodeStartedAgainByHandRejoins) {
   EXPECT_TRUE(contains(again1, "[rank 1] attempt=1\n[rank 1] finished")) << again1;
 }
 
+// Note [Node claims]: a third launcher given --node-rank 1 is refused in one line naming both,
+// and the job of the first two runs to the end (it used to run duplicates as 1-node jobs).
+TEST_F(TwoNodeRestartMultiprocess, ASecondLauncherWithTheSameNodeRankIsRefused) {
+  const std::string script =
+      "touch " + dir_.file("started") + "$GROUP_RANK; sleep 8; echo finished";
+  auto node0 = start_node(0, script, dir_.file("node0.log"));
+  auto node1 = start_node(1, script, dir_.file("node1.log"));
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (::access(dir_.file("started1").c_str(), F_OK) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  auto twin = start_node(1, script, dir_.file("twin.log"));
+  EXPECT_EQ(wait_for(*twin, 20s), 1) << read("twin.log");
+  EXPECT_EQ(wait_for(*node1, 50s), 0) << read("node1.log");
+  EXPECT_EQ(wait_for(*node0, 50s), 0) << read("node0.log");
+  const std::string log = read("twin.log");
+  EXPECT_TRUE(contains(log, "[tandem-run] two launchers claim --node-rank 1: pid ")) << log;
+  EXPECT_TRUE(contains(log, " (running) and pid ")) << log;
+  EXPECT_EQ(count_of(log, "\n"), 1u) << log;
+  EXPECT_TRUE(contains(read("node1.log"), "[rank 1] finished")) << read("node1.log");
+}
+
+// Note [Node claims]: node 1's launcher is killed while its worker runs; node 0's worker finishes,
+// and node 0 names the lost launcher within seconds (it used to wait --rdzv-timeout, then exit 0
+// without a line).
+TEST_F(TwoNodeRestartMultiprocess, NodeZeroNamesALostPeerLauncher) {
+  const std::string script = "touch " + dir_.file("started") +
+                             "$GROUP_RANK; if [ $GROUP_RANK = 1 ]; then exec sleep 60; fi";
+  auto node0 = start_node(0, script, dir_.file("node0.log"));
+  auto node1 = start_node(1, script, dir_.file("node1.log"));
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (::access(dir_.file("started1").c_str(), F_OK) != 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  node1->signal(SIGKILL);
+  EXPECT_EQ(wait_for(*node0, 40s), 1) << read("node0.log");
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, 20s);  // not --rdzv-timeout's 60 s
+  EXPECT_TRUE(
+      contains(read("node0.log"), "[tandem-run] node 1's launcher was lost during attempt 0"))
+      << read("node0.log");
+}
+
 }  // namespace
 }  // namespace tandem::parallel

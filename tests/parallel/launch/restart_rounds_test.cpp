@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
+#include <thread>
 
 #include "parallel/comm/rendezvous/store.h"
 #include "parallel/comm/rendezvous/store_server.h"
@@ -20,10 +22,14 @@ const auto never_cancelled = [] { return false; };
 // The launchers of an `nnodes`-node job, each a client of one in-process store.
 class RestartRoundsTest : public ::testing::Test {
  protected:
-  RestartRounds node(int rank, int nnodes = 2, std::chrono::milliseconds rdzv_timeout = 20s) {
-    return RestartRounds(
-        client(),
-        {.nnodes = nnodes, .node_rank = rank, .rdzv_timeout = rdzv_timeout, .poll_interval = 5ms});
+  RestartRounds node(int rank, int nnodes = 2, std::chrono::milliseconds rdzv_timeout = 20s,
+                     std::chrono::milliseconds lost_after = 200ms) {
+    return RestartRounds(client(), {.nnodes = nnodes,
+                                    .node_rank = rank,
+                                    .rdzv_timeout = rdzv_timeout,
+                                    .poll_interval = 5ms,
+                                    .lost_after = lost_after,
+                                    .identity = "launcher " + std::to_string(++launchers_)});
   }
   std::shared_ptr<Store> client() {
     return std::make_shared<TcpStore>(TcpStoreOptions{.port = server_.port(), .timeout = 20s});
@@ -41,6 +47,7 @@ class RestartRoundsTest : public ::testing::Test {
   std::string round_counter() { return to_string(client()->get("tandem-run/round", 5s)); }
 
   StoreServer server_;
+  int launchers_ = 0;
 };
 
 TEST_F(RestartRoundsTest, EveryNodeStartsTheSameRoundOnceAllHaveJoined) {
@@ -74,8 +81,8 @@ TEST_F(RestartRoundsTest, ALateJoinerClosesTheRunningRound) {
   RestartRounds node0 = node(0), node1 = node(1);
   join_both(node0, node1);
   RestartRounds restarted1 = node(1);
-  auto late = join_async(restarted1);
-  EXPECT_EQ(late.wait_for(200ms), std::future_status::timeout);  // waits for node 0 in round 1
+  auto late = join_async(restarted1);  // node 1's first launcher is silent: taken for dead
+  EXPECT_EQ(late.wait_for(600ms), std::future_status::timeout);  // waits for node 0 in round 1
   EXPECT_TRUE(node0.closed());
   EXPECT_EQ(node0.join(never_cancelled), 1);
   EXPECT_EQ(late.get(), 1);
@@ -180,12 +187,97 @@ TEST_F(RestartRoundsTest, ACancelledJoinReturnsNothing) {
 }
 
 TEST_F(RestartRoundsTest, NodeZeroFinishesOnceEveryNodeHas) {
+  RestartRounds node0 = node(0, 2, 20s, 20s), node1 = node(1);
+  join_both(node0, node1);
+  auto finished0 = std::async(std::launch::async, [&] { return node0.finish(); });
+  EXPECT_EQ(finished0.wait_for(100ms), std::future_status::timeout);  // keeps the store up
+  EXPECT_EQ(node1.finish(), std::nullopt);
+  ASSERT_EQ(finished0.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(finished0.get(), std::nullopt);
+}
+
+// Note [Round values]: a members value that is not what a launcher writes ends the job on every
+// node in one line naming the key and the store (it used to escape as "stoll").
+TEST_F(RestartRoundsTest, AMalformedMemberListEndsTheJobOnEveryNodeNamingTheKey) {
+  RestartRounds node0 = node(0), node1 = node(1);
+  client()->set("tandem-run/round/0/members", to_bytes("x;y"));
+  const std::string message = error_message([&] { node0.join(never_cancelled); });
+  EXPECT_TRUE(contains(message, "holds \"x;y\" under tandem-run/round/0/members, which should be"))
+      << message;
+  EXPECT_TRUE(contains(message, "the rendezvous store")) << message;
+  const std::string other = error_message([&] { node1.join(never_cancelled); });
+  EXPECT_TRUE(
+      contains(other, "[tandem-run] node 1 cannot start another attempt: node 0 stopped the job: "))
+      << other;
+  EXPECT_TRUE(contains(other, "tandem-run/round/0/members")) << other;
+}
+
+// A well-formed but forged list that leaves out a node whose ticket it seals in: that node
+// refuses it, and the job ends, instead of node 0 running alone as a 1-node job.
+TEST_F(RestartRoundsTest, AForgedMemberListWithoutThisNodeIsRefused) {
+  RestartRounds node0 = node(0), node1 = node(1);
+  client()->set("tandem-run/round/0/members", to_bytes("2;0"));
+  const std::string message = error_message([&] { node1.join(never_cancelled); });
+  EXPECT_TRUE(contains(message,
+                       "holds \"2;0\" under tandem-run/round/0/members, which leaves "
+                       "out node 1 although its ticket 1 was sealed in"))
+      << message;
+  const std::string other = error_message([&] { node0.join(never_cancelled); });
+  EXPECT_TRUE(contains(other, "node 1 stopped the job")) << other;
+}
+
+TEST_F(RestartRoundsTest, AMalformedTicketEndsTheJobNamingIt) {
+  auto forger = client();
+  ASSERT_EQ(forger->add("tandem-run/round/0/joined", 1), 1);
+  forger->set("tandem-run/round/0/ticket/1", to_bytes("1abc"));
+  RestartRounds node0 = node(0);
+  const std::string message = error_message([&] { node0.join(never_cancelled); });
+  EXPECT_TRUE(contains(message,
+                       "holds \"1abc\" under tandem-run/round/0/ticket/1, which should "
+                       "be a whole number from 0 to 1"))
+      << message;
+}
+
+// Note [Node claims]: a second launcher given --node-rank 1 while the first is alive is refused
+// in one line naming both; the first goes on.
+TEST_F(RestartRoundsTest, ASecondLauncherWithTheSameNodeRankIsRefusedNamingBoth) {
   RestartRounds node0 = node(0), node1 = node(1);
   join_both(node0, node1);
-  auto finished0 = std::async(std::launch::async, [&] { node0.finish(); });
-  EXPECT_EQ(finished0.wait_for(100ms), std::future_status::timeout);  // keeps the store up
-  node1.finish();
-  EXPECT_EQ(finished0.wait_for(5s), std::future_status::ready);
+  std::atomic<bool> stop{false};
+  std::thread alive([&] {  // node 1's supervisor looks at its round twice a second
+    while (!stop) {
+      node1.closed();
+      std::this_thread::sleep_for(20ms);
+    }
+  });
+  RestartRounds second = node(1);
+  const std::string message = error_message([&] { second.join(never_cancelled); });
+  EXPECT_TRUE(contains(message,
+                       "[tandem-run] two launchers claim --node-rank 1: launcher 2 "
+                       "(running) and launcher 3 (this one, refused)"))
+      << message;
+  EXPECT_FALSE(node0.closed());  // the job goes on, and node 0 still hears the first launcher
+  auto finished0 = std::async(std::launch::async, [&] { return node0.finish(); });
+  std::this_thread::sleep_for(400ms);
+  stop = true;
+  alive.join();
+  EXPECT_EQ(node1.finish(), std::nullopt);
+  EXPECT_EQ(finished0.get(), std::nullopt);
+}
+
+// Note [Node claims]: node 1's launcher dies while its workers run; node 0's workers finish, and
+// node 0 says so within lost_after instead of waiting out --rdzv-timeout in silence.
+TEST_F(RestartRoundsTest, NodeZeroNamesAPeerLauncherLostBeforeItFinished) {
+  RestartRounds node0 = node(0), node1 = node(1);
+  join_both(node0, node1);
+  const auto started = std::chrono::steady_clock::now();
+  const std::optional<std::string> lost = node0.finish();  // node 1 never beats again
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 5s);
+  ASSERT_TRUE(lost.has_value());
+  EXPECT_TRUE(contains(*lost,
+                       "[tandem-run] node 1's launcher was lost during attempt 0 (not "
+                       "heard from for 200 ms)"))
+      << *lost;
 }
 
 }  // namespace

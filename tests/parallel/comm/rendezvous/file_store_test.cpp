@@ -3,11 +3,13 @@
 // concurrent adds from several processes are atomic. Its Store interface is tested with the TCP
 // store's in store_interface_test.cpp.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -190,6 +192,61 @@ TEST(FileStore, AFileRemovedWhileInUseIsNamed) {
   const std::string message = error_message([&] { store.set("k", {}); });
   EXPECT_TRUE(contains(message, "[store] file://" + path + " was removed while the job used it"))
       << message;
+}
+
+// The peak resident size of this process so far, in MB.
+long peak_mb() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024;
+}
+
+// Review S7: a symlink at the path is refused without reading its target, and a large foreign
+// file is refused after its first bytes (it used to be read whole: 512 MiB, 537 MB resident).
+TEST(FileStore, ASymlinkOrALargeForeignFileIsRefusedWithoutReadingIt) {
+  TempDir dir;
+  const std::string big = dir.file("big.sparse"), link = dir.file("store.link");
+  { std::ofstream(big) << "x"; }
+  fs::resize_file(big, 512u << 20);  // sparse: no disk
+  fs::create_symlink(big, link);
+  const long before = peak_mb();
+  for (int rank : {0, 1}) {
+    const std::string message = error_message([&] { FileStore store(rank_of(link, rank, 2)); });
+    EXPECT_TRUE(
+        contains(message, "[store] file://" + link + " is a symbolic link; name the file itself"))
+        << message;
+    const std::string foreign = error_message([&] { FileStore store(rank_of(big, rank, 2)); });
+    EXPECT_TRUE(contains(foreign, " is not a Tandem rendezvous file")) << foreign;
+  }
+  EXPECT_LT(peak_mb() - before, 64);
+  EXPECT_EQ(fs::file_size(big), 512u << 20);
+}
+
+// Review S7: the file holds the job's addresses and NCCL id: its user's only. A rendezvous that
+// no other rank joined removes it when rank 0 leaves, so the next run is not refused.
+TEST(FileStore, TheFileIsPrivateAndGoesWithARankZeroThatNobodyJoined) {
+  TempDir dir;
+  const std::string path = dir.file("store");
+  {
+    FileStore alone(rank_of(path, 0, 2));
+    EXPECT_EQ(fs::status(path).permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  }  // as after a rendezvous that timed out waiting for rank 1
+  EXPECT_FALSE(fs::exists(path));
+  FileStore again(rank_of(path, 0, 2));  // not refused as a crashed job's
+  FileStore one(rank_of(path, 1, 2));
+}
+
+// Review S9: a counter past INT64_MAX is an error, not undefined behaviour.
+TEST(FileStore, ACounterThatWouldOverflowIsRefused) {
+  TempDir dir;
+  FileStore store(rank_of(dir.file("store"), 0, 1));
+  EXPECT_EQ(store.add("n", INT64_MAX), INT64_MAX);
+  const std::string message = error_message([&] { store.add("n", 1); });
+  EXPECT_TRUE(contains(message,
+                       "[store] add('n') failed: 9223372036854775807 + 1 does not fit in "
+                       "64 bits"))
+      << message;
+  EXPECT_EQ(store.add("n", -1), INT64_MAX - 1);
 }
 
 // Real processes, each with its own store on one file, adding to one counter at once: every add

@@ -3,6 +3,7 @@
 // runs (scripts/gpu_node.sh: the GPU node's 2.x, the validated protocol), against a stand-in for
 // the validated protocol of later versions, and against servers that speak neither.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -191,6 +192,35 @@ TEST(TorchStore, SpeaksTheValidatedProtocolOfLaterPyTorch) {
   EXPECT_EQ(store.add("arrivals", 2), 3);
   EXPECT_TRUE(store.check({"address", "arrivals"}));
   EXPECT_FALSE(store.check({"absent"}));
+}
+
+// Review S6: PyTorch 1.13's store daemon serves one request at a time and reads it whole; the
+// validated hello is an incomplete legacy SET that would wedge it. A stand-in legacy server that
+// records the first byte of every connection: the client must send it GETNUMKEYS (6) alone.
+TEST(TorchStore, ALegacyServerIsNeverSentTheValidatedHello) {
+  const net::Socket listener = net::listen_on("[test]", "127.0.0.1", 0);
+  std::vector<char> first_bytes;
+  std::vector<net::Socket> clients;
+  std::atomic<bool> stop{false};
+  std::thread server([&] {
+    while (!stop) {
+      pollfd entry{listener.fd(), POLLIN, 0};
+      if (::poll(&entry, 1, 20) <= 0) continue;
+      net::Socket client(::accept(listener.fd(), nullptr, nullptr));
+      const char query = net::receive_exactly("[test]", client, 1)[0];
+      first_bytes.push_back(query);
+      if (query == 6) net::send_all("[test]", client, std::string(8, '\0'));  // 0 keys
+      clients.push_back(std::move(client));
+    }
+  });
+  {
+    TorchStore store({.port = net::local_port(listener), .timeout = 10s});
+    EXPECT_EQ(store.protocol(), TorchStoreProtocol::Legacy);
+    std::this_thread::sleep_for(300ms);  // any other probe would have come by now
+  }
+  stop = true;
+  server.join();
+  EXPECT_EQ(first_bytes, std::vector<char>{6});
 }
 
 TEST(TorchStore, ASilentServerIsAnErrorNotAHang) {
