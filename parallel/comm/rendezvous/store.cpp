@@ -39,6 +39,9 @@ TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) {
   TANDEM_CHECK(socket_.valid(), "[store] could not reach the rendezvous store at ", address(),
                " after ", net::format_duration(options_.timeout), " (last error: ", last_error,
                "); is rank 0 (or tandem-run) running, and is ", options_.named_by, " its address?");
+  // The server closes a connection that sends nothing within a few seconds (Note [Store
+  // event loop]): a first request proves this one at once, however long the rank then waits.
+  check({});
 }
 
 TcpStore::~TcpStore() = default;
@@ -78,7 +81,9 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   request.u8(static_cast<uint8_t>(Command::Set)).bytes(key).bytes(to_string(value));
   const std::string text = round_trip(request.str(), std::chrono::milliseconds(0));
   Reader reply(text);
-  TANDEM_CHECK(reply.u8() == static_cast<uint8_t>(Status::Ok), "[store] set('", key, "') failed");
+  if (static_cast<Status>(reply.u8()) != Status::Ok) {
+    TANDEM_FAIL("[store] set('", key, "') failed: ", reply.bytes());
+  }
 }
 
 Bytes TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -122,7 +127,9 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   request.u8(static_cast<uint8_t>(Command::Check)).strings(keys);
   const std::string text = round_trip(request.str(), std::chrono::milliseconds(0));
   Reader reply(text);
-  TANDEM_CHECK(reply.u8() == static_cast<uint8_t>(Status::Ok), "[store] check failed");
+  if (static_cast<Status>(reply.u8()) != Status::Ok) {
+    TANDEM_FAIL("[store] check failed: ", reply.bytes());
+  }
   return reply.u8() != 0;
 }
 
