@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/store_loop.h"
 
 namespace tandem::parallel {
@@ -143,14 +144,15 @@ bool StoreLoop::read_header(Connection& c) {
   const size_t size = (size_t{c.header[0]} << 24) | (size_t{c.header[1]} << 16) |
                       (size_t{c.header[2]} << 8) | size_t{c.header[3]};
   if (size > net::kMaxFrameBytes) {
-    refuse(c, "frame", "refused a message of " + std::to_string(size) + " bytes from " + c.peer +
-                           " (limit " + std::to_string(net::kMaxFrameBytes) +
-                           "); is something other than Tandem talking?");
+    refuse(c, "frame",
+           "refused a message of " + std::to_string(size) + " bytes from " + c.peer + " (limit " +
+               std::to_string(net::kMaxFrameBytes) + "); is something other than Tandem talking?");
     return false;
   }
   if (!c.proved && size > kFirstFrameBytes) {
-    refuse(c, "first", "refused a first message of " + std::to_string(size) + " bytes from " +
-                           c.peer + " (a client's first message is a short hello)");
+    refuse(c, "first",
+           "refused a first message of " + std::to_string(size) + " bytes from " + c.peer +
+               " (a client's first message is a short hello)");
     return false;
   }
   c.size = size;
@@ -196,6 +198,7 @@ void StoreLoop::read_past(Connection& c) {
 }
 
 void StoreLoop::on_frame(Connection& c) {
+  if (!c.proved) return on_handshake(c);
   if (std::optional<StoreReply> refused = table_.refuse_early(c.payload)) {
     c.payload = std::string();
     c.header_got = 0;
@@ -218,7 +221,6 @@ void StoreLoop::on_frame(Connection& c) {
   c.payload = std::string();
   c.header_got = 0;
   c.frame_by = Clock::time_point::max();
-  c.proved = true;
   std::optional<StoreReply> reply = table_.answer(request);
   if (reply) return answer(c, std::move(*reply));
   c.wait_by = net::deadline_after(clamp_timeout(request.timeout_ms));
@@ -231,7 +233,8 @@ void StoreLoop::on_frame(Connection& c) {
 void StoreLoop::answer(Connection& c, StoreReply reply) {
   table_.release_frame(c.reserved);
   c.reserved = 0;
-  if (!reply.refused.empty()) log_.refuse("request", "[store] refused a request from " + c.peer + ": " + reply.refused);
+  if (!reply.refused.empty())
+    log_.refuse("request", "[store] refused a request from " + c.peer + ": " + reply.refused);
   c.out = std::move(reply);
   c.sent = 0;
   c.send_by = net::deadline_after(options_.send_timeout);
@@ -246,7 +249,8 @@ void StoreLoop::write_some(Connection& c) {
   while (c.sent < total) {
     iovec parts[2];
     size_t n = 0;
-    if (c.sent < head.size()) parts[n++] = {const_cast<char*>(head.data()) + c.sent, head.size() - c.sent};
+    if (c.sent < head.size())
+      parts[n++] = {const_cast<char*>(head.data()) + c.sent, head.size() - c.sent};
     const size_t offset = c.sent > head.size() ? c.sent - head.size() : 0;
     if (value != nullptr && offset < value->size()) {
       parts[n++] = {const_cast<char*>(value->data()) + offset, value->size() - offset};
@@ -263,6 +267,65 @@ void StoreLoop::write_some(Connection& c) {
   c.out.reset();
   if (c.close_after_reply) return close(c);
   watch(c, EPOLLIN | EPOLLRDHUP);
+}
+
+// The first messages of a connection (Note [Store handshake] in store_auth.h): nothing else is
+// read or answered before they succeed.
+void StoreLoop::on_handshake(Connection& c) {
+  const std::string frame = std::move(c.payload);
+  c.payload = std::string();
+  c.header_got = 0;
+  c.frame_by = Clock::time_point::max();
+  const std::string& secret = options_.token;
+  std::string client_nonce, client_proof;
+  bool client_has_secret = false;
+  uint8_t command = 0;
+  try {
+    protocol::Reader in(frame);
+    command = in.u8();
+    if (command == auth::kHello && c.nonce.empty()) {
+      client_nonce = in.bytes();
+      client_has_secret = in.u8() != 0;
+    } else if (command == auth::kProve && !c.nonce.empty()) {
+      client_proof = in.bytes();
+    }
+    TANDEM_CHECK(in.at_end() && (command == auth::kHello || command == auth::kProve), "");
+    TANDEM_CHECK(command != auth::kHello || client_nonce.size() == auth::kNonceBytes, "");
+  } catch (const Error&) {
+    return refuse(
+        c, "handshake",
+        "closed a connection from " + c.peer + " that did not begin with a Tandem store handshake");
+  }
+  if (command == auth::kProve) {
+    if (!auth::same_proof(client_proof, auth::proof(secret, "client", c.nonce, c.client_nonce))) {
+      return deny(c, "a client at " + c.peer + " did not prove it knows the job's token (" +
+                         auth::kTokenVariable + " differs, or it is not of this job)");
+    }
+    c.proved = true;
+    return answer(c, make_reply(protocol::Status::Ok));
+  }
+  if (!secret.empty() && !client_has_secret) {
+    return deny(c, "a client at " + c.peer + " has no job token, and this store needs one (set " +
+                       auth::kTokenVariable + " to the job's token)");
+  }
+  const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+  const std::string server_proof =
+      secret.empty() ? std::string() : auth::proof(secret, "server", client_nonce, nonce);
+  c.proved = secret.empty();
+  c.nonce = nonce;
+  c.client_nonce = client_nonce;
+  answer(c,
+         make_reply(
+             protocol::Status::Ok,
+             protocol::Writer().bytes(nonce).u8(secret.empty() ? 0 : 1).bytes(server_proof).str()));
+}
+
+// Tells the client why in one line, logs it, and closes once the reply is out.
+void StoreLoop::deny(Connection& c, const std::string& why) {
+  log_.refuse("token", "[store] refused " + why);
+  c.close_after_reply = true;
+  answer(c,
+         make_reply(protocol::Status::Failed, protocol::Writer().bytes("refused: " + why).str()));
 }
 
 }  // namespace tandem::parallel

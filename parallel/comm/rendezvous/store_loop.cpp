@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 
 namespace tandem::parallel {
 namespace {
@@ -68,12 +69,25 @@ StoreLoop::StoreLoop(StoreServerOptions options)
     : options_(std::move(options)), table_(options_.limits), log_(options_.log) {
   listener_ = net::listen_on("[store]", options_.host, options_.port);
   port_ = net::local_port(listener_);
+  auth::check_token(options_.token);
+  if (options_.token.empty() &&
+      (options_.host.empty() || !net::resolves_to_loopback_only(options_.host))) {
+    (options_.log ? options_.log : write_stderr)(
+        "[store] listening on " +
+        (options_.host.empty() ? std::string("every interface") : options_.host) + ", port " +
+        std::to_string(port_) +
+        ", with no job token: anyone who can reach this port can "
+        "join the job; set " +
+        auth::kTokenVariable +
+        " (the same on every node, e.g. from "
+        "`openssl rand -hex 32`) to refuse them");
+  }
   ::fcntl(listener_.fd(), F_SETFL, ::fcntl(listener_.fd(), F_GETFL, 0) | O_NONBLOCK);
   epoll_ = net::Socket(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = net::Socket(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   spare_ = net::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  TANDEM_CHECK(epoll_.valid() && wake_.valid(), "[store] cannot start the event loop: ",
-               std::strerror(errno));
+  TANDEM_CHECK(epoll_.valid() && wake_.valid(),
+               "[store] cannot start the event loop: ", std::strerror(errno));
   for (net::Socket* s : {&listener_, &wake_}) {
     epoll_event event{.events = EPOLLIN, .data = {.ptr = s}};
     TANDEM_CHECK(::epoll_ctl(epoll_.fd(), EPOLL_CTL_ADD, s->fd(), &event) == 0,
@@ -137,11 +151,13 @@ void StoreLoop::expire(Clock::time_point now) {
     Connection& c = *ptr;
     if (c.closed) continue;
     if (!c.proved && now >= c.prove_by) {
-      refuse(c, "first", "closed a connection from " + c.peer + " that sent no request within " +
-                             seconds(options_.first_frame_timeout) + " (first_frame_timeout)");
+      refuse(c, "first",
+             "closed a connection from " + c.peer + " that sent no request within " +
+                 seconds(options_.first_frame_timeout) + " (first_frame_timeout)");
     } else if (c.header_got > 0 && now >= c.frame_by) {
-      refuse(c, "frame", "closed a connection from " + c.peer + " that did not finish its message within " +
-                             seconds(options_.frame_timeout) + " (frame_timeout)");
+      refuse(c, "frame",
+             "closed a connection from " + c.peer + " that did not finish its message within " +
+                 seconds(options_.frame_timeout) + " (frame_timeout)");
     } else if (c.parked && now >= c.wait_by) {
       StoreReply reply = table_.timed_out(*c.parked);
       c.parked.reset();
@@ -149,9 +165,10 @@ void StoreLoop::expire(Clock::time_point now) {
     } else if (c.out && now >= c.send_by) {
       const linger reset{.l_onoff = 1, .l_linger = 0};  // drop what the kernel still holds for it
       ::setsockopt(c.socket.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
-      refuse(c, "send", "closed a connection from " + c.peer + " that did not take its reply of " +
-                            std::to_string(c.out->size()) + " bytes within " +
-                            seconds(options_.send_timeout) + " (send_timeout)");
+      refuse(c, "send",
+             "closed a connection from " + c.peer + " that did not take its reply of " +
+                 std::to_string(c.out->size()) + " bytes within " + seconds(options_.send_timeout) +
+                 " (send_timeout)");
     }
   }
 }

@@ -71,8 +71,8 @@ class StoreLoop {
     size_t size = 0;      // the payload's announced size, once the header is whole
     size_t reserved = 0;  // bytes taken from the budget as they arrived (Note [Store budget])
     std::string payload;
-    std::string skip;     // why the frame is being read past (not kept), to answer after it
-    size_t skipped = 0;   // bytes of it read past
+    std::string skip;    // why the frame is being read past (not kept), to answer after it
+    size_t skipped = 0;  // bytes of it read past
     Clock::time_point frame_by = Clock::time_point::max();
     // A Get or Wait for keys not set yet, and when it times out.
     std::optional<protocol::Request> parked;
@@ -83,6 +83,9 @@ class StoreLoop {
     size_t sent = 0;
     Clock::time_point send_by{};
     bool close_after_reply = false;
+    // The handshake (Note [Store handshake]): this server's nonce once the hello came, and the
+    // client's.
+    std::string nonce, client_nonce;
   };
 
   void turn();
@@ -95,6 +98,8 @@ class StoreLoop {
   void read_past(Connection& c);
   std::string budget_refusal(size_t size) const;
   void on_frame(Connection& c);
+  void on_handshake(Connection& c);
+  void deny(Connection& c, const std::string& why);
   void answer(Connection& c, StoreReply reply);
   void write_some(Connection& c);
   void wake_parked();
@@ -113,7 +118,7 @@ class StoreLoop {
   net::Socket spare_;  // a reserved descriptor, given up to accept-and-close when none is left
   int port_ = 0;
   std::list<std::unique_ptr<Connection>> connections_;  // in order of arrival
-  size_t open_ = 0;                                      // connections not closed
+  size_t open_ = 0;                                     // connections not closed
   uint64_t seen_generation_ = 0;
   std::atomic<bool> stopping_{false};
 };

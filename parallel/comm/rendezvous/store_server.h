@@ -26,8 +26,9 @@ namespace tandem::parallel {
 class StoreLoop;  // store_loop.h
 
 struct StoreServerOptions {
-  /// Address to listen on; empty: every interface (what a multi-node job needs).
-  std::string host{};
+  /// Address to listen on: loopback unless told otherwise (net::listen_host_for picks it for a
+  /// job's address); empty: every interface.
+  std::string host = "127.0.0.1";
   /// 0 picks a free port; port() then says which.
   int port = 0;
   /// A client that has begun a message must finish it within this, or it is disconnected
@@ -44,6 +45,9 @@ struct StoreServerOptions {
   size_t max_connections = 8192;
   /// Bytes held and keys per request (Note [Store budget]).
   StoreLimits limits{};
+  /// The job's secret (Note [Store handshake] in store_auth.h); empty: any client that says
+  /// hello may join, and a store that listens beyond loopback says so once.
+  std::string token{};
   /// Where refusals are reported, one line each, at most one per kind per 10 s; empty: stderr.
   std::function<void(const std::string& line)> log{};
 };

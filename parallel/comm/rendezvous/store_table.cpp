@@ -58,8 +58,8 @@ std::optional<StoreReply> StoreTable::refuse_early(std::string_view frame) const
 std::optional<StoreReply> StoreTable::answer(Request& request) {
   const bool many = request.command == Command::Wait || request.command == Command::Check;
   if (many && request.keys.size() > limits_.max_keys_per_request) {
-    return refusal(too_many_keys(static_cast<int64_t>(request.keys.size()),
-                                 limits_.max_keys_per_request));
+    return refusal(
+        too_many_keys(static_cast<int64_t>(request.keys.size()), limits_.max_keys_per_request));
   }
   switch (request.command) {
     case Command::Set: return set(request.keys[0], std::move(request.value));
@@ -99,7 +99,9 @@ StoreReply StoreTable::timed_out(const Request& request) const {
 StoreReply StoreTable::shutting_down() {
   return make_reply(
       Status::Failed,
-      Writer().bytes("the rendezvous store is shutting down (did rank 0 or the launcher exit?)").str());
+      Writer()
+          .bytes("the rendezvous store is shutting down (did rank 0 or the launcher exit?)")
+          .str());
 }
 
 StoreReply StoreTable::set(std::string key, std::string value) {

@@ -14,6 +14,8 @@
 
 #include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm/rendezvous/store.h"
+#include "parallel/comm/rendezvous/store_auth.h"
+#include "parallel/comm/rendezvous/store_protocol.h"
 #include "parallel/comm/rendezvous/store_server.h"
 #include "tests/support/error_message.h"
 #include "tests/support/free_port.h"
@@ -114,7 +116,8 @@ TEST(Store, StalledAndHostileClientsCostLittleAndOthersAreServed) {
   for (int i = 0; i < 8; ++i) {  // each announces the largest frame allowed, then sends 10 bytes
     stalled.push_back(raw_client(server.port()));
     // A first message proves the client speaks the protocol (a bigger first one is refused).
-    net::send_frame("[test]", stalled.back(), std::string{'\x05', 0, 0, 0, 0, 0, 0, 0, 0});
+    net::send_frame("[test]", stalled.back(),
+                    protocol::Writer().u8(auth::kHello).bytes(std::string(32, 'n')).u8(0).str());
     ASSERT_TRUE(net::receive_frame("[test]", stalled.back(), net::deadline_after(5s)));
     const uint32_t size = net::kMaxFrameBytes;
     const char header[14] = {static_cast<char>(size >> 24),
