@@ -322,7 +322,7 @@ void StoreLoop::on_handshake(Connection& c) {
 
 // Tells the client why in one line, logs it, and closes once the reply is out.
 void StoreLoop::deny(Connection& c, const std::string& why) {
-  log_.refuse("token", "[store] refused " + why);
+  log_.refuse("token", "[store] refused: " + why);
   c.close_after_reply = true;
   answer(c,
          make_reply(protocol::Status::Failed, protocol::Writer().bytes("refused: " + why).str()));

@@ -57,7 +57,7 @@ TEST(StoreAuth, AClientWithoutTheTokenIsRefusedInOneLine) {
             std::string::npos)
       << message;
   std::lock_guard<std::mutex> lock(mutex);
-  EXPECT_NE(logged.find("[store] refused a client at"), std::string::npos) << logged;
+  EXPECT_NE(logged.find("[store] refused: a client at"), std::string::npos) << logged;
 }
 
 TEST(StoreAuth, AWrongTokenIsToldApartFromAnotherJobsStore) {

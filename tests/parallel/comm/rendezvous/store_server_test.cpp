@@ -159,13 +159,13 @@ TEST(StoreServer, TheBudgetRefusesPastItsBytesAndTheStoreGoesOn) {
 TEST(StoreServer, AWaitOfMillionsOfKeysIsRefusedForItsCount) {
   StoreServer server;
   auto store = client(server.port());
-  const int64_t before = resident_bytes();
   // One 16 MiB frame of ~4 M empty keys: decoded, it would cost a std::string each (~160 MB).
   const int64_t count = (net::kMaxFrameBytes - 64) / 4;
   Writer request;
   request.u8(static_cast<uint8_t>(Command::Wait)).i64(count);
   std::string frame = request.str() + std::string(count * 4, '\0');
   frame += Writer().i64(1000).str();
+  const int64_t before = resident_bytes();
   net::Socket raw = raw_client(server.port());
   say_hello(raw);
   net::send_frame("[test]", raw, frame);
@@ -175,7 +175,14 @@ TEST(StoreServer, AWaitOfMillionsOfKeysIsRefusedForItsCount) {
   EXPECT_EQ(in.u8(), static_cast<uint8_t>(protocol::Status::Failed));
   EXPECT_NE(in.bytes().find("over the store's limit of 65536 keys"), std::string::npos);
   frame = std::string();
-  EXPECT_LT(resident_bytes() - before, int64_t{64} << 20);
+  // The frame is held once by the server (decoded, its keys would cost ~160 MB more);
+  // AddressSanitizer keeps freed memory in quarantine, which counts as resident too.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int64_t kAllowed = int64_t{100} << 20;
+#else
+  constexpr int64_t kAllowed = int64_t{64} << 20;
+#endif
+  EXPECT_LT(resident_bytes() - before, kAllowed);
   store->set("still", to_bytes("served"));
 }
 
