@@ -214,6 +214,9 @@ void StoreLoop::wake_parked() {
 }
 
 void StoreLoop::finish_replies() {
+  // The wake-up stays readable (never drained): out of the set, or every wait below returns at
+  // once.
+  ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, wake_.fd(), nullptr);
   ::epoll_ctl(epoll_.fd(), EPOLL_CTL_DEL, listener_.fd(), nullptr);
   listener_.reset();
   for (auto& ptr : connections_) {
