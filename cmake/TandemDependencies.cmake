@@ -31,6 +31,16 @@ if(NOT Gloo_FOUND OR NOT TARGET gloo)
 endif()
 tandem_report("Gloo" TRUE "${GLOO_VERSION}")
 
+# OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the rendezvous store's handshake
+# (Note [Store handshake] in parallel/comm/rendezvous/store_auth.h).
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND)
+  tandem_report("OpenSSL" FALSE "missing: apt-get install libssl-dev")
+  tandem_print_summary()
+  message(FATAL_ERROR "OpenSSL's libcrypto (the rendezvous store's job token handshake) is required: apt-get install libssl-dev")
+endif()
+tandem_report("OpenSSL" TRUE "${OPENSSL_VERSION}")
+
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   tandem_report("CLI11" FALSE "missing: apt-get install libcli11-dev")

@@ -35,6 +35,7 @@ packages=(
   libdnnl-dev libdnnl2                                  # oneDNN
   libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200  # Gloo
   libcli11-dev nlohmann-json3-dev                       # flags, checkpoint headers
+  libssl-dev libssl3                                    # the store's job token (HMAC-SHA256)
   libgtest-dev libgmock-dev googletest                  # tests
   ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers  # oneDNN's config
   libbenchmark-dev libbenchmark1debian                  # microbench/

@@ -80,6 +80,17 @@ std::string interface_with_address(const std::string& address);
 /// resolve counts too: other machines cannot reach us by it either.
 bool resolves_to_loopback_only(const std::string& host);
 
+/// Note [Store address]: where a store listens for a job's address `host`. A loopback address
+/// (127.x, ::1, "localhost") stays on loopback: a one-machine job's store is not reachable from
+/// the network (review S1). An address of this machine, by number or by a name that resolves to
+/// one, is listened on alone. Every interface ("") otherwise: a name that maps to loopback only
+/// here (Debian's /etc/hosts maps the machine's own name to 127.0.1.1) still names this machine to
+/// the others through their resolver, and an address behind NAT is not this machine's.
+std::string listen_host_for(const std::string& host);
+
+/// Whether a socket can be bound to `host` here (it is one of this machine's addresses).
+bool can_bind(const std::string& host);
+
 /// Sends all of `bytes`; never raises SIGPIPE (a vanished peer is an error, not a dead process).
 void send_all(std::string_view tag, const Socket& socket, std::string_view bytes);
 

@@ -26,6 +26,11 @@ struct LaunchOptions {
   /// Node 0 hosts the rendezvous store in the launcher (Note [Who hosts the store]); false
   /// leaves it to rank 0.
   bool host_store = true;
+  /// The job's secret for the store's handshake (Note [Store handshake]), passed to the workers
+  /// as TANDEM_JOB_TOKEN. Empty: TANDEM_JOB_TOKEN from the launcher's environment, else, for one
+  /// node, a new one made by launch() (nobody else needs to know it); several nodes without one
+  /// run with a store that anyone who reaches it can join, as the store says once.
+  std::string job_token{};
   /// The program and its arguments; a name without '/' is looked up on PATH.
   std::vector<std::string> command{};
   /// Extra variables for every worker (after the launcher's own).

@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "parallel/comm/rendezvous/store.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/store_server.h"
 #include "parallel/launch/restart_rounds.h"
 #include "parallel/launch/signal_forwarding.h"
@@ -56,18 +57,27 @@ void validate(const LaunchOptions& o) {
 int prepare_port(const LaunchOptions& o, std::unique_ptr<StoreServer>& server) {
   if (o.node_rank != 0) return o.master_port;
   try {
+    // Loopback for one machine's job with the default --master-addr (Note [Store address]).
+    const std::string host = net::listen_host_for(o.master_addr);
     if (o.host_store) {
-      server = std::make_unique<StoreServer>(StoreServerOptions{.host = "", .port = o.master_port});
+      server = std::make_unique<StoreServer>(
+          StoreServerOptions{.host = host, .port = o.master_port, .token = o.job_token});
       return server->port();
     }
     // Rank 0 will host it: check (or pick) the port by binding it once. Another program could
     // take it before rank 0 binds it again; rank 0 then fails with the same clear message.
-    const net::Socket probe = net::listen_on("[tandem-run]", "", o.master_port);
+    const net::Socket probe = net::listen_on("[tandem-run]", host, o.master_port);
     return net::local_port(probe);
   } catch (const Error& e) {
     TANDEM_FAIL("[tandem-run] cannot use --master-port ", o.master_port,
                 " for the rendezvous store: ", e.message());
   }
+}
+
+// Where node 0's own launcher reaches the store it hosts.
+std::string local_store_host(const LaunchOptions& o) {
+  const std::string host = net::listen_host_for(o.master_addr);
+  return host.empty() ? "127.0.0.1" : host;
 }
 
 // A job that ended while its launcher waited for the other nodes: one line, as run() ends.
@@ -141,8 +151,17 @@ LaunchResult run_attempts(const LaunchOptions& o, int port, Attempt attempt,
 
 }  // namespace
 
-LaunchResult launch(const LaunchOptions& options) {
-  validate(options);
+// The job's secret (Note [Store handshake]): given, inherited, or made here for one node.
+LaunchOptions with_job_token(LaunchOptions o) {
+  if (o.job_token.empty()) o.job_token = auth::token_from_environment();
+  if (o.job_token.empty() && o.nnodes == 1) o.job_token = auth::new_job_token();
+  if (!o.job_token.empty()) o.env[auth::kTokenVariable] = o.job_token;
+  return o;
+}
+
+LaunchResult launch(const LaunchOptions& given) {
+  validate(given);
+  const LaunchOptions options = with_job_token(given);
   std::unique_ptr<StoreServer> server;
   const int port = prepare_port(options, server);
   Attempt first{.shape = {.group_rank = options.node_rank, .nodes = options.nnodes}};
@@ -153,11 +172,12 @@ LaunchResult launch(const LaunchOptions& options) {
   }
   // Every launcher, node 0's included, is a client of node 0's store (Note [Restart rounds]).
   // Connecting waits up to the rendezvous timeout for node 0's launcher to start.
-  auto store = std::make_shared<TcpStore>(
-      TcpStoreOptions{.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr,
-                      .port = port,
-                      .timeout = options.rdzv_timeout,
-                      .named_by = "--master-addr:--master-port"});
+  auto store = std::make_shared<TcpStore>(TcpStoreOptions{
+      .host = options.node_rank == 0 ? local_store_host(options) : options.master_addr,
+      .port = port,
+      .token = options.job_token,
+      .timeout = options.rdzv_timeout,
+      .named_by = "--master-addr:--master-port"});
   RestartRounds rounds(store, {.nnodes = options.nnodes,
                                .min_nodes = options.min_nodes,
                                .node_rank = options.node_rank,

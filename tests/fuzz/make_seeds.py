@@ -72,6 +72,20 @@ def main():
     write("store_request", "session", b"".join(
         frame(r) for r in (set_request, get_request, add_request, wait_request, check_request)))
     write("store_request", "truncated_frame", frame(set_request)[:-3])
+    # store_session: byte 0 picks the server (even: no job token, odd: a token), then frames.
+    hello = frame(b"\x06" + blob(b"n" * 32) + b"\x00")
+    requests = b"".join(frame(r) for r in (set_request, get_request, add_request, wait_request,
+                                           check_request))
+    write("store_session", "open_session", b"\x00" + hello + requests)
+    write("store_session", "token_hello_then_forged_proof",
+          b"\x01" + frame(b"\x06" + blob(b"n" * 32) + b"\x01") + frame(b"\x07" + blob(b"p" * 32))
+          + requests)
+    write("store_session", "request_before_hello", b"\x01" + requests)
+    write("store_session", "add_overflow", b"\x00" + hello
+          + frame(b"\x03" + blob(b"n") + struct.pack(">q", 2**63 - 1))
+          + frame(b"\x03" + blob(b"n") + struct.pack(">q", 1)))
+    write("store_session", "too_many_keys", b"\x00" + hello
+          + frame(b"\x05" + struct.pack(">q", 100) + blob(b"k") * 100))
 
     write("launch_env", "torchrun", b"RANK=1\nWORLD_SIZE=4\nLOCAL_RANK=1\nLOCAL_WORLD_SIZE=2\n"
                                     b"MASTER_ADDR=10.0.0.1\nMASTER_PORT=29500\n")

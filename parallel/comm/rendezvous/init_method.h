@@ -3,8 +3,9 @@
 /// torch.distributed.
 ///
 ///   env://           a launcher's variables (launch_env.h): tandem-run, torchrun, mpirun, srun
-///   tcp://HOST:PORT  rank 0 hosts the store on PORT, on every interface; the other ranks connect
-///                    to HOST:PORT (an IPv6 address in brackets: tcp://[fd00::1]:29500)
+///   tcp://HOST:PORT  rank 0 hosts the store on PORT, at HOST (loopback for a loopback HOST: Note
+///                    [Store address] in socket.h); the other ranks connect to HOST:PORT (an IPv6
+///                    address in brackets: tcp://[fd00::1]:29500), proving TANDEM_JOB_TOKEN if set
 ///   file:///PATH     a file that every rank can reach, on a shared file system (file_store.h)
 ///
 /// With tcp:// and file:// no launcher starts the ranks: each is started by hand, given its rank

@@ -15,6 +15,7 @@
 
 #include "engine/error.h"
 #include "parallel/comm/rendezvous/file_store.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/torch_store.h"
 
 namespace tandem::parallel {
@@ -49,6 +50,7 @@ std::shared_ptr<Store> connect_store(const DistributedEnv& env, std::chrono::mil
           TcpStoreOptions{.host = env.master_addr,
                           .port = env.master_port,
                           .is_server = env.rank == 0 && env.store_host == StoreHost::Rank0,
+                          .token = auth::token_from_environment(),
                           .timeout = timeout,
                           .named_by = named_by});
       break;

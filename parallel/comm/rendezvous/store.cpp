@@ -1,6 +1,9 @@
 #include "parallel/comm/rendezvous/store.h"
 
+#include <thread>
+
 #include "engine/error.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/store_protocol.h"
 
 namespace tandem::parallel {
@@ -28,17 +31,79 @@ Store::~Store() = default;
 // --- TcpStore
 
 TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) {
+  auth::check_token(options_.token);
   if (options_.is_server) {
-    server_ = std::make_unique<StoreServer>(StoreServerOptions{.host = "", .port = options_.port});
+    server_ = std::make_unique<StoreServer>(
+        StoreServerOptions{.host = net::listen_host_for(options_.host),
+                           .port = options_.port,
+                           .token = options_.token});
     options_.port = server_->port();
   }
   TANDEM_CHECK(options_.port > 0 && options_.port <= 65535, "[store] port ", options_.port,
                " is out of range 1..65535");
+  // A server that is out of descriptors, or full of connections that never spoke, may close a
+  // new connection before its handshake: that is retried like a refused connect, until timeout.
+  const auto deadline = net::deadline_after(options_.timeout);
   std::string last_error;
-  socket_ = net::connect_with_retry(options_.host, options_.port, options_.timeout, last_error);
-  TANDEM_CHECK(socket_.valid(), "[store] could not reach the rendezvous store at ", address(),
-               " after ", net::format_duration(options_.timeout), " (last error: ", last_error,
-               "); is rank 0 (or tandem-run) running, and is ", options_.named_by, " its address?");
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::max(deadline - net::Clock::now(), net::Clock::duration::zero()));
+    socket_ = net::connect_with_retry(options_.host, options_.port, left, last_error);
+    if (socket_.valid()) {
+      try {
+        const std::string refused = introduce();
+        TANDEM_CHECK(refused.empty(), "[store] ", refused);
+        return;
+      } catch (const Error& e) {
+        if (socket_.valid()) throw;  // refused by the store itself: final
+        last_error = e.message();
+      }
+    }
+    TANDEM_CHECK(net::Clock::now() < deadline, "[store] could not reach the rendezvous store at ",
+                 address(), " after ", net::format_duration(options_.timeout),
+                 " (last error: ", last_error, "); is rank 0 (or tandem-run) running, and is ",
+                 options_.named_by, " its address?");
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+// Note [Store handshake] in store_auth.h, the client's side. Returns why the store and this
+// client do not belong together ("" when they do); a lost connection throws (and resets socket_).
+std::string TcpStore::introduce() {
+  const std::string nonce = auth::random_bytes(auth::kNonceBytes);
+  const bool has_token = !options_.token.empty();
+  const std::string hello =
+      round_trip(Writer().u8(auth::kHello).bytes(nonce).u8(has_token ? 1 : 0).str(),
+                 std::chrono::milliseconds(0));
+  Reader reply(hello);
+  if (static_cast<Status>(reply.u8()) != Status::Ok) {
+    return "the rendezvous store at " + address() + " " + reply.bytes();
+  }
+  const std::string server_nonce = reply.bytes();
+  const bool server_has_token = reply.u8() != 0;
+  const std::string server_proof = reply.bytes();
+  if (!server_has_token && !has_token) return "";
+  if (!server_has_token) {
+    return "the rendezvous store at " + address() +
+           " has no job token, but this process has one (" + auth::kTokenVariable +
+           "): is it this job's store? Give every node the same token, or none";
+  }
+  if (!auth::same_proof(server_proof, auth::proof(options_.token, "server", nonce, server_nonce))) {
+    return "the rendezvous store at " + address() + " does not know this job's token (" +
+           auth::kTokenVariable +
+           "): it belongs to another job, or the token differs between nodes";
+  }
+  const std::string proved =
+      round_trip(Writer()
+                     .u8(auth::kProve)
+                     .bytes(auth::proof(options_.token, "client", server_nonce, nonce))
+                     .str(),
+                 std::chrono::milliseconds(0));
+  Reader answer(proved);
+  if (static_cast<Status>(answer.u8()) != Status::Ok) {
+    return "the rendezvous store at " + address() + " " + answer.bytes();
+  }
+  return "";
 }
 
 TcpStore::~TcpStore() = default;
@@ -78,7 +143,9 @@ void TcpStore::set(const std::string& key, const Bytes& value) {
   request.u8(static_cast<uint8_t>(Command::Set)).bytes(key).bytes(to_string(value));
   const std::string text = round_trip(request.str(), std::chrono::milliseconds(0));
   Reader reply(text);
-  TANDEM_CHECK(reply.u8() == static_cast<uint8_t>(Status::Ok), "[store] set('", key, "') failed");
+  if (static_cast<Status>(reply.u8()) != Status::Ok) {
+    TANDEM_FAIL("[store] set('", key, "') failed: ", reply.bytes());
+  }
 }
 
 Bytes TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
@@ -122,7 +189,9 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
   request.u8(static_cast<uint8_t>(Command::Check)).strings(keys);
   const std::string text = round_trip(request.str(), std::chrono::milliseconds(0));
   Reader reply(text);
-  TANDEM_CHECK(reply.u8() == static_cast<uint8_t>(Status::Ok), "[store] check failed");
+  if (static_cast<Status>(reply.u8()) != Status::Ok) {
+    TANDEM_FAIL("[store] check failed: ", reply.bytes());
+  }
   return reply.u8() != 0;
 }
 

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/store_server.h"
 #include "parallel/comm/socket.h"
 
@@ -71,8 +72,12 @@ struct TcpStoreOptions {
   std::string host = "127.0.0.1";
   int port = 29500;
   /// Also host the StoreServer in this process (rank 0, as PyTorch's TCPStore(is_master=True)),
-  /// listening on `port` on every interface; port 0 then picks a free one (see port()).
+  /// listening on `port` at net::listen_host_for(host) (loopback for a loopback host, Note [Store
+  /// address] in socket.h); port 0 then picks a free one (see port()).
   bool is_server = false;
+  /// The job's secret, proved in the handshake (Note [Store handshake] in store_auth.h); the
+  /// server's too when is_server. TANDEM_JOB_TOKEN unless told otherwise; empty: none.
+  std::string token = auth::token_from_environment();
   /// Bounds connecting (the server may start later than this client) and get()/wait() calls
   /// that take no timeout of their own.
   std::chrono::milliseconds timeout{300000};
@@ -111,6 +116,9 @@ class TcpStore final : public Store {
   /// Sends one request and returns the reply; `server_wait` is how long the server may block
   /// before replying. A lost connection (or no reply) poisons the client: later calls fail fast.
   std::string round_trip(const std::string& request, std::chrono::milliseconds server_wait);
+  /// The handshake; "" when it succeeded, else why this store and this client do not belong
+  /// together. A lost connection throws.
+  std::string introduce();
 
   TcpStoreOptions options_;
   std::unique_ptr<StoreServer> server_;  // when is_server; declared before socket_, outlives it

@@ -34,6 +34,13 @@ Request parse_request(std::string_view frame) {
   return request;
 }
 
+std::optional<int64_t> announced_keys(std::string_view frame) {
+  if (frame.size() < 9) return {};
+  const auto command = static_cast<Command>(frame[0]);
+  if (command != Command::Wait && command != Command::Check) return {};
+  return Reader(frame.substr(1, 8)).i64();
+}
+
 std::optional<int64_t> parse_counter(std::string_view text) {
   int64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);

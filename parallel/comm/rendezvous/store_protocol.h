@@ -107,6 +107,11 @@ struct Request {
 /// server's whole input parsing, fuzzed by tests/fuzz/store_request_fuzz.cpp.
 Request parse_request(std::string_view frame);
 
+/// The key count a Wait or Check frame announces (nothing for other commands or a frame too
+/// short to say), read before the frame is decoded: a Wait of millions of empty keys is refused
+/// for its count instead of first costing a std::string each (review S3).
+std::optional<int64_t> announced_keys(std::string_view frame);
+
 /// Why add() fails on a key that holds something else than a counter.
 inline constexpr const char* kNotACounter = "the key holds a value that is not an integer counter";
 

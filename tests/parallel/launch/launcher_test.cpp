@@ -59,6 +59,35 @@ TEST_F(LauncherTest, PassesTheRendezvousVariables) {
   for (const auto& w : result.workers) EXPECT_EQ(w.exit_code, 0);
 }
 
+// Note [Store handshake]: a one-node launcher makes the job's token and hands it to its workers;
+// one it was given (TANDEM_JOB_TOKEN across machines) is passed on unchanged.
+TEST_F(LauncherTest, OneNodeMakesTheJobTokenAndHandsItToItsWorkers) {
+  ::unsetenv("TANDEM_JOB_TOKEN");
+  ASSERT_EQ(run(shell(2, "echo token=${#TANDEM_JOB_TOKEN}")).exit_code, 0) << output();
+  EXPECT_TRUE(contains(output(), "[rank 0] token=64\n")) << output();
+  EXPECT_TRUE(contains(output(), "[rank 1] token=64\n")) << output();
+  LaunchOptions given = shell(1, "echo token=$TANDEM_JOB_TOKEN");
+  given.job_token = "given-token-0123456789";
+  ASSERT_EQ(run(given).exit_code, 0) << output();
+  EXPECT_TRUE(contains(output(), "token=given-token-0123456789")) << output();
+}
+
+// Note [Store address]: a one-node job's store listens on loopback only (review S1: it was every
+// interface). The worker reads the listening sockets from /proc/net/tcp{,6}.
+TEST_F(LauncherTest, AOneNodeJobsStoreListensOnLoopbackOnly) {
+  ASSERT_EQ(run(shell(1, "printf 'port=%04X\\n' $MASTER_PORT; cat /proc/net/tcp /proc/net/tcp6"))
+                .exit_code,
+            0)
+      << output();
+  const std::string text = output();
+  const size_t at = text.find("port=");
+  ASSERT_NE(at, std::string::npos) << text;
+  const std::string port = text.substr(at + 5, 4);
+  EXPECT_TRUE(contains(text, "0100007F:" + port + " 00000000:0000 0A")) << text;
+  EXPECT_FALSE(contains(text, "00000000:" + port + " 00000000:0000 0A")) << text;
+  EXPECT_FALSE(contains(text, std::string(32, '0') + ":" + port)) << text;
+}
+
 TEST_F(LauncherTest, SplitsTheCoresBetweenWorkers) {
   ::unsetenv("TANDEM_NUM_THREADS");
   const auto result = run(shell(2, "echo threads=$TANDEM_NUM_THREADS"));
