@@ -41,13 +41,21 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
          (run.shares.uneven ? ", uneven shares joined" : "");
 }
 
+// A resumed run appends; --overwrite, and --resume auto with nothing to resume (the job's own
+// first attempt, or one killed before its first save), replace; any other run creates its log.
+LogOpening log_opening(const TrainOptions& options, bool resumed) {
+  if (resumed) return LogOpening::Append;
+  if (options.overwrite || options.resume.automatic) return LogOpening::Replace;
+  return LogOpening::Create;
+}
+
 }  // namespace
 
 RunReport::RunReport(const TrainOptions& options, int world, bool enabled, bool append_log)
     : options_(options),
       world_(world),
       enabled_(enabled),
-      log_(enabled ? options.log_json : "", append_log) {}
+      log_(enabled ? options.log_json : "", log_opening(options, append_log)) {}
 
 void RunReport::print_header(const RunShape& run, const RunPosition& start) const {
   if (!enabled_) return;
@@ -257,8 +265,7 @@ void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) cons
     }
     std::printf("evaluate: %s\n", evaluate_command(options_).c_str());
   }
-  if (!options_.log_json.empty())
-    std::printf("plot:     scripts/plot_training.py %s\n", log.c_str());
+  if (!options_.log_json.empty()) std::printf("plot:     %s\n", plot_command(options_).c_str());
   std::fflush(stdout);
 }
 
