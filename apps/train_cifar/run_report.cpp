@@ -24,6 +24,11 @@ std::string thousands(int64_t n) {
   return out;
 }
 
+// --zero's stage: Sharding's values are ZeRO's stages in order (0 plain DDP, 1, 2).
+int zero_stage(const TrainOptions& options) {
+  return static_cast<int>(options.setup.ddp.sharding);
+}
+
 // Where the header says the run trains: its devices, or its ranks and how they reduce.
 std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   const TrainingSetup& setup = *run.setup;
@@ -32,6 +37,10 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   }
   if (options.setup.mode != Mode::Distributed) return setup.device().str();
   return counted(run.world, "rank") + ", " + run.backend + " on " + setup.device().str() +
+         (zero_stage(options) > 0
+              ? detail::concat(", ZeRO stage ", zero_stage(options), " (",
+                               parallel::sharding_name(options.setup.ddp.sharding), " sharded)")
+              : "") +
          (options.setup.sync_bn ? ", SyncBatchNorm" : "") +
          (options.setup.grad_compression != parallel::GradCompression::None
               ? ", " +
@@ -243,6 +252,7 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
               {"interrupted", summary.interrupted},
               {"mode", mode_name(options_.setup.mode)},
               {"world_size", world_},
+              {"zero_stage", zero_stage(options_)},
               {"precision", nn::precision_name(options_.setup.precision)},
               {"arch", options_.setup.arch}});
   print_next_steps(summary, last_epoch);

@@ -79,10 +79,13 @@ TEST(TrainCifarRefusals, ANewRunOverAnEarlierCheckpointNeedsOverwrite) {
   const std::vector<std::string> run = quick_run(log, {"--epochs", "1", "--save", save});
   ASSERT_EQ(train_cifar(run).exit_code, 0);
   const std::string first_log = contents(log);
-  expect_one_error_line(train_cifar(run),
-                        "--save " + save +
-                            " holds the checkpoint of an earlier run, which this run "
-                            "would replace: add --resume auto to continue it, or --overwrite");
+  // Another log, so that the checkpoint is what is refused (a log of an earlier run is too:
+  // ALogOfAnEarlierRunOrNotAFileIsRefused).
+  expect_one_error_line(
+      train_cifar(quick_run(dir.file("other.jsonl"), {"--epochs", "1", "--save", save})),
+      "--save " + save +
+          " holds the checkpoint of an earlier run, which this run "
+          "would replace: add --resume auto to continue it, or --overwrite");
   EXPECT_EQ(contents(log), first_log);  // the earlier run's log too is as it was
   std::vector<std::string> continued = run;
   continued.insert(continued.end(), {"--epochs", "2", "--resume", "auto"});
