@@ -16,7 +16,8 @@ int64_t checked_record_count(const std::string& file, bool official_sizes) {
   std::error_code error;
   const auto bytes = static_cast<int64_t>(std::filesystem::file_size(file, error));
   TANDEM_CHECK(!error, "[cifar10] cannot read ", file, ": ", error.message(),
-               " (scripts/get_cifar10.sh puts the data set in ./data)");
+               " (scripts/get_cifar10.sh [DIR] fetches the data set; by default into "
+               "$TANDEM_DATA_DIR, else ~/.local/share/tandem, where the programs look)");
   TANDEM_CHECK(bytes % kCifarRecordBytes == 0 && bytes > 0, "[cifar10] ", file, " has ", bytes,
                " bytes, not a positive multiple of ", kCifarRecordBytes,
                " (1 label + 3,072 pixel bytes): truncated or not the CIFAR-10 binary version");

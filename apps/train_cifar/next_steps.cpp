@@ -40,4 +40,15 @@ std::string evaluate_command(const TrainOptions& options) {
   return command;
 }
 
+std::string plot_command(const TrainOptions& options) {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  std::string script = "scripts/plot_training.py";
+  const std::filesystem::path beside = self.parent_path() / "../.." / script;
+  if (!error && std::filesystem::is_regular_file(beside, error)) {
+    script = shell_word(std::filesystem::weakly_canonical(beside, error).string());
+  }
+  return script + " " + shell_word(options.log_json);
+}
+
 }  // namespace tandem::apps

@@ -24,6 +24,11 @@ std::string thousands(int64_t n) {
   return out;
 }
 
+// --zero's stage: Sharding's values are ZeRO's stages in order (0 plain DDP, 1, 2).
+int zero_stage(const TrainOptions& options) {
+  return static_cast<int>(options.setup.ddp.sharding);
+}
+
 // Where the header says the run trains: its devices, or its ranks and how they reduce.
 std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   const TrainingSetup& setup = *run.setup;
@@ -32,6 +37,10 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   }
   if (options.setup.mode != Mode::Distributed) return setup.device().str();
   return counted(run.world, "rank") + ", " + run.backend + " on " + setup.device().str() +
+         (zero_stage(options) > 0
+              ? detail::concat(", ZeRO stage ", zero_stage(options), " (",
+                               parallel::sharding_name(options.setup.ddp.sharding), " sharded)")
+              : "") +
          (options.setup.sync_bn ? ", SyncBatchNorm" : "") +
          (options.setup.grad_compression != parallel::GradCompression::None
               ? ", " +
@@ -41,13 +50,21 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
          (run.shares.uneven ? ", uneven shares joined" : "");
 }
 
+// A resumed run appends; --overwrite, and --resume auto with nothing to resume (the job's own
+// first attempt, or one killed before its first save), replace; any other run creates its log.
+LogOpening log_opening(const TrainOptions& options, bool resumed) {
+  if (resumed) return LogOpening::Append;
+  if (options.overwrite || options.resume.automatic) return LogOpening::Replace;
+  return LogOpening::Create;
+}
+
 }  // namespace
 
 RunReport::RunReport(const TrainOptions& options, int world, bool enabled, bool append_log)
     : options_(options),
       world_(world),
       enabled_(enabled),
-      log_(enabled ? options.log_json : "", append_log) {}
+      log_(enabled ? options.log_json : "", log_opening(options, append_log)) {}
 
 void RunReport::print_header(const RunShape& run, const RunPosition& start) const {
   if (!enabled_) return;
@@ -235,6 +252,7 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
               {"interrupted", summary.interrupted},
               {"mode", mode_name(options_.setup.mode)},
               {"world_size", world_},
+              {"zero_stage", zero_stage(options_)},
               {"precision", nn::precision_name(options_.setup.precision)},
               {"arch", options_.setup.arch}});
   print_next_steps(summary, last_epoch);
@@ -257,8 +275,7 @@ void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) cons
     }
     std::printf("evaluate: %s\n", evaluate_command(options_).c_str());
   }
-  if (!options_.log_json.empty())
-    std::printf("plot:     scripts/plot_training.py %s\n", log.c_str());
+  if (!options_.log_json.empty()) std::printf("plot:     %s\n", plot_command(options_).c_str());
   std::fflush(stdout);
 }
 

@@ -110,8 +110,8 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
       "(what a restarted worker needs: tandem-run/torchrun --max-restarts); a checkpoint there "
       "that cannot be loaded is refused, never started over");
   app.add_flag("--overwrite", o.overwrite,
-               "start afresh over the checkpoint at --save (without it, a run without --resume "
-               "refuses to replace one)")
+               "start afresh over the checkpoint at --save and the log at --log-json (without it, "
+               "a run without --resume refuses to replace either)")
       // A job script passes --resume auto on every restart: were --overwrite beside it to mean
       // "start afresh", each restart would throw the run away (Note [Resume auto never starts
       // over] in run_position.cpp), so the two are refused together.

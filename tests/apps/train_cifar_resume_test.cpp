@@ -9,8 +9,6 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <thread>
 
 #include "nn/checkpoint.h"
@@ -177,11 +175,6 @@ TEST(TrainCifar, ResumeAutoStartsAfreshWithoutACheckpointAndContinuesWithOne) {
 // then damaged (truncated weights; a sidecar of another run): --resume auto refuses in one line
 // naming the file and why, and leaves every file as it was; with --overwrite it is a
 // contradiction; a sidecar alone (an interrupted first save) still starts afresh.
-std::string bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 TEST(TrainCifar, ResumeAutoRefusesACheckpointItCannotLoadAndChangesNothing) {
   TempDir dir;
   const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
@@ -194,14 +187,14 @@ TEST(TrainCifar, ResumeAutoRefusesACheckpointItCannotLoadAndChangesNothing) {
   again.insert(again.end(), {"--epochs", "2"});
 
   fs::resize_file(checkpoint, fs::file_size(checkpoint) / 2);
-  const std::string weights = bytes_of(checkpoint), state = bytes_of(sidecar),
-                    logged = bytes_of(log);
+  const std::string weights = contents(checkpoint), state = contents(sidecar),
+                    logged = contents(log);
   expect_one_error_line(train_cifar(again), "--resume auto: the checkpoint at " + checkpoint +
                                                 " cannot be loaded and there is no usable "
                                                 "earlier one");
-  EXPECT_EQ(bytes_of(checkpoint), weights);
-  EXPECT_EQ(bytes_of(sidecar), state);
-  EXPECT_EQ(bytes_of(log), logged);
+  EXPECT_EQ(contents(checkpoint), weights);
+  EXPECT_EQ(contents(sidecar), state);
+  EXPECT_EQ(contents(log), logged);
   EXPECT_FALSE(fs::exists(nn::previous_path(checkpoint)));
 
   // A whole pair of another run: each file loads, the two do not belong together.

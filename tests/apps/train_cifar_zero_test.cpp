@@ -69,6 +69,12 @@ TEST(TrainCifarMultiprocess, ZeroTrainsAsPlainDdpAndResumesAtAnotherStageAndWorl
   const ProgramRun first = train_cifar(
       ddp_run(dir.file("zero.jsonl"), zero, {"--nproc", "2", "--zero", "2", "--run-epochs", "1"}));
   ASSERT_EQ(first.exit_code, 0) << first.output;
+  EXPECT_NE(first.output.find(", ZeRO stage 2 (gradients sharded)"), std::string::npos)
+      << first.output;
+  const std::vector<nlohmann::json> summaries =
+      records_of(read_log(dir.file("zero.jsonl")), "summary");
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0]["zero_stage"], 2);
   const std::string after_one = dir.file("zero-epoch1.ckpt");
   copy_checkpoint(zero, after_one);
   const ProgramRun second = train_cifar(
