@@ -9,7 +9,9 @@
 #   parallel/comm            engine, the comm root (ProcessGroup, Work, checks, types, sockets)
 #     rendezvous/            … and rendezvous/ (stores, init methods, the launch environment)
 #     gloo/ nccl/ mpi/       … rendezvous/ and its own folder: a backend includes no other backend
-#     init_process_group.*   the one place that knows every backend: all of parallel/comm
+#     backends.*             the table of backends, the one place that knows every backend: all
+#                            of parallel/comm (Note [Backend table])
+#     init_process_group.*   … rendezvous/ and the table, no backend's folder
 #   parallel/launch          engine parallel/comm parallel/launch (the launcher's library)
 #   parallel (zero/ too)     engine nn parallel/comm parallel (not parallel/launch)
 #   apps                     anything
@@ -31,8 +33,9 @@ allowed() {  # file → an extended regex of the includes it may use
     engine/*) echo '^engine/' ;;
     nn/*) echo '^(engine|nn)/' ;;
     data/*) echo '^(engine|data)/' ;;
-    parallel/comm/init_process_group.*) echo '^(engine|parallel/comm)/' ;;
-    parallel/comm/rendezvous/*) echo "^(engine/|$comm_root|parallel/comm/rendezvous/)" ;;
+    parallel/comm/backends.*) echo '^(engine|parallel/comm)/' ;;
+    parallel/comm/init_process_group.* | parallel/comm/rendezvous/*)
+      echo "^(engine/|$comm_root|parallel/comm/rendezvous/)" ;;
     parallel/comm/gloo/* | parallel/comm/nccl/* | parallel/comm/mpi/*)
       local room="${1#parallel/comm/}"; room="${room%%/*}"
       echo "^(engine/|$comm_root|parallel/comm/rendezvous/|parallel/comm/$room/)" ;;
