@@ -18,7 +18,8 @@
 #   examples                 engine nn data parallel (programs built against the installed
 #                            package, which has no apps/ or tests/; InstallExample.* checks what
 #                            is installed), not parallel/launch
-# Besides: parallel/launch/ is included only by apps/ and tests/; the Reducer (parallel/reducer*)
+# Besides: data/dataset.h and data/data_loader.h include nothing of CIFAR-10;
+# parallel/launch/ is included only by apps/ and tests/; the Reducer (parallel/reducer*)
 # includes nothing of parallel/zero/ (it sees sharding through its bucket-storage interface);
 # engine/backend/ only by the engine's op and backend folders; the CUDA runtime no kernel side.
 #
@@ -76,6 +77,11 @@ never() {  # never WHO PREFIX WHY: files matching the WHO regex may not include 
     [[ "$file" =~ $1 ]] && fail "$file includes $2; $3"
   done < <(includers "$2")
 }
+# The data-set interface and the loader sit beneath every concrete data set: CIFAR-10 (its reader,
+# CifarImages, its transforms) builds on them, never the reverse (docs/data.md).
+for cifar in data/cifar10.h data/transforms.h; do
+  never '^data/(dataset|data_loader)\.h$' "$cifar" 'the data-set interface and the loader sit beneath CIFAR-10'
+done
 # The launcher's library is the programs' own (DESIGN.md).
 only '^(apps|tests|parallel/launch)/' 'parallel/launch/' 'only apps/ (and tests) use the launcher library'
 # Note [Bucket storage]: DDP and the Reducer know nothing of ZeRO beyond the bucket-storage
@@ -96,4 +102,4 @@ while IFS= read -r line; do
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("engine/cuda/|<cublas|<cudnn)' \
            engine/cuda/runtime | grep -vE '"engine/cuda/runtime/')
 [ $violations -eq 0 ] || { echo "FAILED: $violations includes go up a layer or out of their room"; exit 1; }
-echo "passed: every include in engine, nn, data, parallel (comm and its rooms, launch, zero) and examples goes down a layer or stays in its room; parallel/launch/ is used only by apps/; the Reducer includes nothing of parallel/zero/; engine/backend/ stays with the engine's ops and backends; the CUDA runtime includes no kernel side"
+echo "passed: every include in engine, nn, data, parallel (comm and its rooms, launch, zero) and examples goes down a layer or stays in its room; data/dataset.h and data/data_loader.h include nothing of CIFAR-10; parallel/launch/ is used only by apps/; the Reducer includes nothing of parallel/zero/; engine/backend/ stays with the engine's ops and backends; the CUDA runtime includes no kernel side"
