@@ -32,8 +32,8 @@ namespace tandem::apps {
 std::vector<Device> first_devices(int count, bool gpus);
 
 /// Whether device defaults go to GPUs: true when CUDA can run. Where a GPU is present but CUDA
-/// cannot use it (a driver older than the build's CUDA needs), defaults must not quietly fall back
-/// to the CPU (the CUDA review's D2): that throws, naming the driver and what is needed.
+/// cannot use it (a driver older than the build's CUDA needs), defaults never quietly fall back to
+/// the CPU, where the run would be many times slower: that throws, naming the driver and the fix.
 bool gpus_by_default();
 
 /// The process group of a ddp rank: `requested` (--backend, a row of parallel::backends()), else
