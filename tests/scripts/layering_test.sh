@@ -23,6 +23,9 @@
 # includes nothing of parallel/zero/ (it sees sharding through its bucket-storage interface);
 # engine/backend/ only by the engine's op and backend folders; the CUDA runtime no kernel side.
 #
+# layering_plant_test.sh plants a violation of each rule in a copy of the sources and checks that
+# this test names every one: a new rule adds its plant there.
+#
 #   layering_test.sh SOURCE_DIR
 set -uo pipefail
 root="$1"
