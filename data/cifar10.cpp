@@ -1,5 +1,6 @@
 #include "data/cifar10.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "engine/ops/factory.h"
+#include "engine/random.h"
 
 namespace tandem::data {
 namespace {
@@ -103,6 +105,64 @@ const std::vector<std::string>& cifar10_class_names() {
   static const std::vector<std::string> names = {
       "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"};
   return names;
+}
+
+CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {
+  TANDEM_CHECK(size >= 1, "[synthetic_cifar10] size must be >= 1");
+  CifarDataset data{empty({size, 3, 32, 32}, {.dtype = DType::UInt8}),
+                    empty({size}, {.dtype = DType::Int64})};
+  Generator generator(seed);
+  uint8_t* pixels = data.images.data<uint8_t>();
+  int64_t* labels = data.labels.data<int64_t>();
+  constexpr int64_t kPlane = 32 * 32;
+  for (int64_t i = 0; i < size; ++i) {
+    const int64_t label = static_cast<int64_t>(generator.next_u64() % kCifarClasses);
+    labels[i] = label;
+    // Each class has its own mean colour under heavy noise: learnable, so a short run shows the
+    // loss falling, yet not trivially separable pixel by pixel.
+    for (int64_t channel = 0; channel < 3; ++channel) {
+      const int64_t mean = 48 + 16 * ((label * (channel + 3) + channel) % kCifarClasses);
+      uint8_t* plane = pixels + i * kCifarImageBytes + channel * kPlane;
+      for (int64_t p = 0; p < kPlane; ++p) {
+        const int64_t noise = static_cast<int64_t>(generator.next_u64() % 129) - 64;
+        plane[p] = static_cast<uint8_t>(std::clamp<int64_t>(mean + noise, 0, 255));
+      }
+    }
+  }
+  return data;
+}
+
+CifarImages::CifarImages(std::shared_ptr<const CifarDataset> images, TransformOptions transform)
+    : images_(std::move(images)), transform_(transform) {
+  TANDEM_CHECK(images_ != nullptr, "[CifarImages] needs images");
+}
+
+ExampleLayout CifarImages::layout() const {
+  return {{3, 32, 32}, DType::Float32, {}, DType::Int64};
+}
+
+Example CifarImages::get(int64_t index, Generator& generator) const {
+  Example example{empty({3, 32, 32}), empty({}, {.dtype = DType::Int64})};
+  write_example(index, generator, example.input, example.target);
+  return example;
+}
+
+void CifarImages::write_example(int64_t index, Generator& generator, Tensor& input,
+                                Tensor& target) const {
+  check_index(*this, index);
+  TANDEM_CHECK(input.shape() == Shape({3, 32, 32}) && target.numel() == 1,
+               "[CifarImages] writes (3, 32, 32) float32 images and one int64 label each");
+  const uint8_t* pixels = images_->images.data<uint8_t>() + index * kCifarImageBytes;
+  transform_image(pixels, input.data<float>(), transform_, generator);
+  *target.data<int64_t>() = images_->labels.data<int64_t>()[index];
+}
+
+Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
+                 const TransformOptions& options, uint64_t augmentation_seed) {
+  // Not owned: the images outlive this call.
+  const CifarImages images(std::shared_ptr<const CifarDataset>(std::shared_ptr<void>(), &dataset),
+                           options);
+  return make_batch(images, indices, augmentation_seed);
 }
 
 }  // namespace tandem::data

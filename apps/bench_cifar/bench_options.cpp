@@ -34,9 +34,10 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
   add_choice_flag(app, "--device-type", o.device_type, kDeviceTypeSpellings,
                   "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
                   "gloo) or auto (cuda where CUDA can run, else cpu)");
-  add_optional_choice_flag(app, "--backend", o.backend, kBackendSpellings,
-                           "ddp's process group: nccl, gloo or mpi (CPUs; bench_cifar starts the "
-                           "ranks with mpirun); default: nccl on cuda, gloo on cpu");
+  add_backend_flag(app, o.backend,
+                   "ddp's process group: " + parallel::backend_choices() +
+                       " (bench_cifar starts the ranks with mpirun); default: nccl on cuda, gloo "
+                       "on cpu");
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
@@ -277,7 +278,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--precision", nn::precision_name(c.precision)}};
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
-  if (o.backend) args.insert(args.end(), {"--backend", backend_name(*o.backend)});
+  if (o.backend) args.insert(args.end(), {"--backend", o.backend->name});
   if (o.setup.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});

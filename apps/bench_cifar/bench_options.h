@@ -13,6 +13,7 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
@@ -60,8 +61,9 @@ struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
   DeviceType device_type = DeviceType::Auto;
-  /// ddp's process group; nullopt: nccl on GPUs, else gloo. mpi: mpirun starts the ranks.
-  std::optional<Backend> backend{};
+  /// ddp's process group, a row of parallel::backends(); null: nccl on GPUs, else gloo. mpi:
+  /// mpirun starts the ranks.
+  const parallel::BackendInfo* backend = nullptr;
   std::vector<int64_t> batch_sizes{128};  ///< global
   /// What every row builds, bound straight from the flags (Note [Options bound once]): --arch,
   /// --seed (which also seeds the synthetic images), --memory-format, --bucket-cap-mb,

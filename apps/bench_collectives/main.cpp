@@ -26,8 +26,8 @@
 #include "engine/elapsed.h"
 #include "engine/ops/factory.h"
 #include "engine/tandem.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm/init_process_group.h"
-#include "parallel/comm/mpi/mpi_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm/rendezvous/launch_env.h"
 
@@ -38,7 +38,7 @@ using namespace tandem::apps;
 using namespace tandem::parallel;
 
 struct Options {
-  std::string backend = "gloo";
+  std::string backend = "gloo";          // a name of parallel::backends()
   std::vector<std::string> collectives;  // empty: all
   std::vector<std::string> sizes = {"4K", "64K", "1M", "16M", "64M"};
   int warmup = 5;
@@ -123,9 +123,10 @@ bool parse(Options& o, int argc, char** argv) {
   CLI::App app{
       "Time and bandwidth of a process group's collectives (run under tandem-run or mpirun)",
       "bench_collectives"};
-  app.add_option("--backend", o.backend,
-                 "gloo (host memory), nccl (each rank's GPU) or mpi (host memory; under mpirun)")
-      ->check(CLI::IsMember({"gloo", "nccl", "mpi"}))
+  std::vector<std::string> backend_names;
+  for (const BackendInfo& backend : backends()) backend_names.emplace_back(backend.name);
+  app.add_option("--backend", o.backend, backend_choices())
+      ->check(CLI::IsMember(backend_names))
       ->capture_default_str();
   app.add_option("--collectives", o.collectives,
                  "comma-separated; default all: all_reduce, broadcast, reduce, all_gather, "
@@ -158,7 +159,7 @@ int run(int argc, char** argv) {
   std::vector<int64_t> sizes;
   for (const std::string& text : o.sizes) sizes.push_back(parse_byte_size(text));
 
-  const DistributedEnv env = o.backend == "mpi" ? mpi_environment() : from_environment();
+  const DistributedEnv env = find_backend(o.backend).environment();
   auto group = init_process_group(o.backend, env, {.check_consistency = o.check_consistency});
   std::vector<Row> rows;
   for (const Collective collective : collectives) {

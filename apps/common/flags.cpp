@@ -115,6 +115,18 @@ void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compres
                   kCompressionHelp);
 }
 
+void add_backend_flag(CLI::App& app, const parallel::BackendInfo*& backend,
+                      const std::string& help) {
+  std::vector<Spelling<const parallel::BackendInfo*>> table;
+  for (const parallel::BackendInfo& row : parallel::backends()) table.emplace_back(row.name, &row);
+  CLI::Option* option =
+      app.add_option_function<std::string>(
+             "--backend",
+             [&backend, table](const std::string& word) { backend = value_in(table, word); }, help)
+          ->transform(spelling_check(table));
+  if (backend != nullptr) option->default_str(backend->name);
+}
+
 void add_grad_compression_flag(CLI::App& app,
                                std::vector<parallel::GradCompression>& compressions) {
   add_choices_flag(app, "--grad-compression", compressions, compression_spellings(),

@@ -2,7 +2,8 @@
 /// The flags that train_cifar and bench_cifar share, defined once so that they read, check and
 /// default alike in both programs: --mode (train_cifar) or --modes (bench_cifar, a list), --arch,
 /// --memory-format, --precision (one, or a row for each), --bucket-cap-mb and --first-bucket-mb,
-/// --grad-compression (one choice, or a row for each), --threads and --data-dir. Each parses
+/// --grad-compression (one choice, or a row for each), --threads and --data-dir; --backend, which
+/// bench_collectives takes too. Each parses
 /// into its enum at the flag (Note [Typed options] in spellings.h).
 ///
 /// Note [Options bound once]: a flag that sets a library option binds straight to that option's
@@ -21,6 +22,7 @@
 #include "apps/common/mode.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 #include "parallel/zero/sharding.h"
@@ -54,6 +56,11 @@ void add_zero_flag(CLI::App& app, std::vector<parallel::Sharding>& shardings);
 /// "0", "1", "2": the stage as --zero spells it.
 const char* zero_stage_name(parallel::Sharding sharding);
 void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompression>& compressions);
+/// --backend NAME: a row of the table of process-group backends (parallel/comm/backends.h, Note
+/// [Backend table]), its name in any case; `help` lists them with parallel::backend_choices().
+/// Left out, `backend` keeps its value (null: the program chooses; otherwise --help shows it).
+void add_backend_flag(CLI::App& app, const parallel::BackendInfo*& backend,
+                      const std::string& help);
 /// --threads N: CPU threads for kernels; `how_shared` (may be empty) adds how this program shares
 /// them out.
 void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared);

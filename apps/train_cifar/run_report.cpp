@@ -95,9 +95,9 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
   std::fflush(stdout);
 }
 
-// The UX review's cases 41 and 42: more busy threads than cores, or a rank's share of the batch
-// down to a few images, run (people try such things) but far slower than they expect, or with
-// noisy batch-norm statistics.
+// A run that works but disappoints is warned of before it starts: more busy threads than cores,
+// or a rank's share of the batch down to a few images, run (people try such things) but far
+// slower than they expect, or with noisy batch-norm statistics.
 void RunReport::print_warnings(const RunShape& run) const {
   if (!enabled_) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -259,7 +259,7 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
 }
 
 // Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
-// says what it wrote and how to go on from it, as the review of a newcomer's first run asked. The
+// says what it wrote and how to go on from it, so that nobody has to guess the next command. The
 // commands paste as they are (next_steps.h): the program's path, quoted paths, the run's data.
 void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) const {
   const std::string log = options_.log_json.empty() ? "" : shell_word(options_.log_json);

@@ -30,10 +30,9 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
                  "process joins)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  add_optional_choice_flag(
-      app, "--backend", o.backend, kBackendSpellings,
-      "ddp: nccl (GPUs), gloo (CPUs) or mpi (CPUs, ranks started by mpirun); default: nccl "
-      "when there are GPUs, else gloo");
+  add_backend_flag(
+      app, o.backend,
+      "ddp: " + parallel::backend_choices() + "; default: nccl when there are GPUs, else gloo");
   app.add_option("--init-method", o.init_method,
                  "ddp: how the ranks meet: env:// (a launcher's variables, or --nproc), "
                  "tcp://HOST:PORT (rank 0 hosts the store at that port) or file:///PATH (a file "
@@ -271,9 +270,10 @@ void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environme
                mode_name(o.setup.mode), ": add --mode ddp");
   parallel::check_rank_and_world_size(parallel::parse_init_method(o.init_method), o.rank,
                                       o.world_size);
-  TANDEM_CHECK(!by_hand || o.backend != Backend::Mpi,
-               "[train_cifar] --backend mpi: mpirun starts the ranks and says where each sits; "
-               "drop --init-method, --rank and --world-size (or use --backend gloo)");
+  TANDEM_CHECK(!by_hand || o.backend == nullptr || o.backend->start != parallel::RankStart::Mpirun,
+               "[train_cifar] --backend ", o.backend ? o.backend->name : "",
+               ": mpirun starts the ranks and says where each sits; drop --init-method, --rank "
+               "and --world-size (or use --backend gloo)");
   TANDEM_CHECK(!by_hand || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
                " starts ranks on this machine through env://, but a rank started by hand (",
                o.init_method, ", --rank) is one process: start each rank with its own --rank");

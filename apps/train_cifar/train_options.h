@@ -13,6 +13,7 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm/rendezvous/init_method.h"
 #include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
@@ -63,8 +64,9 @@ struct TrainOptions {
   std::string init_method = "env://";
   int rank = -1;        ///< ddp, a rank started by hand: its rank; -1: a launcher's
   int world_size = -1;  ///< ddp, a rank started by hand: the job's ranks; -1: a launcher's
-  std::optional<Backend> backend{};  ///< ddp; nullopt: nccl on GPUs, else gloo (ddp_backend)
-  int epochs = 10;                   ///< the schedule's length
+  /// ddp: a row of parallel::backends(); null: nccl on GPUs, else gloo (ddp_backend)
+  const parallel::BackendInfo* backend = nullptr;
+  int epochs = 10;           ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
   Schedule schedule = Schedule::MultiStep;

@@ -86,7 +86,7 @@ void train(int64_t steps, const std::string& checkpoint, const std::string& cifa
   auto sampler = std::make_shared<data::DistributedSampler>(
       dataset->size(),
       data::DistributedSamplerConfig{.num_replicas = world, .rank = rank, .seed = kSeed});
-  data::DataLoader loader(dataset, sampler,
+  data::DataLoader loader(std::make_shared<data::CifarImages>(dataset), sampler,
                           {.batch_size = kGlobalBatch / world, .seed = kSeed, .device = device});
   const int64_t per_epoch = loader.batches_per_epoch();
 

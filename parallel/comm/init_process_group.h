@@ -1,6 +1,6 @@
 #pragma once
-/// init_process_group: the group of this process from its launch environment, for any backend;
-/// the one place that knows every backend (gloo/, nccl/, mpi/) and the rendezvous.
+/// init_process_group: the group of this process from its launch environment, for any backend
+/// of the table (backends.h), which says whether the ranks meet at a store and makes the group.
 ///
 ///   auto group = init_process_group("gloo", from_environment());
 
@@ -16,10 +16,11 @@ namespace tandem::parallel {
 
 /// Creates the group of this process from `env` (see rendezvous/launch_env.h): connects to the
 /// rendezvous store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does;
-/// a file under file://, rendezvous.h), then builds the backend's group. backend: "gloo" (CPU
-/// tensors) or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a build without CUDA an error that
-/// says so), or "mpi" (ranks started by mpirun, which need no store: make_mpi_process_group() in
-/// mpi_process_group.h). The returned group keeps the store (and, on rank 0, the server) alive.
+/// a file under file://, rendezvous.h), then builds the backend's group. backend: a name of the
+/// table (backends.h): "gloo" (CPU tensors) or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a
+/// build without CUDA an error that says so), or "mpi" (ranks started by mpirun, which need no
+/// store: make_mpi_process_group() in mpi_process_group.h); another name is an error listing the
+/// table's. The returned group keeps the store (and, on rank 0, the server) alive.
 /// The form of torch.distributed, with an init method (env://, tcp://, file://), is in
 /// init_method.h.
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,

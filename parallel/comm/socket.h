@@ -23,11 +23,11 @@ using Clock = std::chrono::steady_clock;
 
 /// Store messages are keys and small values (addresses, NCCL ids, Gloo's per-rank address lists:
 /// tens of bytes per rank), so 16 MiB is far above any real one and bounds what a stray or
-/// hostile client can make the store hold (review D6; it was 1 GiB).
+/// hostile client can make the store hold (far below memory: any connection may send one).
 constexpr uint32_t kMaxFrameBytes = 16u << 20;
 
 /// now + timeout, saturating at the clock's end instead of overflowing: a timeout of
-/// milliseconds::max() means "no deadline", not one in the past (review D7).
+/// milliseconds::max() means "no deadline", never one in the past.
 Clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
 /// Owns one file descriptor; closes it on destruction.

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/device_syncs.h"
 #include "parallel/comm/gloo/gloo_process_group.h"

@@ -9,16 +9,22 @@
 #   parallel/comm            engine, the comm root (ProcessGroup, Work, checks, types, sockets)
 #     rendezvous/            … and rendezvous/ (stores, init methods, the launch environment)
 #     gloo/ nccl/ mpi/       … rendezvous/ and its own folder: a backend includes no other backend
-#     init_process_group.*   the one place that knows every backend: all of parallel/comm
+#     backends.*             the table of backends, the one place that knows every backend: all
+#                            of parallel/comm (Note [Backend table])
+#     init_process_group.*   … rendezvous/ and the table, no backend's folder
 #   parallel/launch          engine parallel/comm parallel/launch (the launcher's library)
 #   parallel (zero/ too)     engine nn parallel/comm parallel (not parallel/launch)
 #   apps                     anything
 #   examples                 engine nn data parallel (programs built against the installed
 #                            package, which has no apps/ or tests/; InstallExample.* checks what
 #                            is installed), not parallel/launch
-# Besides: parallel/launch/ is included only by apps/ and tests/; the Reducer (parallel/reducer*)
+# Besides: data/dataset.h and data/data_loader.h include nothing of CIFAR-10;
+# parallel/launch/ is included only by apps/ and tests/; the Reducer (parallel/reducer*)
 # includes nothing of parallel/zero/ (it sees sharding through its bucket-storage interface);
 # engine/backend/ only by the engine's op and backend folders; the CUDA runtime no kernel side.
+#
+# layering_plant_test.sh plants a violation of each rule in a copy of the sources and checks that
+# this test names every one: a new rule adds its plant there.
 #
 #   layering_test.sh SOURCE_DIR
 set -uo pipefail
@@ -31,8 +37,9 @@ allowed() {  # file → an extended regex of the includes it may use
     engine/*) echo '^engine/' ;;
     nn/*) echo '^(engine|nn)/' ;;
     data/*) echo '^(engine|data)/' ;;
-    parallel/comm/init_process_group.*) echo '^(engine|parallel/comm)/' ;;
-    parallel/comm/rendezvous/*) echo "^(engine/|$comm_root|parallel/comm/rendezvous/)" ;;
+    parallel/comm/backends.*) echo '^(engine|parallel/comm)/' ;;
+    parallel/comm/init_process_group.* | parallel/comm/rendezvous/*)
+      echo "^(engine/|$comm_root|parallel/comm/rendezvous/)" ;;
     parallel/comm/gloo/* | parallel/comm/nccl/* | parallel/comm/mpi/*)
       local room="${1#parallel/comm/}"; room="${room%%/*}"
       echo "^(engine/|$comm_root|parallel/comm/rendezvous/|parallel/comm/$room/)" ;;
@@ -73,6 +80,11 @@ never() {  # never WHO PREFIX WHY: files matching the WHO regex may not include 
     [[ "$file" =~ $1 ]] && fail "$file includes $2; $3"
   done < <(includers "$2")
 }
+# The data-set interface and the loader sit beneath every concrete data set: CIFAR-10 (its reader,
+# CifarImages, its transforms) builds on them, never the reverse (docs/data.md).
+for cifar in data/cifar10.h data/transforms.h; do
+  never '^data/(dataset|data_loader)\.h$' "$cifar" 'the data-set interface and the loader sit beneath CIFAR-10'
+done
 # The launcher's library is the programs' own (DESIGN.md).
 only '^(apps|tests|parallel/launch)/' 'parallel/launch/' 'only apps/ (and tests) use the launcher library'
 # Note [Bucket storage]: DDP and the Reducer know nothing of ZeRO beyond the bucket-storage
@@ -93,4 +105,4 @@ while IFS= read -r line; do
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*("engine/cuda/|<cublas|<cudnn)' \
            engine/cuda/runtime | grep -vE '"engine/cuda/runtime/')
 [ $violations -eq 0 ] || { echo "FAILED: $violations includes go up a layer or out of their room"; exit 1; }
-echo "passed: every include in engine, nn, data, parallel (comm and its rooms, launch, zero) and examples goes down a layer or stays in its room; parallel/launch/ is used only by apps/; the Reducer includes nothing of parallel/zero/; engine/backend/ stays with the engine's ops and backends; the CUDA runtime includes no kernel side"
+echo "passed: every include in engine, nn, data, parallel (comm and its rooms, launch, zero) and examples goes down a layer or stays in its room; data/dataset.h and data/data_loader.h include nothing of CIFAR-10; parallel/launch/ is used only by apps/; the Reducer includes nothing of parallel/zero/; engine/backend/ stays with the engine's ops and backends; the CUDA runtime includes no kernel side"

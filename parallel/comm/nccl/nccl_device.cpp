@@ -8,6 +8,10 @@
 
 namespace tandem::parallel {
 
+bool nccl_available() {
+  return true;
+}
+
 void check_nccl_device(int rank, int device) {
   const int count = cuda::device_count();
   TANDEM_CHECK(count > 0, "[nccl] rank ", rank, " needs a GPU for the NCCL process group, but ",

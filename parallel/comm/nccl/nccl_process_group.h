@@ -145,6 +145,9 @@ class NcclProcessGroup final : public ProcessGroup {
   std::unique_ptr<State> state_;
 };
 
+/// Whether this build has the NCCL backend (a build with CUDA does).
+bool nccl_available();
+
 /// The NCCL group of init_process_group("nccl", ...), on libnccl. In a build without CUDA it
 /// throws "[nccl] this build has no CUDA ...".
 std::shared_ptr<ProcessGroup> make_nccl_process_group(const std::shared_ptr<Store>& store, int rank,

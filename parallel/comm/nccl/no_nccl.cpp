@@ -5,6 +5,10 @@
 
 namespace tandem::parallel {
 
+bool nccl_available() {
+  return false;
+}
+
 void check_nccl_device(int, int) {
   TANDEM_FAIL(
       "[nccl] this build has no CUDA, so no NCCL process group (configure with the CUDA "
