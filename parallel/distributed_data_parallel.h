@@ -17,7 +17,8 @@
 /// require_forward_param_sync: so the first no_grad forward after training and the first
 /// no_sync micro-step broadcast, the later ones and the synchronised step after no_sync ones do
 /// not. Evaluating uneven shards through the wrapper under no_grad thus runs one broadcast on
-/// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
+/// every rank, not one per batch: ranks with fewer batches would leave the others waiting in a
+/// broadcast. Under a Join the round
 /// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
 ///
 /// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/zero/sharding.h): with
