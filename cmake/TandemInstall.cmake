@@ -51,7 +51,7 @@ tandem_public_headers(tandem_nn GLOBS nn/*.h)
 tandem_public_headers(tandem_data GLOBS data/*.h)
 tandem_public_headers(tandem_comm GLOBS parallel/comm/*.h parallel/comm/gloo/*.h parallel/comm/nccl/*.h
                       parallel/comm/mpi/*.h parallel/comm/rendezvous/*.h)
-tandem_public_headers(tandem_parallel GLOBS parallel/*.h)
+tandem_public_headers(tandem_parallel GLOBS parallel/*.h parallel/zero/*.h)
 
 # Tandem::engine, Tandem::nn, ... both installed and in this build (ALIAS), so a project that
 # adds Tandem with add_subdirectory or FetchContent links the same names; Tandem::tandem is all

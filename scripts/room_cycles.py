@@ -9,6 +9,7 @@ the architecture reviews count back-edges (docs/parallel.md); Layering.NoLoopsOf
 nn/, data/, parallel/ and apps/ (engine/ keeps a few known, explained knots: the reviews list them).
 """
 
+import argparse
 import re
 import sys
 from pathlib import Path
@@ -72,10 +73,12 @@ def loops(edges):
 
 
 def main():
-    if len(sys.argv) < 3:
-        raise SystemExit(__doc__.strip().splitlines()[0])
-    root, folders = Path(sys.argv[1]), sys.argv[2:]
-    edges = rooms_and_edges(root, folders)
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0],
+                                     epilog="\n".join(__doc__.strip().splitlines()[2:]))
+    parser.add_argument("root", help="the checkout")
+    parser.add_argument("folders", nargs="+", help="folders under ROOT, e.g. parallel")
+    args = parser.parse_args()
+    edges = rooms_and_edges(Path(args.root), args.folders)
     found = loops(edges)
     for component in found:
         members = set(component)
@@ -84,7 +87,7 @@ def main():
                    for file, include in lines]
         print(f"room_cycles: a loop of {len(component)} rooms: {', '.join(component)} "
               f"({'; '.join(closing)})")
-    print(f"room_cycles: {len(edges)} rooms in {', '.join(folders)}, {len(found)} loops")
+    print(f"room_cycles: {len(edges)} rooms in {', '.join(args.folders)}, {len(found)} loops")
     return 1 if found else 0
 
 
