@@ -45,6 +45,8 @@ void RestartRounds::claim(const std::function<bool()>& cancelled) {
   // An earlier claim whose beat moves while this launcher watches is a live launcher.
   std::map<int64_t, int64_t> beats;  // claim -> its beat count when first read
   for (int64_t c = std::max<int64_t>(1, claim_ - kClaimsWatched); c < claim_; ++c) {
+    // A claim dropped from a round (mark_dropped) is a lost launcher's: nothing to watch.
+    if (store_->check({node_key(id, "lost/" + std::to_string(c))})) continue;
     beats[c] = store_->add(node_key(id, "beat/" + std::to_string(c)), 0);
   }
   const auto deadline = Clock::now() + options_.lost_after;

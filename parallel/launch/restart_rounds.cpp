@@ -125,6 +125,24 @@ void RestartRounds::seal(int round) {
     text += std::to_string(id);
   }
   store_->set(key(round, "members"), to_bytes(text));
+  mark_dropped(round, ids);
+}
+
+// Note [Node claims]: a node that was a member of the round before and is not of this one was
+// lost (a live launcher joins every round): its holder's claim is marked, so that a launcher
+// started again for that node takes over at once rather than watching the dead one's beat for
+// lost_after, while the job it means to rejoin may be ending.
+void RestartRounds::mark_dropped(int round, const std::set<int>& ids) {
+  if (round == 0) return;
+  const std::string previous = key(round - 1, "members");
+  if (!store_->check({previous})) return;
+  const RoundMembers before = parse_members(to_string(store_->get(previous)), options_.nnodes,
+                                            {.key = previous, .store = options_.store_name});
+  for (int id : before.ids) {
+    const std::string holder = node_key(id, "holder");
+    if (ids.count(id) > 0 || !store_->check({holder})) continue;
+    store_->set(node_key(id, "lost/" + to_string(store_->get(holder))), to_bytes("1"));
+  }
 }
 
 bool RestartRounds::confirmed_by_all(int round, const std::vector<int>& members,

@@ -66,6 +66,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,8 @@ class RestartRounds {
                                                    std::chrono::steady_clock::time_point deadline,
                                                    const std::function<bool()>& cancelled);
   void seal(int round);
+  /// Marks the claims of the nodes that the round before had and `ids` has not (lost).
+  void mark_dropped(int round, const std::set<int>& ids);
   /// Note [Members confirm]: true once every member has confirmed `round`; false when it was
   /// closed, cancelled, or a member did not confirm in time (then closed by this node).
   bool confirmed_by_all(int round, const std::vector<int>& members,
