@@ -123,6 +123,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
   if (options_.sharding != Sharding::None) {
     // Note [Shards per bucket]: the Reducer's buckets as shards of this rank.
     std::vector<int64_t> numels;
+    numels.reserve(trained.size());
     for (const Tensor& p : trained) numels.push_back(p.numel());
     ShardLayout layout(reducer_->bucket_assignment(), numels, group_->size(), group_->rank());
     flat_ = std::make_unique<FlatParameters>(trained, std::move(layout));

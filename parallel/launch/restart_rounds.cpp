@@ -21,7 +21,7 @@ const char* const kEndedKey = "tandem-run/ended";
 }  // namespace
 
 RestartRounds::RestartRounds(std::shared_ptr<Store> store, RestartRoundsOptions options)
-    : store_(std::move(store)), options_(options) {
+    : store_(std::move(store)), options_(std::move(options)) {
   TANDEM_CHECK(store_ != nullptr, "[tandem-run] restart rounds need a store");
   TANDEM_CHECK(options_.node_rank >= 0 && options_.node_rank < options_.nnodes,
                "[tandem-run] node ", options_.node_rank, " is out of range for ", options_.nnodes,

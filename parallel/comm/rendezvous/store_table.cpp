@@ -20,7 +20,8 @@ std::string too_many_keys(int64_t count, size_t limit) {
 
 }  // namespace
 
-StoreReply make_reply(Status status, std::string fields, std::shared_ptr<const std::string> value) {
+StoreReply make_reply(Status status, const std::string& fields,
+                      std::shared_ptr<const std::string> value) {
   // The value, when there is one, goes last with its 4-byte length (Writer::bytes's layout).
   const size_t value_size = value ? value->size() : 0;
   const size_t payload = 1 + fields.size() + (value ? 4 + value_size : 0);

@@ -88,7 +88,7 @@ class StoreTable {
 StoreReply refusal(std::string why);
 
 /// A reply frame of `status` and the fields `fields` already written.
-StoreReply make_reply(protocol::Status status, std::string fields = {},
+StoreReply make_reply(protocol::Status status, const std::string& fields = {},
                       std::shared_ptr<const std::string> value = nullptr);
 
 }  // namespace tandem::parallel
