@@ -39,6 +39,16 @@ if(NOT OpenSSL_FOUND)
   tandem_print_summary()
   message(FATAL_ERROR "OpenSSL's libcrypto (the rendezvous store's job token handshake) is required: apt-get install libssl-dev")
 endif()
+# Debian's libssl-dev keeps openssl/configuration.h in the multiarch folder
+# (include/x86_64-linux-gnu), which the compiler searches only under /usr. Unpacked into a
+# private prefix (the GPU node's offline bundle), that folder must be named, or the compiler
+# takes the system's copy, or none ("requested API level higher than the configured").
+set(_tandem_openssl_arch_include "${OPENSSL_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}")
+if(CMAKE_LIBRARY_ARCHITECTURE AND NOT OPENSSL_INCLUDE_DIR STREQUAL "/usr/include"
+   AND EXISTS "${_tandem_openssl_arch_include}/openssl/configuration.h")
+  set_property(TARGET OpenSSL::Crypto APPEND PROPERTY
+    INTERFACE_INCLUDE_DIRECTORIES "${_tandem_openssl_arch_include}")
+endif()
 tandem_report("OpenSSL" TRUE "${OPENSSL_VERSION}")
 
 find_package(CLI11 CONFIG QUIET)
