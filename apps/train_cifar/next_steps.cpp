@@ -40,15 +40,27 @@ std::string evaluate_command(const TrainOptions& options) {
   return command;
 }
 
-std::string plot_command(const TrainOptions& options) {
+namespace {
+
+// The checkout's plotting script by its absolute path, so the printed line runs from anywhere:
+// the first folder above the program that holds it (a build folder may sit at any depth of the
+// checkout: build/, build/offline/). Relative when none does (an installed program).
+std::string plot_script() {
+  const std::string script = "scripts/plot_training.py";
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  std::string script = "scripts/plot_training.py";
-  const std::filesystem::path beside = self.parent_path() / "../.." / script;
-  if (!error && std::filesystem::is_regular_file(beside, error)) {
-    script = shell_word(std::filesystem::weakly_canonical(beside, error).string());
+  if (error) return script;
+  for (std::filesystem::path folder = self.parent_path(); folder.has_relative_path();
+       folder = folder.parent_path()) {
+    if (std::filesystem::is_regular_file(folder / script, error)) return (folder / script).string();
   }
-  return script + " " + shell_word(options.log_json);
+  return script;
+}
+
+}  // namespace
+
+std::string plot_command(const TrainOptions& options) {
+  return shell_word(plot_script()) + " " + shell_word(options.log_json);
 }
 
 }  // namespace tandem::apps
