@@ -1,6 +1,6 @@
 #include "parallel/comm/host_reduce.h"
 
-#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -31,22 +31,34 @@ HostReduceFunction elementwise(Combine combine) {
   };
 }
 
+// Integers are never NaN.
+template <typename C>
+bool is_nan(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 HostReduceFunction function_for(ReduceOp op) {
-  // Min and max compare the values themselves: int64 as signed.
+  // Min and max compare the values themselves (int64 as signed) and return a NaN operand on
+  // either side (Note [NaN in min and max]): a when a is NaN; b when b is, as keep_a(a, NaN) is
+  // false.
   using Compare = std::conditional_t<kIsHalf<T>, float, T>;
+  const auto pick = [](auto keep_a) {
+    return [keep_a](auto x, auto y) {
+      const auto a = static_cast<Compare>(x), b = static_cast<Compare>(y);
+      return keep_a(a, b) || is_nan(a) ? a : b;
+    };
+  };
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg: return elementwise<T>([](auto x, auto y) { return x + y; });
     case ReduceOp::Product: return elementwise<T>([](auto x, auto y) { return x * y; });
-    case ReduceOp::Min:
-      return elementwise<T>([](auto x, auto y) {
-        return std::min(static_cast<Compare>(x), static_cast<Compare>(y));
-      });
-    case ReduceOp::Max:
-      return elementwise<T>([](auto x, auto y) {
-        return std::max(static_cast<Compare>(x), static_cast<Compare>(y));
-      });
+    case ReduceOp::Min: return elementwise<T>(pick([](Compare a, Compare b) { return a < b; }));
+    case ReduceOp::Max: return elementwise<T>(pick([](Compare a, Compare b) { return a > b; }));
   }
   TANDEM_FAIL("[reduce] unknown reduce op");
 }
