@@ -44,21 +44,21 @@ bool is_nan(C x) {
 template <typename T>
 HostReduceFunction function_for(ReduceOp op) {
   // Min and max compare the values themselves (int64 as signed) and return a NaN operand on
-  // either side (Note [NaN in min and max]): a when a is NaN; b when b is, as keep_a(a, NaN) is
-  // false.
+  // either side (Note [NaN in min and max]); otherwise they are std::min and std::max, ties and
+  // signed zeros included (bit-equal to PyTorch's Gloo): b when take_b(a, b), else a.
   using Compare = std::conditional_t<kIsHalf<T>, float, T>;
-  const auto pick = [](auto keep_a) {
-    return [keep_a](auto x, auto y) {
+  const auto pick = [](auto take_b) {
+    return [take_b](auto x, auto y) {
       const auto a = static_cast<Compare>(x), b = static_cast<Compare>(y);
-      return keep_a(a, b) || is_nan(a) ? a : b;
+      return take_b(a, b) || is_nan(b) ? b : a;
     };
   };
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg: return elementwise<T>([](auto x, auto y) { return x + y; });
     case ReduceOp::Product: return elementwise<T>([](auto x, auto y) { return x * y; });
-    case ReduceOp::Min: return elementwise<T>(pick([](Compare a, Compare b) { return a < b; }));
-    case ReduceOp::Max: return elementwise<T>(pick([](Compare a, Compare b) { return a > b; }));
+    case ReduceOp::Min: return elementwise<T>(pick([](Compare a, Compare b) { return b < a; }));
+    case ReduceOp::Max: return elementwise<T>(pick([](Compare a, Compare b) { return a < b; }));
   }
   TANDEM_FAIL("[reduce] unknown reduce op");
 }

@@ -135,6 +135,10 @@ TEST(HostReduce, MinAndMaxReturnANaNOnEitherSide) {
       }
     }
   }
+  // Otherwise std::min and std::max, as PyTorch's Gloo: a tie keeps the first operand.
+  const std::vector<float> zeros = {-0.0f}, plus_zeros = {0.0f};
+  EXPECT_TRUE(std::signbit(combine(ReduceOp::Max, DType::Float32, zeros, plus_zeros)[0]));
+  EXPECT_FALSE(std::signbit(combine(ReduceOp::Min, DType::Float32, plus_zeros, zeros)[0]));
 }
 
 // Note [Half all-reduce]: each step computes in float and rounds once to the 16-bit type.
