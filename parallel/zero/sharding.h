@@ -22,10 +22,17 @@
 ///
 /// The result is DDP's: SGD is elementwise, so a part stepped on its own gets exactly the update
 /// it gets inside the whole parameter, from the same reduced gradient. Stage 1's gradients are
-/// DDP's all-reduce bit for bit; stage 2's reduce-scatter adds the ranks' contributions in
-/// another order than the all-reduce (Note [Ring reduce-scatter]): with 2 ranks a + b either way
-/// (bit-identical), with more each element differs by float rounding (|Δg| ≤ 2(W−1)·2⁻²⁴·Σ|g_r|,
-/// the two orders' error bounds added).
+/// DDP's all-reduce bit for bit over the same buckets; stage 2's reduce-scatter adds the ranks'
+/// contributions in another order than the all-reduce (Note [Ring reduce-scatter]): with 2 ranks
+/// a + b either way (bit-identical), with more each element differs by float rounding
+/// (|Δg| ≤ 2(W−1)·2⁻²⁴·Σ|g_r|, the two orders' error bounds added). The same buckets: ZeRO keeps
+/// those of construction (its shards and flat parameters live in them), while plain DDP rebuilds
+/// its own after the first step in the gradients' arrival order unless rebuild_buckets = false
+/// (Note [Bucket ordering]). At 3 ranks and more an all-reduce adds an element's terms in an order
+/// set by its place in its bucket (Note [Bucket order on resume]), so where the rebuild moves an
+/// element, stage 1 differs from default DDP by stage 2's bound from the second step on, not
+/// bit for bit (2 ranks: bit for bit in any buckets). Rebuilding ZeRO's buckets too would take
+/// re-flattening the parameters and re-sharding the momentum at the second step; not done.
 ///
 /// Note [Counted memory]: what a rank holds is counted in bytes, not read off the RSS (whose
 /// activations and allocator caches drown the differences): ShardedSgd::state_bytes(), and

@@ -54,10 +54,14 @@ void expect_checkpoints_close(const std::string& actual, const std::string& expe
 // Two ranks add each gradient element in one addition, by all-reduce or by reduce-scatter alike,
 // and every stage steps each element as SGD does: 2-rank runs at any stage are plain DDP's bit
 // for bit, a stage-2 checkpoint resumed at stage 1 included. Stage 1 all-reduces as DDP does, so
-// it stays bit for bit at 3 ranks, with the momentum shared out anew. (Stage 2 at 4 ranks: Gloo's
-// reduce-scatter adds in another order than its all-reduce, a few ulps a step, which train-mode
-// ResNet-20 at 6 images a rank magnifies to ~1e-3 of the momentum in 4 steps; the library tests
-// bound it on a well-conditioned network, tests/parallel/zero/sharded_ddp_multiprocess_test.cpp.)
+// it stays bit for bit at 3 ranks, with the momentum shared out anew, as long as DDP's bucket
+// rebuild moves no element to where Gloo's ring adds its terms in another order: true of
+// ResNet-20 in the default buckets, not in small ones (docs/parallel.md, "The same result as
+// DDP"; ShardedDdpMultiprocess.StageOneIsDdpBitForBitOnlyOverTheSameBucketsOnThreeRanks). (Stage 2
+// at 4 ranks: Gloo's reduce-scatter adds in another order than its all-reduce, a few ulps a step,
+// which train-mode ResNet-20 at 6 images a rank magnifies to ~1e-3 of the momentum in 4 steps; the
+// library tests bound it on a well-conditioned network,
+// tests/parallel/zero/sharded_ddp_multiprocess_test.cpp.)
 TEST(TrainCifarMultiprocess, ZeroTrainsAsPlainDdpAndResumesAtAnotherStageAndWorldSize) {
   TempDir dir;
   const std::string plain = dir.file("plain.ckpt"), zero = dir.file("zero.ckpt");

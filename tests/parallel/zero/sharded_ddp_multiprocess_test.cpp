@@ -5,13 +5,15 @@
 // The bound (Note [Sharded data parallel]): SGD is elementwise, so a rank stepping its part of a
 // bucket gives each element the update plain SGD gives it from the same gradient. Stage 1's
 // gradient is DDP's all-reduce itself, over the same buckets: its weights and momentum are plain
-// DDP's bit for bit. Stage 2's reduce-scatter may add the ranks' terms in another order than the
-// all-reduce (a backend's choice), so each gradient element may differ by a few float32
-// roundings (≤ 2(W−1)·2⁻²⁴ of the sum of the terms' magnitudes), a difference that then flows
-// through the following steps' forward and backward: over 3 steps of this small,
-// well-conditioned network far below the 1e-5 of the largest value allowed (measured: bit for bit
-// on Gloo at 3 ranks and MPI at 2, ~1e-7 of the largest value on Gloo at 4 ranks); a wrong shard,
-// a double step or a lost momentum is 1e-2 or more.
+// DDP's bit for bit, as long as plain DDP keeps the buckets too (its rebuild after the first step,
+// on by default, changes the order its all-reduce adds in at 3 ranks and more, so that stage 1
+// then differs from it in the last bits: a test below). Stage 2's reduce-scatter may add the
+// ranks' terms in another order than the all-reduce (a backend's choice), so each gradient
+// element may differ by a few float32 roundings (≤ 2(W−1)·2⁻²⁴ of the sum of the terms'
+// magnitudes), a difference that then flows through the following steps' forward and backward: over
+// 3 steps of this small, well-conditioned network far below the 1e-5 of the largest value allowed
+// (measured: bit for bit on Gloo at 3 ranks and MPI at 2, ~1e-7 of the largest value on Gloo at 4
+// ranks); a wrong shard, a double step or a lost momentum is 1e-2 or more.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -44,10 +46,13 @@ constexpr int64_t kRows = 4;  // images per rank and micro-batch
 
 // Three buckets of 106, 576 and 232 elements (conv_bn_net in reverse registration order), so the
 // parts cut through parameters and, at 3 ranks, every bucket is padded. Plain DDP keeps them too
-// (no rebuild after the first step): Gloo's ring adds each element's terms in an order set by
-// where the element falls in its bucket, so other buckets would round differently.
-DdpOptions options_for(Sharding sharding) {
-  return {.reducer = {.first_bucket_mb = 0.001, .bucket_cap_mb = 0.002, .rebuild_buckets = false},
+// unless told to rebuild them after the first step, as it does by default: Gloo's ring adds each
+// element's terms in an order set by where the element falls in its bucket, so other buckets
+// round differently at 3 ranks and more (Note [Bucket order on resume]).
+DdpOptions options_for(Sharding sharding, bool rebuild_buckets = false) {
+  return {.reducer = {.first_bucket_mb = 0.001,
+                      .bucket_cap_mb = 0.002,
+                      .rebuild_buckets = rebuild_buckets},
           .sharding = sharding};
 }
 
@@ -59,6 +64,7 @@ struct Trained {
   int64_t shard_numel = 0;   ///< this rank's elements over every bucket (0 without sharding)
   int64_t padded_numel = 0;  ///< every bucket's elements, padding included
   bool grads_left = false;   ///< some parameter still holds a .grad after the last step
+  std::vector<std::vector<size_t>> buckets;  ///< the parameters of each bucket, at the end
 };
 
 /// What the model runs with besides the optimizer.
@@ -66,6 +72,7 @@ struct Variant {
   nn::Precision precision = nn::Precision::Float32;
   bool sync_bn = false;
   GradCompression compression = GradCompression::None;  ///< the built-in hooks
+  bool rebuild_buckets = false;  ///< plain DDP's default: buckets in the first step's arrival order
 };
 
 // `steps` steps of `micro` micro-batches each (all but the last under no_sync(), each mean loss
@@ -75,7 +82,7 @@ Trained train(const std::shared_ptr<ProcessGroup>& group, Sharding sharding,
   auto net = conv_bn_net(7);
   net->set_precision(variant.precision);
   if (variant.sync_bn) convert_sync_batchnorm(*net, group);
-  DistributedDataParallel model(net, group, options_for(sharding));
+  DistributedDataParallel model(net, group, options_for(sharding, variant.rebuild_buckets));
   if (variant.compression != GradCompression::None) {
     model.register_comm_hook(make_comm_hook(variant.compression));
   }
@@ -104,6 +111,7 @@ Trained train(const std::shared_ptr<ProcessGroup>& group, Sharding sharding,
   }
   out.optimizer_bytes = optimizer.state_bytes();
   out.bytes = model.model_state_bytes(out.optimizer_bytes);
+  out.buckets = model.reducer().bucket_assignment();
   std::unique_ptr<nn::Sgd> whole = sharded ? sharded->consolidated(0) : nullptr;
   const nn::Sgd* full = sharded ? whole.get() : &sgd;
   if (group->rank() == 0) {
@@ -161,6 +169,35 @@ void expect_stages_like_ddp(const std::shared_ptr<ProcessGroup>& group) {
 TEST(ShardedDdpMultiprocess, StagesOneAndTwoStepLikeDdpOnThreeRanks) {
   TANDEM_RUN_AS_RANKS(3, ddp_ranks_options());
   expect_stages_like_ddp(gloo_group());
+}
+
+// The weights differ somewhere in their bits.
+bool weights_differ(const Trained& a, const Trained& b) {
+  for (size_t i = 0; i < a.weights.size(); ++i) {
+    if (a.weights[i].to_vector<float>() != b.weights[i].to_vector<float>()) return true;
+  }
+  return false;
+}
+
+// Stage 1 is plain DDP bit for bit only over the same buckets. Plain DDP rebuilds its buckets from
+// the first step's arrival order by default, ZeRO never (its shards live in them): at 3 ranks the
+// rebuilt buckets put elements where Gloo's ring adds their terms in another order, so from the
+// second step stage 1 rounds differently, within the bound above (the rounding of the gradient,
+// carried through the next steps), not bit for bit.
+TEST(ShardedDdpMultiprocess, StageOneIsDdpBitForBitOnlyOverTheSameBucketsOnThreeRanks) {
+  TANDEM_RUN_AS_RANKS(3, ddp_ranks_options());
+  auto group = gloo_group();
+  const nn::SgdConfig config{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
+  const Trained rebuilt = train(group, Sharding::None, config, 3, 1, {.rebuild_buckets = true});
+  const Trained kept = train(group, Sharding::None, config, 3, 1);
+  const Trained stage1 = train(group, Sharding::Optimizer, config, 3, 1);
+  EXPECT_NE(rebuilt.buckets, stage1.buckets) << "the rebuild moved some parameter";
+  EXPECT_EQ(kept.buckets, stage1.buckets);
+  expect_like_ddp(stage1, kept, Sharding::Optimizer, "stage 1 against DDP's buckets kept");
+  expect_like_ddp(stage1, rebuilt, Sharding::Gradients, "stage 1 against DDP's buckets rebuilt");
+  // Measured: ~1e-7 of the largest weight after 3 steps. Should it ever be bit for bit, say so
+  // in docs/parallel.md ("The same result as DDP") and here.
+  EXPECT_TRUE(weights_differ(stage1, rebuilt)) << "bit for bit over rebuilt buckets";
 }
 
 // bf16 compute keeps float32 parameters, gradients and momentum (Note [Mixed precision]), and
