@@ -29,6 +29,9 @@ inline constexpr size_t kNonceBytes = 32;
 
 /// Cryptographically random bytes (OpenSSL's RAND_bytes).
 std::string random_bytes(size_t n);
+/// Initialises OpenSSL on the calling thread; a StoreServer calls it before its loop thread
+/// starts (Note [OpenSSL before the loop] in store_auth.cpp).
+void initialise_openssl();
 /// A new secret for one job: 64 hexadecimal digits (what `openssl rand -hex 32` prints).
 std::string new_job_token();
 /// HMAC-SHA256(secret, label || a || b), 32 bytes.

@@ -3,12 +3,14 @@
 #include <system_error>
 
 #include "engine/error.h"
+#include "parallel/comm/rendezvous/store_auth.h"
 #include "parallel/comm/rendezvous/store_loop.h"
 
 namespace tandem::parallel {
 
 StoreServer::StoreServer(StoreServerOptions options) {
   raise_open_file_limit();
+  auth::initialise_openssl();  // Note [OpenSSL before the loop]
   loop_ = std::make_unique<StoreLoop>(std::move(options));
   port_ = loop_->port();
   try {

@@ -280,5 +280,50 @@ TEST_F(RestartRoundsTest, NodeZeroNamesAPeerLauncherLostBeforeItFinished) {
       << *lost;
 }
 
+// Note [Node claims]: node 2's launcher died after round 0, and round 1 is sealed without it: its
+// claim is marked lost, so a launcher started again for node 2 takes over at once (it closes the
+// running round) instead of watching the dead one's beat for lost_after (60 s here).
+TEST_F(RestartRoundsTest, ANodeDroppedFromARoundIsTakenOverAtOnceWhenStartedAgain) {
+  const auto elastic = [&](int id) {
+    return RestartRounds(client(), {.nnodes = 3,
+                                    .min_nodes = 2,
+                                    .node_rank = id,
+                                    .last_call = 50ms,
+                                    .rdzv_timeout = 20s,
+                                    .poll_interval = 5ms,
+                                    .lost_after = 60s});
+  };
+  // What round 0 left in the store: it ran on nodes 0, 1 and 2, node 2's launcher held claim 1
+  // on its id and then died, and round 0 was closed. (Written by hand: three launchers forming
+  // round 0 by themselves may seal it with two under load, the last call being 50 ms.)
+  auto store = client();
+  store->set("tandem-run/round/0/members", to_bytes("3;0,1,2"));
+  ASSERT_EQ(store->add("tandem-run/node/2/claims", 1), 1);
+  store->set("tandem-run/node/2/claim/1", to_bytes("launcher 0"));
+  store->add("tandem-run/node/2/beat/1", 40);
+  store->set("tandem-run/node/2/holder", to_bytes("1"));
+  ASSERT_EQ(store->add("tandem-run/round", 1), 1);
+
+  RestartRounds node0 = elastic(0), node1 = elastic(1);
+  auto first0 = join_async(node0);
+  ASSERT_EQ(node1.join(never_cancelled), 1);
+  ASSERT_EQ(first0.get(), 1);
+  ASSERT_EQ(node0.members(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(store->check({"tandem-run/node/2/lost/1"}));
+  EXPECT_FALSE(store->check({"tandem-run/node/1/lost/1"}));  // still a member: not lost
+
+  RestartRounds restarted2 = elastic(2);
+  std::atomic<bool> stop{false};
+  auto late =
+      std::async(std::launch::async, [&] { return restarted2.join([&] { return stop.load(); }); });
+  const auto started = std::chrono::steady_clock::now();
+  while (!node0.closed() && std::chrono::steady_clock::now() - started < 30s)
+    std::this_thread::sleep_for(5ms);
+  stop = true;
+  EXPECT_TRUE(node0.closed()) << "the restarted launcher watched the dead one's beat";
+  EXPECT_EQ(to_string(store->get("tandem-run/node/2/holder")), "2");
+  EXPECT_EQ(late.get(), std::nullopt);  // cancelled while it waits for the others in round 2
+}
+
 }  // namespace
 }  // namespace tandem::parallel
