@@ -56,9 +56,10 @@ bool StoreLoop::accept_one() {
                 "`ulimit -n`, or find who opens so many connections)");
     return spare_.valid();
   }
-  if (open_ >= options_.max_connections && !evict_unproved()) {
+  if (open_ >= connection_cap_ && !evict_unproved()) {
     log_.refuse("connections", "[store] closed a new connection: " + std::to_string(open_) +
-                                   " are open, the limit (max_connections)");
+                                   " are open, the limit (max_connections, at most three "
+                                   "quarters of `ulimit -n`)");
     return true;
   }
   const int one = 1;

@@ -49,6 +49,21 @@ void raise_open_file_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);  // may fail where the hard limit is infinite: no harm
 }
 
+// Note [Descriptors kept for the process]: the store lives inside rank 0 or the launcher, whose
+// own work needs descriptors too (Gloo's pairs, data and checkpoint files, the workers' pipes;
+// even the sanitizers open a pipe to check memory). Were a flood allowed to take them all, the
+// store would survive (Note [Out of descriptors]) while its host failed. So connections are
+// capped at three quarters of the open-file limit: past that a newcomer replaces the oldest
+// connection that has not proved itself, and a quarter of the limit stays with the process.
+size_t connection_cap(size_t configured) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) {
+    return configured;
+  }
+  const size_t three_quarters = static_cast<size_t>(limit.rlim_cur) / 4 * 3;
+  return std::min(configured, std::max<size_t>(three_quarters, 16));
+}
+
 RefusalLog::RefusalLog(std::function<void(const std::string&)> sink)
     : sink_(sink ? std::move(sink) : write_stderr) {}
 
@@ -86,6 +101,7 @@ StoreLoop::StoreLoop(StoreServerOptions options)
   epoll_ = net::Socket(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = net::Socket(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   spare_ = net::Socket(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  connection_cap_ = connection_cap(options_.max_connections);
   TANDEM_CHECK(epoll_.valid() && wake_.valid(),
                "[store] cannot start the event loop: ", std::strerror(errno));
   for (net::Socket* s : {&listener_, &wake_}) {

@@ -23,6 +23,10 @@ namespace tandem::parallel {
 /// flood of idle connections exhausts first (review S2). Nothing in Tandem uses select().
 void raise_open_file_limit();
 
+/// How many connections the store may hold: `configured`, or fewer where the open-file limit
+/// would not leave the rest of the process enough (Note [Descriptors kept for the process]).
+size_t connection_cap(size_t configured);
+
 /// "10.0.0.2:40112" ("[::1]:40112"): a connected socket's peer, as refusals name it.
 std::string peer_name(int fd);
 
@@ -119,6 +123,7 @@ class StoreLoop {
   int port_ = 0;
   std::list<std::unique_ptr<Connection>> connections_;  // in order of arrival
   size_t open_ = 0;                                     // connections not closed
+  size_t connection_cap_ = 0;                           // connection_cap(max_connections)
   uint64_t seen_generation_ = 0;
   std::atomic<bool> stopping_{false};
 };

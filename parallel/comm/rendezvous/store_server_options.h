@@ -28,7 +28,9 @@ struct StoreServerOptions {
   /// connection is closed: a client that asks for a large value and never reads costs no more.
   std::chrono::milliseconds send_timeout{30000};
   /// Connections served at once. A job needs one per rank (plus its launchers'); past the cap a
-  /// new connection takes the place of the oldest that has not proved itself, or is closed.
+  /// new connection takes the place of the oldest that has not proved itself, or is closed. The
+  /// server lowers it to three quarters of the open-file limit (Note [Descriptors kept for the
+  /// process] in store_loop.cpp).
   size_t max_connections = 8192;
   /// Bytes held and keys per request (Note [Store budget]).
   StoreLimits limits{};
