@@ -32,12 +32,13 @@ endif()
 tandem_report("Gloo" TRUE "${GLOO_VERSION}")
 
 # OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the rendezvous store's handshake
-# (Note [Store handshake] in parallel/comm/rendezvous/store_auth.h).
+# (Note [Store handshake] in parallel/comm/rendezvous/store_auth.h), MD5 for the data files' check
+# (Note [md5 stamps] in data/integrity.h).
 find_package(OpenSSL QUIET COMPONENTS Crypto)
 if(NOT OpenSSL_FOUND)
   tandem_report("OpenSSL" FALSE "missing: apt-get install libssl-dev")
   tandem_print_summary()
-  message(FATAL_ERROR "OpenSSL's libcrypto (the rendezvous store's job token handshake) is required: apt-get install libssl-dev")
+  message(FATAL_ERROR "OpenSSL's libcrypto (the rendezvous store's job token handshake, the data files' md5 check) is required: apt-get install libssl-dev")
 endif()
 # Debian's libssl-dev keeps openssl/configuration.h in the multiarch folder
 # (include/x86_64-linux-gnu), which the compiler searches only under /usr. Unpacked into a

@@ -53,6 +53,35 @@ std::vector<std::string> train_files(const std::string& folder, bool subset) {
   return files;
 }
 
+// Note [CIFAR-10 md5 check]: the size and label checks catch a short or foreign file, not a damaged
+// pixel, one file copied over another (all six have one size) or two swapped (the test set trained
+// on). So read_cifar10 also checks its files against their md5 sums, as torchvision's
+// check_integrity does, and the stamp (Note [md5 stamps]) spares later runs the half second. It
+// checks after reading, so that a short or foreign file gets the reader's more precise message.
+// Only read_cifar10 checks: it reads the official names, whose sums are known; read_cifar10_files
+// reads any files (tests, the fuzz target). A subset's test_batch.bin is cut short, so a subset
+// carries its own list (scripts/cifar_subset.sh writes it). Files of one's own in CIFAR-10's format
+// under the official names are read with verify = false (train_cifar --no-verify-data).
+void check_cifar10_md5(const std::string& folder, const std::vector<std::string>& files,
+                       bool subset) {
+  const std::string subset_list = folder + "/" + kCifarSubsetMd5;
+  TANDEM_CHECK(!subset || std::filesystem::exists(subset_list), "[cifar10] the subset ", folder,
+               " has no ", kCifarSubsetMd5,
+               " to check its files against: write it again with "
+               "scripts/cifar_subset.sh, or read it unchecked (--no-verify-data)");
+  std::vector<std::string> names;
+  names.reserve(files.size());
+  for (const std::string& file : files) names.push_back(std::filesystem::path(file).filename());
+  check_md5_sums(
+      folder, names, subset ? read_md5_sums(subset_list) : cifar10_md5_sums(),
+      {.op = "[cifar10]",
+       .remedy = std::string(subset ? "scripts/cifar_subset.sh writes the subset again"
+                                    : "scripts/get_cifar10.sh fetches the data set again") +
+                 "; a data set of one's own in CIFAR-10's format is read with "
+                 "--no-verify-data",
+       .stamp = md5_stamp_path(folder)});
+}
+
 }  // namespace
 
 CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t limit,
@@ -87,7 +116,8 @@ CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t l
   return dataset;
 }
 
-CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit) {
+CifarDataset read_cifar10(const std::string& folder, CifarSplit split,
+                          const CifarReadOptions& options) {
   // The usual mistake: the folder above the one the archive unpacks into.
   const std::string inner = folder + "/cifar-10-batches-bin";
   TANDEM_CHECK(std::filesystem::exists(folder + "/test_batch.bin") ||
@@ -98,7 +128,9 @@ CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t l
   const std::vector<std::string> files = split == CifarSplit::Train
                                              ? train_files(folder, subset)
                                              : std::vector<std::string>{folder + "/test_batch.bin"};
-  return read_cifar10_files(files, limit, /*official_sizes=*/!subset);
+  CifarDataset dataset = read_cifar10_files(files, options.limit, /*official_sizes=*/!subset);
+  if (options.verify) check_cifar10_md5(folder, files, subset);
+  return dataset;
 }
 
 const std::vector<std::string>& cifar10_class_names() {

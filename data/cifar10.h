@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/integrity.h"
 #include "data/transforms.h"
 #include "engine/tensor.h"
 
@@ -33,13 +34,26 @@ enum class CifarSplit { Train, Test };
 
 /// Marks a folder as a subset of CIFAR-10 (Note [CIFAR-10 subsets] in cifar10.cpp).
 inline constexpr const char* kCifarSubsetMarker = "subset.txt";
+/// A subset's own md5 list (md5sum's format), which its files are checked against.
+inline constexpr const char* kCifarSubsetMd5 = "subset.md5";
 
-/// Reads a split from the folder holding the .bin files (e.g. DIR/cifar-10-batches-bin).
-/// `limit` > 0 keeps only the first `limit` images (quick runs). A missing, truncated or
-/// foreign file is an error naming the file and what was expected. A folder holding
-/// kCifarSubsetMarker is a subset: its training files are the data_batch_N.bin present, and its
-/// files may hold any whole number of records.
-CifarDataset read_cifar10(const std::string& folder, CifarSplit split, int64_t limit = 0);
+struct CifarReadOptions {
+  int64_t limit = 0;   ///< > 0: only the first `limit` images (quick runs)
+  bool verify = true;  ///< check the files' md5 sums (Note [CIFAR-10 md5 check] in cifar10.cpp);
+                       ///< false for a data set of one's own in CIFAR-10's format
+};
+
+/// Reads a split from the folder holding the .bin files (e.g. DIR/cifar-10-batches-bin). A
+/// missing, truncated or foreign file is an error naming the file and what was expected; so is
+/// one whose md5 sum is not the official file's (cifar10_md5_sums), unless `verify` is false. A
+/// folder holding kCifarSubsetMarker is a subset: its training files are the data_batch_N.bin
+/// present, its files may hold any whole number of records, and their md5 sums are those of its
+/// kCifarSubsetMd5.
+CifarDataset read_cifar10(const std::string& folder, CifarSplit split,
+                          const CifarReadOptions& options = {});
+
+/// The official files' md5 sums: scripts/cifar-10-batches-bin.md5, compiled in.
+const Md5Sums& cifar10_md5_sums();
 
 /// Reads the given files in order. With `official_sizes`, each must hold exactly 10,000 records.
 CifarDataset read_cifar10_files(const std::vector<std::string>& files, int64_t limit,

@@ -199,7 +199,9 @@ TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer) 
                "[checkpoint] ", path, " and ", sidecar_path(path),
                " come from different saves (interrupted save?); use another checkpoint");
 
-  // Check the momentum buffers before touching anything.
+  // Check everything before touching anything: the weights first, so that a checkpoint of
+  // another model is named by its weights, not by the momentum that merely follows them.
+  check_state_dict(model, weights.tensors);
   std::vector<Tensor> momentum(parameters.size());
   for (const auto& [name, tensor] : sidecar.tensors) {
     TANDEM_CHECK(name.rfind(kMomentumPrefix, 0) == 0, "[checkpoint] unexpected tensor '", name,

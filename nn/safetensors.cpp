@@ -302,7 +302,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return file;
 }
 
-void load_state_dict(Module& module, const NamedTensors& state) {
+void check_state_dict(const Module& module, const NamedTensors& state) {
   const NamedTensors own = module.state_dict();
   std::map<std::string, Tensor> given;
   for (const auto& [name, tensor] : state) given.emplace(name, tensor);
@@ -321,8 +321,14 @@ void load_state_dict(Module& module, const NamedTensors& state) {
     TANDEM_CHECK(expected.count(name) == 1, "[load_state_dict] unexpected key '", name, "' for ",
                  module.describe());
   }
+}
+
+void load_state_dict(Module& module, const NamedTensors& state) {
+  check_state_dict(module, state);
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, tensor] : state) given.emplace(name, tensor);
   NoGradGuard no_grad;
-  for (const auto& [name, tensor] : own) {
+  for (const auto& [name, tensor] : module.state_dict()) {
     Tensor target = tensor;
     target.copy_(given.at(name).to(target.device()));
   }

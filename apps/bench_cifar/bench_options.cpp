@@ -94,6 +94,7 @@ void add_variant_flags(CLI::App& app, BenchOptions& o) {
 void add_input_output_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   add_data_dir_flag(app, o.data_dir);
+  add_no_verify_data_flag(app, o.verify_data);
   app.add_option("--seed", o.setup.seed, "seed of the weights and the synthetic images")
       ->check(non_negative_number())
       ->capture_default_str();
@@ -282,6 +283,7 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
   if (o.setup.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
+  if (o.real && !o.verify_data) args.push_back("--no-verify-data");
   if (!o.profile_dir.empty()) args.insert(args.end(), {"--profile", o.profile_dir});
   return args;
 }

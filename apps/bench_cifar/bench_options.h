@@ -87,7 +87,8 @@ struct BenchOptions {
   std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
   bool real = false;
-  std::string data_dir;  ///< --data-dir; empty: the default places (Note [Default data folder])
+  std::string data_dir;     ///< --data-dir; empty: the default places (Note [Default data folder])
+  bool verify_data = true;  ///< --real: check the files' md5 sums (--no-verify-data: do not)
   std::string json;
   /// --profile: a folder for each configuration's profile (apps/bench_cifar/profiled_steps.h)
   std::string profile_dir;

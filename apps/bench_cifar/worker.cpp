@@ -38,7 +38,8 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
                           std::max<int64_t>(1, kCifarTrainImages / config.batch));
   const int64_t images = batches * config.batch;
   const data::CifarDataset dataset =
-      o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train, images)
+      o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train,
+                                  {.limit = images, .verify = o.verify_data})
              : data::synthetic_cifar10(images, o.setup.seed);
   TANDEM_CHECK(dataset.size() >= images, "[bench_cifar] ", o.data_dir, " holds ", dataset.size(),
                " training images, fewer than the ", images, " needed");

@@ -21,6 +21,7 @@
 #include "apps/bench_collectives/byte_sizes.h"
 #include "apps/bench_collectives/collective_case.h"
 #include "apps/common/flag_errors.h"
+#include "apps/common/output_paths.h"
 #include "apps/common/parse_command_line.h"
 #include "apps/common/run_main.h"
 #include "engine/elapsed.h"
@@ -146,7 +147,8 @@ bool parse(Options& o, int argc, char** argv) {
   app.add_flag("!--no-consistency-check", o.check_consistency,
                "skip Gloo's and MPI's comparison of the ranks' calls before each collective (Note "
                "[Collective consistency]), to see what it costs");
-  app.add_option("--json", o.json, "also write the rows to this file (rank 0)");
+  app.add_option("--json", o.json,
+                 "also write the rows to this file (rank 0; checked before the benchmark starts)");
   return parse_command_line(app, argc, argv, "bench_collectives");
 }
 
@@ -160,6 +162,9 @@ int run(int argc, char** argv) {
   for (const std::string& text : o.sizes) sizes.push_back(parse_byte_size(text));
 
   const DistributedEnv env = find_backend(o.backend).environment();
+  // Before the rendezvous and the benchmark: a --json path that cannot be written is one line
+  // now, not after minutes of measuring (rank 0 writes it; a launcher stops the other ranks).
+  if (env.rank == 0 && !o.json.empty()) check_output_path("bench_collectives", "--json", o.json);
   auto group = init_process_group(o.backend, env, {.check_consistency = o.check_consistency});
   std::vector<Row> rows;
   for (const Collective collective : collectives) {

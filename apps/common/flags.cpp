@@ -159,4 +159,11 @@ void add_data_dir_flag(CLI::App& app, std::string& data_dir) {
                  "scripts/get_cifar10.sh puts it)");
 }
 
+void add_no_verify_data_flag(CLI::App& app, bool& verify_data) {
+  app.add_flag_callback(
+      "--no-verify-data", [&verify_data] { verify_data = false; },
+      "read the --data-dir files without checking their md5 sums against the official "
+      "CIFAR-10's (for a data set of one's own in its format)");
+}
+
 }  // namespace tandem::apps

@@ -2,7 +2,8 @@
 /// The flags that train_cifar and bench_cifar share, defined once so that they read, check and
 /// default alike in both programs: --mode (train_cifar) or --modes (bench_cifar, a list), --arch,
 /// --memory-format, --precision (one, or a row for each), --bucket-cap-mb and --first-bucket-mb,
-/// --grad-compression (one choice, or a row for each), --threads and --data-dir; --backend, which
+/// --grad-compression (one choice, or a row for each), --threads, --data-dir and
+/// --no-verify-data; --backend, which
 /// bench_collectives takes too. Each parses
 /// into its enum at the flag (Note [Typed options] in spellings.h).
 ///
@@ -67,5 +68,8 @@ void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared
 /// --data-dir DIR; left empty, the program looks in the default places (Note [Default data
 /// folder] in data_dir.h).
 void add_data_dir_flag(CLI::App& app, std::string& data_dir);
+/// --no-verify-data: sets `verify_data` false, so the files are read without their md5 check
+/// (Note [CIFAR-10 md5 check] in data/cifar10.cpp): a data set of one's own in CIFAR-10's format.
+void add_no_verify_data_flag(CLI::App& app, bool& verify_data);
 
 }  // namespace tandem::apps

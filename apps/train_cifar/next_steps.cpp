@@ -36,6 +36,7 @@ std::string evaluate_command(const TrainOptions& options) {
   } else if (!options.data_dir.empty()) {
     command += " --data-dir " + shell_word(options.data_dir);
   }
+  if (!options.synthetic && !options.verify_data) command += " --no-verify-data";
   if (options.subset > 0) command += " --subset " + std::to_string(options.subset);
   return command;
 }

@@ -58,6 +58,24 @@ LogOpening log_opening(const TrainOptions& options, bool resumed) {
   return LogOpening::Create;
 }
 
+// Batch-norm statistics come from each device's share of the batch, so a share of a few images
+// is noisy, in one device's whole batch as in a rank's part of one. "" when the shares are large
+// enough, or --sync-bn pools them.
+std::string few_images_warning(const TrainOptions& options, int64_t sharers, bool ddp) {
+  constexpr int64_t kFewImages = 8;
+  const int64_t each = options.batch_size / sharers;
+  if (each >= kFewImages || (sharers > 1 && options.setup.sync_bn)) return "";
+  const std::string batch = "--batch-size " + std::to_string(options.batch_size);
+  if (sharers == 1) {
+    return "train_cifar: warning: " + batch + " is " + std::to_string(each) +
+           " images on one device: batch-norm statistics of so few are noisy (raise --batch-size)";
+  }
+  return "train_cifar: warning: " + batch + " over " + counted(sharers, ddp ? "rank" : "device") +
+         " is " + std::to_string(each) +
+         " images each: batch-norm statistics of so few are noisy (" +
+         (ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size") + ")";
+}
+
 }  // namespace
 
 RunReport::RunReport(const TrainOptions& options, int world, bool enabled, bool append_log)
@@ -96,8 +114,8 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
 }
 
 // A run that works but disappoints is warned of before it starts: more busy threads than cores,
-// or a rank's share of the batch down to a few images, run (people try such things) but far
-// slower than they expect, or with noisy batch-norm statistics.
+// or a device's batch (or its share of one) down to a few images, run (people try such things)
+// but far slower than they expect, or with noisy batch-norm statistics.
 void RunReport::print_warnings(const RunShape& run) const {
   if (!enabled_) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -115,16 +133,8 @@ void RunReport::print_warnings(const RunShape& run) const {
                  ddp ? "fewer ranks" : ("--threads " + std::to_string(cores)).c_str());
   }
   const int64_t sharers = ddp ? run.world : static_cast<int64_t>(run.setup->devices.size());
-  constexpr int64_t kFewImages = 8;
-  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.setup.sync_bn) {
-    std::fprintf(stderr,
-                 "train_cifar: warning: --batch-size %lld over %s is %lld images each: batch-norm "
-                 "statistics of so few are noisy (%s)\n",
-                 static_cast<long long>(options_.batch_size),
-                 counted(sharers, ddp ? "rank" : "device").c_str(),
-                 static_cast<long long>(options_.batch_size / sharers),
-                 ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size");
-  }
+  const std::string few_images = few_images_warning(options_, sharers, ddp);
+  if (!few_images.empty()) std::fprintf(stderr, "%s\n", few_images.c_str());
 }
 
 void RunReport::warn(const std::string& line) const {

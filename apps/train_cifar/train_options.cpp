@@ -82,6 +82,7 @@ void add_data_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   add_data_dir_flag(app, o.data_dir);
+  add_no_verify_data_flag(app, o.verify_data);
   app.add_option("--subset", o.subset,
                  "train on the first N images and test on the first N/5; 0: all")
       ->check(CLI::Range(int64_t{0}, int64_t{50000}))

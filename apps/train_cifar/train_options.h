@@ -75,7 +75,9 @@ struct TrainOptions {
   std::string data_dir;    ///< --data-dir; empty: the default places (Note [Default data folder])
   int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
   bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
-  std::string save;        ///< checkpoint written after every epoch
+  /// check the data files' md5 sums (--no-verify-data: do not; Note [CIFAR-10 md5 check])
+  bool verify_data = true;
+  std::string save;              ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
   ResumeFlag resume;             ///< checkpoint to continue from
   bool overwrite = false;  ///< a run without --resume may replace --save's checkpoint (Note [New

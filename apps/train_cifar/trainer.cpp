@@ -109,9 +109,10 @@ void Trainer::read_data_sets() {
                         parallel::process_environment());
     if (!data.notice.empty()) report_.warn(data.notice);
     train_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(data.dir, data::CifarSplit::Train, options_.subset));
-    test_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(data.dir, data::CifarSplit::Test, test_limit));
+        data::read_cifar10(data.dir, data::CifarSplit::Train,
+                           {.limit = options_.subset, .verify = options_.verify_data}));
+    test_set_ = std::make_shared<data::CifarDataset>(data::read_cifar10(
+        data.dir, data::CifarSplit::Test, {.limit = test_limit, .verify = options_.verify_data}));
   }
   TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
                " training images cannot be shared by ", world_, " ranks");

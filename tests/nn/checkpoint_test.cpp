@@ -245,6 +245,21 @@ TEST_F(Checkpoint, AFullDiskFailsTheSaveAndKeepsThePreviousCheckpoint) {
   }
 }
 
+// The weights are what differ between two models; their momentum only follows them.
+TEST_F(Checkpoint, AnotherModelsCheckpointIsNamedByItsWeights) {
+  TrainingRun run = make_run(1);
+  Generator data(2);
+  train_steps(run, data, 1);  // momentum buffers to save
+  save_checkpoint(path(), *run.model, *run.optimizer, {});
+  Generator generator(3);
+  TrainingRun wider{make_resnet("resnet18", generator), nullptr};
+  wider.optimizer = std::make_unique<Sgd>(wider.model->parameters(), SgdConfig{.momentum = 0.9f});
+  const std::string error =
+      testing::error_message([&] { load_checkpoint(path(), *wider.model, *wider.optimizer); });
+  EXPECT_EQ(error.rfind("[load_state_dict] 'conv1.weight': checkpoint has [16, 3, 3, 3]", 0), 0u)
+      << error;
+}
+
 TEST_F(Checkpoint, OptimizerMustCoverTheModel) {
   TrainingRun run = make_run(4);
   Sgd partial({run.model->parameters().front()}, {});
