@@ -75,7 +75,8 @@ class GradScaler {
   /// loss * scale (differentiable); the loss itself when disabled.
   Tensor scale(const Tensor& loss) const;
   /// Divides `optimizer`'s gradients (Optimizer::gradients()) by the scale in place and records
-  /// whether any was inf or NaN, without waiting for the device. Once per optimizer between
+  /// whether any was inf or NaN, without waiting for the device. The gradients must share one
+  /// device (a DDP rank's do, and DataParallel's master's). Once per optimizer between
   /// update()s, after the last backward of the step; step() calls it when it was not. Between
   /// the two the gradients are the true ones: clip or inspect them there.
   void unscale(Optimizer& optimizer);
@@ -104,7 +105,7 @@ class GradScaler {
   /// Called by unscale() with this process's flag (float32, one element: 1 when a gradient it
   /// checked was inf or NaN, else 0). A scaler shared by processes makes it the verdict of all
   /// of them (parallel::DistributedGradScaler); one process has nothing to agree with.
-  virtual void agree_found_inf(Tensor& found_inf) { (void)found_inf; }
+  virtual void agree_found_inf(Tensor& /*found_inf*/) {}
 
  private:
   /// Where an optimizer is in the current step (PyTorch's OptState).
