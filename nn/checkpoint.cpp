@@ -10,6 +10,7 @@ namespace {
 
 constexpr const char* kIdKey = "tandem.checkpoint_id";
 constexpr const char* kMomentumPrefix = "momentum.";
+constexpr const char* kScalerPrefix = "grad_scaler.";
 
 std::string new_checkpoint_id() {
   std::random_device device;
@@ -40,6 +41,59 @@ int64_t parse_int(const Metadata& metadata, const std::string& key, const std::s
                "[checkpoint] ", path, ": '", key, "' is not an integer from ", min, " to ", max,
                ": '", text.substr(0, 40), "'");
   return value;
+}
+
+// A whole decimal number that round-trips `T` exactly: "1e40" is no float, "0.5x" not 0.5 (S10).
+template <typename T>
+T parse_number(const Metadata& metadata, const std::string& key, const std::string& path) {
+  const auto found = metadata.find(key);
+  TANDEM_CHECK(found != metadata.end(), "[checkpoint] ", path, " lacks '", key, "'");
+  const std::string& text = found->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  TANDEM_CHECK(!text.empty() && error == std::errc{} && end == text.data() + text.size(),
+               "[checkpoint] ", path, ": '", key, "' is not a number: '", text.substr(0, 40), "'");
+  return value;
+}
+
+// std::to_chars writes the shortest text that reads back as the same value, bit for bit.
+template <typename T>
+std::string exact_text(T value) {
+  char text[64];
+  const auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  TANDEM_CHECK(error == std::errc{}, "[checkpoint] could not write ", value);
+  return std::string(text, end);
+}
+
+// Note [Scaler in the sidecar]: a gradient scaler's state is five metadata keys, the fields of
+// PyTorch's GradScaler.state_dict(); numbers are written as the shortest text that reads back
+// bit for bit, so a resumed run scales exactly as the run that saved. A sidecar without them (a
+// run without a scaler, or saved before scalers existed) loads with none.
+void put_scaler_state(const GradScalerState& scaler, Metadata& sidecar) {
+  const std::string p = kScalerPrefix;
+  sidecar[p + "scale"] = exact_text(scaler.scale);
+  sidecar[p + "growth_tracker"] = std::to_string(scaler.growth_tracker);
+  sidecar[p + "growth_factor"] = exact_text(scaler.growth_factor);
+  sidecar[p + "backoff_factor"] = exact_text(scaler.backoff_factor);
+  sidecar[p + "growth_interval"] = std::to_string(scaler.growth_interval);
+}
+
+// Checked as a GradScaler checks a state it loads, before the caller's load changes anything.
+std::optional<GradScalerState> scaler_state(const Metadata& sidecar, const std::string& path) {
+  const std::string p = kScalerPrefix;
+  if (sidecar.count(p + "scale") == 0) return std::nullopt;
+  const GradScalerState state{
+      .scale = parse_number<float>(sidecar, p + "scale", path),
+      .growth_tracker = parse_int(sidecar, p + "growth_tracker", path, 0, INT64_MAX),
+      .growth_factor = parse_number<double>(sidecar, p + "growth_factor", path),
+      .backoff_factor = parse_number<double>(sidecar, p + "backoff_factor", path),
+      .growth_interval = parse_int(sidecar, p + "growth_interval", path, 1, INT64_MAX)};
+  try {
+    check_grad_scaler_state(state);
+  } catch (const Error& e) {
+    TANDEM_FAIL("[checkpoint] ", path, ": ", e.message());
+  }
+  return state;
 }
 
 }  // namespace
@@ -121,6 +175,7 @@ void save_checkpoint(const std::string& path, const Module& model, const Sgd& op
   sidecar["step"] = std::to_string(state.step);
   sidecar["rng_state"] = state.rng_state;
   sidecar["lr"] = std::to_string(optimizer.lr());
+  if (state.grad_scaler) put_scaler_state(*state.grad_scaler, sidecar);
   // Note [Checkpoint atomicity]: the complete pair there now becomes the previous one (the
   // sidecar first, so a crash in between never pairs a new previous sidecar with old weights
   // that match: their ids differ), then the new sidecar, then the new weights.
@@ -228,8 +283,10 @@ TrainingState load_pair(const std::string& path, Module& model, Sgd& optimizer) 
   state.epoch = parse_int(sidecar.metadata, "epoch", sidecar_path(path), 0, INT_MAX);
   state.step = parse_int(sidecar.metadata, "step", sidecar_path(path), 0, INT64_MAX);
   state.rng_state = sidecar.metadata.count("rng_state") ? sidecar.metadata.at("rng_state") : "";
+  state.grad_scaler = scaler_state(sidecar.metadata, sidecar_path(path));
   for (const auto& [key, value] : sidecar.metadata) {
-    if (key != kIdKey && key != "epoch" && key != "step" && key != "rng_state" && key != "lr") {
+    if (key != kIdKey && key != "epoch" && key != "step" && key != "rng_state" && key != "lr" &&
+        key.rfind(kScalerPrefix, 0) != 0) {
       state.extra[key] = value;
     }
   }

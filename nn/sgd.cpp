@@ -80,6 +80,14 @@ size_t Sgd::state_bytes() const {
   return bytes;
 }
 
+std::vector<Tensor> Sgd::gradients() const {
+  std::vector<Tensor> gradients;
+  for (const Tensor& parameter : parameters_) {
+    if (Tensor grad = parameter.grad(); grad.defined()) gradients.push_back(grad);
+  }
+  return gradients;
+}
+
 void Sgd::zero_grad() {
   const profiler::RecordScope scope("Optimizer.zero_grad#SGD.zero_grad",
                                     profiler::Category::Annotation);

@@ -37,6 +37,8 @@ class Sgd final : public Optimizer {
   /// Updates every parameter that has a gradient; parameters without one are left alone.
   /// One sgd_step_multi call per device and set of options.
   void step() override;
+  /// The parameters' defined gradients, in parameter order.
+  std::vector<Tensor> gradients() const override;
   /// Drops gradients (set to none).
   void zero_grad() override;
 

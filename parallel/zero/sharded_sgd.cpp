@@ -96,6 +96,24 @@ void ShardedSgd::step() {
   step_parts();
 }
 
+std::vector<Tensor> ShardedSgd::gradients() const {
+  std::vector<Tensor> parts;
+  if (!buckets_.has_reduced()) return parts;
+  for (size_t k = 0; k < flat_.layout().buckets().size(); ++k) {
+    const Tensor grads = buckets_.reduced(k);
+    const int64_t begin = reduced_part_begin(k);
+    for (const ShardSegment& s : flat_.layout().buckets()[k].segments) {
+      parts.push_back(grads.slice(begin + s.shard_offset, begin + s.shard_offset + s.length));
+    }
+  }
+  return parts;
+}
+
+int64_t ShardedSgd::reduced_part_begin(size_t k) const {
+  // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
+  return ddp_.sharding() == Sharding::Gradients ? 0 : flat_.layout().buckets()[k].shard_begin;
+}
+
 float ShardedSgd::agree_lr(bool joined) {
   ProcessGroup& group = ddp_.process_group();
   Tensor lr =
@@ -132,8 +150,7 @@ void ShardedSgd::step_bucket(size_t k) {
   const BucketShards& bucket = flat_.layout().buckets()[k];
   const Tensor params = flat_.shard(k);
   const Tensor grads = buckets_.reduced(k);
-  // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
-  const int64_t grad_begin = ddp_.sharding() == Sharding::Gradients ? 0 : bucket.shard_begin;
+  const int64_t grad_begin = reduced_part_begin(k);
   const auto options_of = [&](size_t parameter) {
     return nn::step_options(config_, flat_.parameters()[parameter], !has_momentum_[parameter]);
   };

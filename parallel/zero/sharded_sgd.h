@@ -37,6 +37,9 @@ class ShardedSgd final : public nn::Optimizer, public Joinable {
   /// Steps this rank's part from the reduced gradients and all-gathers the parameters (a
   /// collective); nothing when no backward has reduced gradients since zero_grad().
   void step() override;
+  /// This rank's part of the reduced gradients, one slice per parameter segment: what step()
+  /// reads (none when no backward has reduced gradients since zero_grad()).
+  std::vector<Tensor> gradients() const override;
   void zero_grad() override;
   float lr() const override { return config_.lr; }
   void set_lr(float lr) override;
@@ -60,6 +63,8 @@ class ShardedSgd final : public nn::Optimizer, public Joinable {
   /// Steps every bucket's part and all-gathers it.
   void step_parts();
   void step_bucket(size_t k);
+  /// Where this rank's part of bucket k's reduced gradients starts in buckets_.reduced(k).
+  int64_t reduced_part_begin(size_t k) const;
   void take_state(nn::Sgd& full);
 
   DistributedDataParallel& ddp_;

@@ -8,12 +8,14 @@
 #include <fstream>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include <filesystem>
 
 #include "engine/tandem.h"
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
+#include "tests/support/ddp_fixtures.h"
 #include "tests/support/error_message.h"
 #include "tests/support/small_disk.h"
 #include "tests/support/temp_dir.h"
@@ -264,6 +266,100 @@ TEST_F(Checkpoint, OptimizerMustCoverTheModel) {
   TrainingRun run = make_run(4);
   Sgd partial({run.model->parameters().front()}, {});
   EXPECT_THROW(save_checkpoint(path(), *run.model, partial, {}), Error);
+}
+
+// A run that scales its loss (nn/grad_scaler.h): a small network, its optimizer and its scaler,
+// with factors that do not round to powers of two and a short growth interval, so that the scale
+// and the tracker after a few steps are values a resume could get wrong.
+struct ScaledRun {
+  explicit ScaledRun(uint64_t seed)
+      : model(testing::small_net(seed)),
+        optimizer(model->parameters(), {.lr = 0.1f, .momentum = 0.9f}),
+        scaler({.init_scale = 3.0f,
+                .growth_factor = 1.37,
+                .backoff_factor = 0.6,
+                .growth_interval = 3}) {}
+
+  // Steps [from, to); the gradients of every fifth overflow (a loss too large for float32).
+  void train(int from, int to) {
+    const Tensor labels = from_vector<int64_t>({0, 1, 2, 0}, {4});
+    for (int step = from; step < to; ++step) {
+      optimizer.zero_grad();
+      Tensor loss = cross_entropy(model->forward(testing::small_net_batch(0, step)), labels);
+      if (step % 5 == 4) loss = mul(loss, 1e38f);
+      scaler.scale(loss).backward();
+      scaler.step(optimizer);
+      scaler.update();
+    }
+  }
+
+  std::shared_ptr<Sequential> model;
+  Sgd optimizer;
+  GradScaler scaler;
+};
+
+// Note [Scaler in the sidecar].
+TEST_F(Checkpoint, AResumedRunScalesAsTheUninterruptedOne) {
+  ScaledRun reference(1);
+  reference.train(0, 13);
+
+  ScaledRun first(1);
+  first.train(0, 7);
+  save_checkpoint(path(), *first.model, first.optimizer,
+                  {.step = 7, .grad_scaler = first.scaler.state_dict()});
+  ScaledRun resumed(77);  // other weights, a fresh scaler: all must come from the checkpoint
+  const TrainingState state = load_checkpoint(path(), *resumed.model, resumed.optimizer);
+  ASSERT_TRUE(state.grad_scaler.has_value());
+  EXPECT_EQ(*state.grad_scaler, *first.scaler.state_dict());
+  EXPECT_TRUE(state.extra.empty()) << "the scaler's keys are not the caller's";
+  resumed.scaler.load_state_dict(*state.grad_scaler);
+  resumed.train(7, 13);
+
+  EXPECT_EQ(resumed.scaler.state_dict(), reference.scaler.state_dict());
+  EXPECT_NE(reference.scaler.get_scale(), 3.0f) << "the scale moved: the test shows something";
+  const NamedTensors expected = reference.model->state_dict(), actual = resumed.model->state_dict();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(expected[i].second.to_vector<float>(), actual[i].second.to_vector<float>())
+        << expected[i].first;
+  }
+}
+
+// Checkpoints of runs without a scaler, and those saved before scalers existed, are the same file.
+TEST_F(Checkpoint, ASidecarWithoutAScalerLoadsWithNone) {
+  ScaledRun run(3);
+  save_checkpoint(path(), *run.model, run.optimizer, {.step = 1});
+  for (const auto& [key, value] : load_safetensors(sidecar_path(path())).metadata) {
+    EXPECT_EQ(key.rfind("grad_scaler.", 0), std::string::npos) << key;
+  }
+  EXPECT_FALSE(load_checkpoint(path(), *run.model, run.optimizer).grad_scaler.has_value());
+}
+
+TEST_F(Checkpoint, ADamagedScalerStateIsRefusedBeforeAnythingChanges) {
+  ScaledRun saved(2);
+  saved.train(0, 2);
+  save_checkpoint(path(), *saved.model, saved.optimizer,
+                  {.step = 2, .grad_scaler = saved.scaler.state_dict()});
+  const SafetensorsFile good = load_safetensors(sidecar_path(path()));
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"grad_scaler.scale", "1e40", "'grad_scaler.scale' is not a number: '1e40'"},
+      {"grad_scaler.scale", "0.5x", "'grad_scaler.scale' is not a number: '0.5x'"},
+      {"grad_scaler.scale", "-1", "the scale must be finite and > 0, got -1"},
+      {"grad_scaler.growth_factor", "1", "growth_factor must be > 1, got 1"},
+      {"grad_scaler.growth_tracker", "-1", "'grad_scaler.growth_tracker' is not an integer"},
+      {"grad_scaler.growth_interval", "0", "'grad_scaler.growth_interval' is not an integer"},
+  };
+  for (const auto& [key, value, expected] : cases) {
+    Metadata metadata = good.metadata;
+    metadata[key] = value;
+    save_safetensors(sidecar_path(path()), good.tensors, metadata);
+    ScaledRun fresh(77);
+    const std::vector<float> before = fresh.model->parameters()[0].to_vector<float>();
+    const std::string message =
+        testing::error_message([&] { load_checkpoint(path(), *fresh.model, fresh.optimizer); });
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+    EXPECT_NE(message.find(sidecar_path(path())), std::string::npos) << message;
+    EXPECT_EQ(fresh.model->parameters()[0].to_vector<float>(), before) << message;
+  }
 }
 
 }  // namespace
