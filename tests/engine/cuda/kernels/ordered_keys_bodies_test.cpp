@@ -15,6 +15,7 @@
 #include "engine/cuda/kernels/ordered_keys.h"
 #include "engine/half.h"
 #include "tests/support/cpu_grid.h"
+#include "tests/support/float_specials.h"
 
 namespace tandem::testing {
 namespace {
@@ -30,32 +31,11 @@ float value_of(Bits<T> bits) {
   return static_cast<float>(k::FloatBits<T>::from(bits));
 }
 
-// The special values of each type: both zeros, the subnormals' ends, ±1, the normals' ends, both
-// infinities, NaNs of both signs (quiet, signalling, with payloads, all ones).
-template <typename T>
-std::vector<Bits<T>> specials();
-template <>
-std::vector<uint32_t> specials<float>() {
-  return {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,
-          0x00800000u, 0x80800000u, 0x3f800000u, 0xbf800000u, 0x7f7fffffu, 0xff7fffffu,
-          0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff800001u,
-          0x7fa12345u, 0xffa12345u, 0x7fffffffu, 0xffffffffu};
-}
-template <>
-std::vector<uint16_t> specials<BFloat16>() {
-  return {0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x807f, 0x0080, 0x8080, 0x3f80, 0xbf80, 0x7f7f,
-          0xff7f, 0x7f80, 0xff80, 0x7fc0, 0xffc0, 0x7f81, 0xff81, 0x7fa5, 0xffa5, 0x7fff, 0xffff};
-}
-template <>
-std::vector<uint16_t> specials<Float16>() {
-  return {0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0400, 0x8400, 0x3c00, 0xbc00, 0x7bff,
-          0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0xfc01, 0x7d23, 0xfd23, 0x7fff, 0xffff};
-}
-
 // The specials and, for float32, random bits; for a 16-bit type every bit pattern.
 template <typename T>
 std::vector<Bits<T>> patterns() {
-  std::vector<Bits<T>> all = specials<T>();
+  std::vector<Bits<T>> all;
+  for (const uint32_t b : float_specials<T>()) all.push_back(static_cast<Bits<T>>(b));
   if constexpr (sizeof(Bits<T>) == 4) {
     std::mt19937_64 random(11);
     for (int i = 0; i < 4000; ++i) all.push_back(static_cast<uint32_t>(random()));
@@ -164,7 +144,8 @@ Bits<T> reduce_twin(Bits<T> a, Bits<T> b, KeyReduction reduction) {
 // integer max or min across ranks (ncclUint32), decoded; against the twin folded over the ranks.
 template <typename T>
 void check_reduction(const char* type) {
-  const std::vector<Bits<T>> special = specials<T>(), pool = patterns<T>();
+  const std::vector<uint32_t> special = float_specials<T>();
+  const std::vector<Bits<T>> pool = patterns<T>();
   std::mt19937_64 random(5);
   constexpr int kRanks = 3;
   constexpr size_t n = 3000;
@@ -173,7 +154,8 @@ void check_reduction(const char* type) {
   std::vector<std::vector<Bits<T>>> ranks(kRanks, std::vector<Bits<T>>(n));
   for (auto& rank : ranks) {
     for (size_t i = 0; i < n; ++i) {
-      rank[i] = i % 3 == 0 ? pool[random() % pool.size()] : special[random() % special.size()];
+      rank[i] = i % 3 == 0 ? pool[random() % pool.size()]
+                           : static_cast<Bits<T>>(special[random() % special.size()]);
     }
   }
   for (const KeyReduction reduction : {KeyReduction::Max, KeyReduction::Min}) {
