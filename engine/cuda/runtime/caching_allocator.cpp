@@ -493,6 +493,11 @@ DeviceBuffer::DeviceBuffer(int device, size_t nbytes, std::nothrow_t)
       data_(allocator_->try_allocate(nbytes)),
       nbytes_(nbytes) {}
 
+DeviceBuffer::DeviceBuffer(int device, size_t nbytes, cudaStream_t stream)
+    : allocator_(&caching_allocator(device)),
+      data_(allocator_->allocate(nbytes, stream)),
+      nbytes_(nbytes) {}
+
 DeviceBuffer::~DeviceBuffer() {
   allocator_->deallocate(data_, nbytes_);
 }

@@ -1,8 +1,12 @@
 // The NCCL group's operations: each builds an NcclCall (the NCCL calls to make inside one
 // ncclGroupStart/End) and launches it on the group's stream (Note [NCCL stream order]); gather,
-// scatter, alltoall and point-to-point are ncclSend/ncclRecv (Note [NCCL point-to-point]).
+// scatter, alltoall and point-to-point are ncclSend/ncclRecv (Note [NCCL point-to-point]); min
+// and max of floating tensors reduce ordered keys (Note [NaN in NCCL min and max]).
+#include <memory>
 #include <numeric>
 
+#include "engine/cuda/kernels/launch.h"
+#include "engine/cuda/runtime/caching_allocator.h"
 #include "engine/cuda/runtime/cuda_check.h"
 #include "engine/error.h"
 #include "engine/ops/factory.h"
@@ -47,16 +51,88 @@ void copy_part(void* to, const void* from, size_t bytes, cudaStream_t stream) {
   }
 }
 
-// Runs `call` on each tensor that has elements, stopping at the first failure.
+// Runs call(index, tensor, count) on each tensor that has elements, stopping at the first
+// failure.
 template <typename Call>
 ncclResult_t for_each_tensor(const std::vector<Tensor>& tensors, Call&& call) {
-  for (const Tensor& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
     if (t.numel() == 0) continue;
-    const ncclResult_t result = call(t, static_cast<size_t>(t.numel()), nccl_type(t.dtype()));
+    const ncclResult_t result = call(i, t, static_cast<size_t>(t.numel()));
     if (result != ncclSuccess) return result;
   }
   return ncclSuccess;
 }
+
+// Note [NaN in NCCL min and max]: NCCL's ncclMax and ncclMin on floats (fmaxf, __hmax) drop a
+// NaN, where Tandem's min and max keep it (Note [NaN in min and max] in host_reduce.h). So a min
+// or max of a floating tensor reduces its ordered keys (Note [Ordered keys] in
+// engine/cuda/kernels/ordered_keys.h) with ncclUint32's max or min instead: a kernel writes the
+// keys into a scratch buffer before the NCCL group, NCCL reduces them, a kernel decodes the
+// result into the output after the group, all on the group's stream. The buffer (4 bytes an
+// element) comes from the caching allocator on that stream and goes back once the decode is
+// queued: the stream's order keeps it from reuse before the decode has run. The cost, never
+// measured on a GPU: two element-wise passes and, for a 16-bit type, twice its bytes on the wire.
+bool reduces_keys(ReduceOp op, DType dtype) {
+  return (op == ReduceOp::Min || op == ReduceOp::Max) &&
+         (dtype == DType::Float32 || dtype == DType::BFloat16 || dtype == DType::Float16);
+}
+
+// What NCCL reads or writes for a tensor: the tensor itself, or its keys.
+struct NcclBuffer {
+  void* data;
+  ncclDataType_t type;
+};
+
+// The keys of the tensors of one operation (Note [NaN in NCCL min and max]), a buffer each for
+// those that need them. It must live until the operation is queued, not until it has run.
+class OrderedKeys {
+ public:
+  OrderedKeys(ReduceOp op, Device device) : op_(op), device_(device.index) {}
+
+  // NcclCall::before: queues the keys of the inputs that need them on `stream`.
+  void encode(const std::vector<Tensor>& inputs, cudaStream_t stream) {
+    const auto reduction =
+        op_ == ReduceOp::Max ? cuda::kernels::KeyReduction::Max : cuda::kernels::KeyReduction::Min;
+    for (const Tensor& t : inputs) {
+      if (t.numel() == 0 || !reduces_keys(op_, t.dtype())) {
+        keys_.emplace_back();
+        continue;
+      }
+      const auto& keys = keys_.emplace_back(std::make_unique<cuda::DeviceBuffer>(
+          device_, static_cast<size_t>(t.numel()) * sizeof(uint32_t), stream));
+      cuda::kernels::to_ordered_keys(t.data_ptr(), t.dtype(), reduction, key(keys, 0), t.numel(),
+                                     stream);
+    }
+  }
+  // What NCCL reads for inputs[i] (`in`): the tensor, or its keys.
+  NcclBuffer buffer(size_t i, const Tensor& in) const { return result(i, in, 0); }
+  // Where NCCL writes the part of inputs[i]'s result that goes to `out`: `out` itself, or the
+  // keys from element `offset` on.
+  NcclBuffer result(size_t i, const Tensor& out, int64_t offset) const {
+    if (!keys_[i]) return {out.data_ptr(), nccl_type(out.dtype())};
+    return {key(keys_[i], offset), ncclUint32};
+  }
+  // NcclCall::after: `out` ← the values of inputs[i]'s reduced keys from element `offset` on
+  // (nothing when the tensor was reduced as it is).
+  void decode(size_t i, const Tensor& out, int64_t offset, cudaStream_t stream) const {
+    if (!keys_[i]) return;
+    cuda::kernels::from_ordered_keys(key(keys_[i], offset), out.dtype(), out.data_ptr(),
+                                     out.numel(), stream);
+  }
+  void decode(const std::vector<Tensor>& outputs, cudaStream_t stream) const {
+    for (size_t i = 0; i < outputs.size(); ++i) decode(i, outputs[i], 0, stream);
+  }
+
+ private:
+  static uint32_t* key(const std::unique_ptr<cuda::DeviceBuffer>& keys, int64_t offset) {
+    return static_cast<uint32_t*>(keys->data()) + offset;
+  }
+
+  ReduceOp op_;
+  int device_;
+  std::vector<std::unique_ptr<cuda::DeviceBuffer>> keys_;  // per input; null: reduced as it is
+};
 
 // The calls of one group, in order, until one fails: that failure is the group's result.
 class FirstFailure {
@@ -77,35 +153,49 @@ std::shared_ptr<Work> NcclProcessGroup::run_allreduce(const std::string& op,
                                                       std::vector<Tensor> tensors,
                                                       ReduceOp reduce_op) {
   const ncclRedOp_t nccl_reduce = nccl_op(reduce_op);
-  return launch(
-      op, tensors, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
-        return for_each_tensor(tensors, [&](const Tensor& t, size_t n, ncclDataType_t type) {
-          return nccl.all_reduce(t.data_ptr(), t.data_ptr(), n, type, nccl_reduce, comm, s);
-        });
-      }});
+  OrderedKeys keys(reduce_op, tensor_device());
+  return launch(op, tensors,
+                {.collective =
+                     [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
+                       return for_each_tensor(tensors, [&](size_t i, const Tensor& t, size_t n) {
+                         const NcclBuffer b = keys.buffer(i, t);
+                         return nccl.all_reduce(b.data, b.data, n, b.type, nccl_reduce, comm, s);
+                       });
+                     },
+                 .before = [&](cudaStream_t s) { keys.encode(tensors, s); },
+                 .after = [&](cudaStream_t s) { keys.decode(tensors, s); }});
 }
 
 std::shared_ptr<Work> NcclProcessGroup::run_broadcast(const std::string& op,
                                                       std::vector<Tensor> tensors, int root) {
   return launch(op, tensors, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
-                  return for_each_tensor(
-                      tensors, [&](const Tensor& t, size_t n, ncclDataType_t type) {
-                        return nccl.broadcast(t.data_ptr(), t.data_ptr(), n, type, root, comm, s);
-                      });
+                  return for_each_tensor(tensors, [&](size_t, const Tensor& t, size_t n) {
+                    return nccl.broadcast(t.data_ptr(), t.data_ptr(), n, nccl_type(t.dtype()), root,
+                                          comm, s);
+                  });
                 }});
 }
 
-// In place: NCCL writes the result only on the root, so the others keep their values.
+// In place: NCCL writes the result only on the root, so the others keep their values (and
+// decode no keys).
 std::shared_ptr<Work> NcclProcessGroup::run_reduce(const std::string& op,
                                                    std::vector<Tensor> tensors, int root,
                                                    ReduceOp reduce_op) {
   const ncclRedOp_t nccl_reduce = nccl_op(reduce_op);
-  return launch(
-      op, tensors, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
-        return for_each_tensor(tensors, [&](const Tensor& t, size_t n, ncclDataType_t type) {
-          return nccl.reduce(t.data_ptr(), t.data_ptr(), n, type, nccl_reduce, root, comm, s);
-        });
-      }});
+  OrderedKeys keys(reduce_op, tensor_device());
+  return launch(op, tensors,
+                {.collective =
+                     [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
+                       return for_each_tensor(tensors, [&](size_t i, const Tensor& t, size_t n) {
+                         const NcclBuffer b = keys.buffer(i, t);
+                         return nccl.reduce(b.data, b.data, n, b.type, nccl_reduce, root, comm, s);
+                       });
+                     },
+                 .before = [&](cudaStream_t s) { keys.encode(tensors, s); },
+                 .after =
+                     [&](cudaStream_t s) {
+                       if (rank() == root) keys.decode(tensors, s);
+                     }});
 }
 
 std::shared_ptr<Work> NcclProcessGroup::run_allgather(const std::string& op, Tensor output,
@@ -171,15 +261,23 @@ std::shared_ptr<Work> NcclProcessGroup::run_scatter(const std::string& op, Tenso
                 }});
 }
 
+// With keys, in place in the input's keys: NCCL writes this rank's part at its offset there.
 std::shared_ptr<Work> NcclProcessGroup::run_reduce_scatter(const std::string& op, Tensor output,
                                                            Tensor input, ReduceOp reduce_op) {
   const ncclRedOp_t nccl_reduce = nccl_op(reduce_op);
-  return launch(op, {output, input}, {[&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
-                  if (output.numel() == 0) return ncclSuccess;
-                  return nccl.reduce_scatter(input.data_ptr(), output.data_ptr(),
-                                             static_cast<size_t>(output.numel()),
-                                             nccl_type(output.dtype()), nccl_reduce, comm, s);
-                }});
+  const int64_t n = output.numel(), offset = rank() * n;
+  OrderedKeys keys(reduce_op, tensor_device());
+  return launch(op, {output, input},
+                {.collective =
+                     [&](NcclApi& nccl, ncclComm_t comm, cudaStream_t s) {
+                       if (n == 0) return ncclSuccess;
+                       const NcclBuffer in = keys.buffer(0, input);
+                       const NcclBuffer out = keys.result(0, output, offset);
+                       return nccl.reduce_scatter(in.data, out.data, static_cast<size_t>(n),
+                                                  in.type, nccl_reduce, comm, s);
+                     },
+                 .before = [&](cudaStream_t s) { keys.encode({input}, s); },
+                 .after = [&](cudaStream_t s) { keys.decode(0, output, offset, s); }});
 }
 
 // Every pair exchanges its parts with a send and a receive; a part of no elements is skipped on

@@ -66,7 +66,7 @@ struct NcclProcessGroup::State {
   void finish_call(ncclResult_t result, milliseconds limit);
   ncclResult_t queue_in_group(const Collective& collective);
   std::shared_ptr<Work> launch(const std::string& op, const std::vector<Tensor>& used,
-                               const Collective& collective, bool host_blocking_wait);
+                               const NcclCall& call, bool host_blocking_wait);
   void watchdog_loop();
   std::string poll(const std::vector<std::shared_ptr<NcclWork>>& works, NcclWork*& culprit);
   void abort(const std::string& reason, NcclWork* culprit);
@@ -129,7 +129,7 @@ ncclResult_t NcclProcessGroup::State::queue_in_group(const Collective& collectiv
 
 std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
                                                       const std::vector<Tensor>& used,
-                                                      const Collective& collective,
+                                                      const NcclCall& call,
                                                       bool host_blocking_wait) {
   std::shared_ptr<NcclWork> work;
   {
@@ -156,8 +156,10 @@ std::shared_ptr<Work> NcclProcessGroup::State::launch(const std::string& op,
       if (t.numel() > 0) cuda::record_stream(t, stream->handle());
     }
     work->start_event().record(*stream);
+    if (call.before) call.before(stream->handle());
     // In progress while NCCL connects to the peers: set-up (Note [NCCL rendezvous]).
-    finish_call(queue_in_group(collective), init_timeout);
+    finish_call(queue_in_group(call.collective), init_timeout);
+    if (call.after) call.after(stream->handle());
     work->end_event().record(*stream);
     work->set_recorded();
   } catch (const std::exception& e) {
@@ -362,7 +364,7 @@ Device NcclProcessGroup::tensor_device() const {
 std::shared_ptr<Work> NcclProcessGroup::launch(const std::string& op,
                                                const std::vector<Tensor>& used,
                                                const NcclCall& call, bool host_blocking_wait) {
-  return state_->launch(op, used, call.collective, host_blocking_wait);
+  return state_->launch(op, used, call, host_blocking_wait);
 }
 
 // A communicator of its own, met through the parent's store (the parent's keys are this

@@ -29,12 +29,13 @@
 /// of the device, so it sees every kernel queued before it (the gradient copy into a DDP bucket);
 /// (2) record_stream()s its tensors on the NCCL stream, so the caching allocator does not hand
 /// their memory out again before the collective has run, however early the caller drops them;
-/// (3) records a start event, runs the NCCL call(s) in one ncclGroupStart/End, records an end
-/// event. Work::wait() makes the caller's current stream wait for the end event and returns at
-/// once; Work::synchronize() blocks the host (Note [Work wait and synchronize] in
-/// process_group.h), polling the end event itself (yielding for about 2 ms, then every 100 µs)
-/// rather than waiting for the watchdog's next pass, until the event has passed, the watchdog
-/// has failed the Work, or the timeout. A barrier is a one-element all-reduce whose wait()
+/// (3) records a start event, queues the kernels that prepare its buffers (Note [NaN in NCCL min
+/// and max] in nccl_collectives.cpp), the NCCL call(s) in one ncclGroupStart/End and the kernels
+/// that finish them, then records an end event. Work::wait() makes the caller's current stream wait
+/// for the end event and returns at once; Work::synchronize() blocks the host (Note [Work wait and
+/// synchronize] in process_group.h), polling the end event itself (yielding for about 2 ms, then
+/// every 100 µs) rather than waiting for the watchdog's next pass, until the event has passed, the
+/// watchdog has failed the Work, or the timeout. A barrier is a one-element all-reduce whose wait()
 /// blocks the host.
 ///
 /// Note [NCCL watchdog]: one thread per group polls the pending collectives (about every
@@ -99,8 +100,10 @@ class NcclProcessGroup final : public ProcessGroup {
   Device tensor_device() const override;
 
  protected:
-  /// Tensors: dense CUDA tensors on tensor_device(). Avg, Product, Min and Max are NCCL's own
-  /// (ncclAvg, ncclProd, ncclMin, ncclMax); NCCL reduces the 16-bit types natively.
+  /// Tensors: dense CUDA tensors on tensor_device(). Avg and Product are NCCL's own (ncclAvg,
+  /// ncclProd), as are Min and Max on int64; on the floating types Min and Max reduce ordered
+  /// keys, so that a NaN comes out (Note [NaN in NCCL min and max] in nccl_collectives.cpp).
+  /// NCCL reduces the 16-bit types natively.
   std::shared_ptr<Work> run_allreduce(const std::string& op, std::vector<Tensor> tensors,
                                       ReduceOp reduce_op) override;
   std::shared_ptr<Work> run_broadcast(const std::string& op, std::vector<Tensor> tensors,

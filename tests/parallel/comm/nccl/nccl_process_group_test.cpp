@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -193,6 +194,38 @@ TEST(NcclProcessGroupGpu, EveryOtherCollectiveOnASoloGroup) {
   Tensor t = a.clone();
   sub->allreduce({t}, ReduceOp::Sum)->synchronize();
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+// Note [NaN in NCCL min and max]: min and max of floating tensors go through the key kernels and
+// ncclUint32 and come back as they were (a NaN as a NaN, -0 as -0) on a group of one; the NaN of
+// one rank among two is in DdpNcclGpu.TwoRanksAllReduceAndMatchOneProcess. Written without a
+// GPU: NEVER RUN YET.
+TEST(NcclProcessGroupGpu, MinAndMaxKeepANaNOnASoloGroup) {
+  TANDEM_SKIP_WITHOUT_CUDA();
+  auto group = solo_nccl_group();
+  const std::vector<float> values = {1.5f, NAN, -INFINITY, -0.0f, 65504.0f};
+  for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    const Tensor x = from_vector<float>(values, {5}, {.device = kGpu}).to(dtype);
+    const std::vector<float> expected = x.to(DType::Float32).to_vector<float>();
+    for (const ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
+      Tensor all = x.clone(), reduced = x.clone();
+      Tensor part = zeros({5}, {.dtype = dtype, .device = kGpu});
+      group->allreduce({all}, op)->wait();
+      group->reduce({reduced}, 0, op)->wait();
+      group->reduce_scatter_tensor(part, x, op)->wait();
+      for (const Tensor& t : {all, reduced, part}) {
+        const std::vector<float> got = t.to(DType::Float32).to_vector<float>();
+        for (size_t i = 0; i < got.size(); ++i) {
+          EXPECT_TRUE(std::isnan(expected[i])
+                          ? std::isnan(got[i])
+                          : got[i] == expected[i] &&
+                                std::signbit(got[i]) == std::signbit(expected[i]))
+              << dtype_name(dtype) << " " << reduce_op_name(op) << ", element " << i << ": "
+              << got[i];
+        }
+      }
+    }
+  }
 }
 
 TEST(NcclProcessGroupGpu, RefusesCpuTensorsAndBadArgumentsOnTheCallersThread) {
@@ -381,6 +414,16 @@ TEST(DdpNcclGpu, TwoRanksAllReduceAndMatchOneProcess) {
   Tensor halves = full({3}, group->rank() + 0.5, {.dtype = DType::BFloat16, .device = gpu});
   group->allreduce({halves}, ReduceOp::Sum)->wait();
   EXPECT_EQ(halves.to(DType::Float32).to_vector<float>(), (std::vector<float>(3, 2.0f)));
+  // Note [NaN in NCCL min and max]: a NaN on one rank comes out of max and min on both.
+  for (const ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
+    Tensor nan_on_one = from_vector<float>({group->rank() == 0 ? NAN : 1.0f, 2.0f + group->rank()},
+                                           {2}, {.device = gpu})
+                            .to(DType::BFloat16);
+    group->allreduce({nan_on_one}, op)->wait();
+    const std::vector<float> got = nan_on_one.to(DType::Float32).to_vector<float>();
+    EXPECT_TRUE(std::isnan(got[0])) << reduce_op_name(op) << ": " << got[0];
+    EXPECT_EQ(got[1], op == ReduceOp::Max ? 3.0f : 2.0f) << reduce_op_name(op);
+  }
   Tensor b = full({2}, group->rank() == 1 ? 5.0 : 0.0, {.device = gpu});
   group->broadcast({b}, 1)->wait();
   EXPECT_EQ(b.to_vector<float>(), (std::vector<float>(2, 5.0f)));

@@ -75,6 +75,29 @@ std::vector<std::string> FakeNccl::operations() const {
   return operations_;
 }
 
+std::vector<FakeNccl::Buffers> FakeNccl::buffers() const {
+  std::lock_guard lock(mutex_);
+  return buffers_;
+}
+
+std::vector<cudaStream_t> FakeNccl::kernel_streams() const {
+  std::lock_guard lock(mutex_);
+  return kernel_streams_;
+}
+
+void FakeNccl::kernel(const std::string& what, const void* in, const void* out,
+                      cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  const auto it = open_.find(std::this_thread::get_id());
+  if (it != open_.end() && it->second.depth > 0) {
+    misuse_.push_back("kernel " + what +
+                      " queued inside an open group (it would run before the group's calls)");
+  }
+  operations_.push_back("kernel " + what);
+  buffers_.push_back({in, out});
+  kernel_streams_.push_back(stream);
+}
+
 int FakeNccl::communicators() const {
   std::lock_guard lock(mutex_);
   return static_cast<int>(comms_.size());
@@ -140,6 +163,7 @@ std::string type_name(ncclDataType_t type) {
     case ncclFloat32: return "float32";
     case ncclInt64: return "int64";
     case ncclUint8: return "uint8";
+    case ncclUint32: return "uint32";
     case ncclBfloat16: return "bfloat16";
     case ncclFloat16: return "float16";
     default: return "type" + std::to_string(static_cast<int>(type));
@@ -164,7 +188,7 @@ std::string elements(size_t count, ncclDataType_t type) {
 }  // namespace
 
 ncclResult_t FakeNccl::operation(const std::string& call, const std::string& detail,
-                                 ncclComm_t comm, cudaStream_t stream) {
+                                 Buffers buffers, ncclComm_t comm, cudaStream_t stream) {
   record(call, comm, false);
   Comm* c = find(comm);
   if (c != nullptr) group_comm_ = c;
@@ -175,6 +199,7 @@ ncclResult_t FakeNccl::operation(const std::string& call, const std::string& det
     ++number;
   }
   operations_.push_back(call + " " + detail + " on comm " + std::to_string(number));
+  buffers_.push_back(buffers);
   OpenGroup& open = open_[std::this_thread::get_id()];
   if (open.depth > 0) {
     open.group.operations.push_back(operations_.back());
@@ -185,49 +210,54 @@ ncclResult_t FakeNccl::operation(const std::string& call, const std::string& det
   return ncclSuccess;
 }
 
-ncclResult_t FakeNccl::all_reduce(const void*, void*, size_t count, ncclDataType_t type,
+ncclResult_t FakeNccl::all_reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("all_reduce", elements(count, type) + " " + op_name(op), comm, stream);
-}
-
-ncclResult_t FakeNccl::broadcast(const void*, void*, size_t count, ncclDataType_t type, int root,
-                                 ncclComm_t comm, cudaStream_t stream) {
-  std::lock_guard lock(mutex_);
-  return operation("broadcast", elements(count, type) + " root " + std::to_string(root), comm,
+  return operation("all_reduce", elements(count, type) + " " + op_name(op), {send, recv}, comm,
                    stream);
 }
 
-ncclResult_t FakeNccl::all_gather(const void*, void*, size_t count, ncclDataType_t type,
-                                  ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t FakeNccl::broadcast(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                 int root, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("all_gather", elements(count, type), comm, stream);
+  return operation("broadcast", elements(count, type) + " root " + std::to_string(root),
+                   {send, recv}, comm, stream);
 }
 
-ncclResult_t FakeNccl::reduce(const void*, void*, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                              int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t FakeNccl::all_gather(const void* send, void* recv, size_t count, ncclDataType_t type,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  return operation("all_gather", elements(count, type), {send, recv}, comm, stream);
+}
+
+ncclResult_t FakeNccl::reduce(const void* send, void* recv, size_t count, ncclDataType_t type,
+                              ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
   return operation("reduce",
                    elements(count, type) + " " + op_name(op) + " root " + std::to_string(root),
+                   {send, recv}, comm, stream);
+}
+
+ncclResult_t FakeNccl::reduce_scatter(const void* send, void* recv, size_t count,
+                                      ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                                      cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  return operation("reduce_scatter", elements(count, type) + " " + op_name(op), {send, recv}, comm,
+                   stream);
+}
+
+ncclResult_t FakeNccl::send(const void* buffer, size_t count, ncclDataType_t type, int peer,
+                            ncclComm_t comm, cudaStream_t stream) {
+  std::lock_guard lock(mutex_);
+  return operation("send", elements(count, type) + " to " + std::to_string(peer), {buffer, nullptr},
                    comm, stream);
 }
 
-ncclResult_t FakeNccl::reduce_scatter(const void*, void*, size_t count, ncclDataType_t type,
-                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  std::lock_guard lock(mutex_);
-  return operation("reduce_scatter", elements(count, type) + " " + op_name(op), comm, stream);
-}
-
-ncclResult_t FakeNccl::send(const void*, size_t count, ncclDataType_t type, int peer,
+ncclResult_t FakeNccl::recv(void* buffer, size_t count, ncclDataType_t type, int peer,
                             ncclComm_t comm, cudaStream_t stream) {
   std::lock_guard lock(mutex_);
-  return operation("send", elements(count, type) + " to " + std::to_string(peer), comm, stream);
-}
-
-ncclResult_t FakeNccl::recv(void*, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                            cudaStream_t stream) {
-  std::lock_guard lock(mutex_);
-  return operation("recv", elements(count, type) + " from " + std::to_string(peer), comm, stream);
+  return operation("recv", elements(count, type) + " from " + std::to_string(peer),
+                   {nullptr, buffer}, comm, stream);
 }
 
 ncclResult_t FakeNccl::group_start() {

@@ -17,7 +17,10 @@
 /// can see which calls NCCL would progress together (review H2). A group_end without its start,
 /// a group left open (misuse() reports it) and a communicator made, finalised, destroyed or
 /// aborted inside an open group (NCCL would defer the call to the group's end: review H5) are
-/// misuse too. Thread-safe.
+/// misuse too. The kernels that the group queues around its NCCL calls are traced too, through
+/// the fake launchers of fake_kernels.cpp (kernel()): a kernel queued while the thread has a
+/// group open is misuse (NCCL queues a group's calls at its end, so the kernel would run first).
+/// Thread-safe.
 
 #include <deque>
 #include <functional>
@@ -68,6 +71,18 @@ class FakeNccl final : public NcclApi {
   /// "send 3 int64 to 1 on comm 1", "reduce 4 bfloat16 max root 1 on comm 0"; comm k is the
   /// k-th communicator made.
   std::vector<std::string> operations() const;
+  /// The buffers of each entry of operations(), in the same order: (send, recv) of a
+  /// collective, (buffer, null) of a send, (null, buffer) of a receive, (in, out) of a kernel.
+  struct Buffers {
+    const void* in = nullptr;
+    const void* out = nullptr;
+  };
+  std::vector<Buffers> buffers() const;
+  /// The streams of the kernels in operations(), in order.
+  std::vector<cudaStream_t> kernel_streams() const;
+  /// A kernel queued on `stream` by the code under test, reading `in` and writing `out`: traced
+  /// in operations() as "kernel <what>" (the fake launchers call it).
+  void kernel(const std::string& what, const void* in, const void* out, cudaStream_t stream);
   /// Communicators made so far.
   int communicators() const;
   /// The groups ended so far, in the order of their outermost group_end().
@@ -112,8 +127,8 @@ class FakeNccl final : public NcclApi {
   ncclResult_t start(Call call, Comm* comm);  // the non-blocking calls (mutex_ held)
   void record(const std::string& call, ncclComm_t comm, bool allowed_in_progress);
   // A data call: traced with `detail`, and its communicator becomes the group's (mutex_ held).
-  ncclResult_t operation(const std::string& call, const std::string& detail, ncclComm_t comm,
-                         cudaStream_t stream);
+  ncclResult_t operation(const std::string& call, const std::string& detail, Buffers buffers,
+                         ncclComm_t comm, cudaStream_t stream);
   // Misuse when the calling thread has a group open (mutex_ held).
   void outside_groups(const std::string& call);
   Comm* find(ncclComm_t comm);  // nullptr for one this fake never made (mutex_ held)
@@ -122,6 +137,8 @@ class FakeNccl final : public NcclApi {
   std::vector<std::pair<Call, Outcome>> script_;
   std::vector<std::string> calls_;
   std::vector<std::string> operations_;
+  std::vector<Buffers> buffers_;  // one per operations_ entry
+  std::vector<cudaStream_t> kernel_streams_;
   std::vector<std::string> misuse_;
   std::deque<Comm> comms_;      // their addresses are the fake communicators
   Comm* group_comm_ = nullptr;  // named by the open group's collectives
@@ -138,5 +155,9 @@ class FakeNccl final : public NcclApi {
   int version_ = NCCL_VERSION_CODE;
   int polls_ = 0;
 };
+
+/// From now on the fake kernel launchers (fake_kernels.cpp) trace their launches in `nccl`
+/// (nullptr: in none).
+void trace_kernels_in(FakeNccl* nccl);
 
 }  // namespace tandem::parallel::testing

@@ -1,8 +1,10 @@
 // The NCCL group's operations on the fake NCCL (fake_nccl.h) and the fake CUDA runtime: which
 // NCCL calls each one makes, with which counts, types, ops, roots and peers, inside one
-// ncclGroupStart/End; sub-groups on communicators of their own. The fake moves no data (and this
-// binary has no CUDA kernels, so the list forms, which concatenate and copy on the device, run
-// only on a GPU): what is checked is what NCCL is asked to do.
+// ncclGroupStart/End; the kernels of min and max around the group (Note [NaN in NCCL min and
+// max]); sub-groups on communicators of their own. The fake moves no data (and this binary has no
+// CUDA kernels but the traced fakes of fake_kernels.cpp, so the list forms, which concatenate and
+// copy on the device, run only on a GPU): what is checked is what NCCL and the kernels are asked
+// to do.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -36,12 +38,14 @@ class NcclCollectives : public fake_cuda::FakeCudaTest {
  protected:
   void SetUp() override {
     FakeCudaTest::SetUp();
+    testing::trace_kernels_in(&nccl);
     bind_nccl_device(/*rank=*/0, /*local_rank=*/1, /*local_world_size=*/2);
     group = std::make_unique<NcclProcessGroup>(store, 0, 3, /*device=*/1,
                                                ProcessGroupOptions{.timeout = 600s}, nccl);
   }
   void TearDown() override {
     group.reset();
+    testing::trace_kernels_in(nullptr);
     FakeCudaTest::TearDown();
     EXPECT_EQ(nccl.misuse(), std::vector<std::string>{});
   }
@@ -68,15 +72,18 @@ class NcclCollectives : public fake_cuda::FakeCudaTest {
   std::unique_ptr<NcclProcessGroup> group;
 };
 
-TEST_F(NcclCollectives, EveryReduceOpIsNcclsOwnOnEveryType) {
+// Sum, Avg and Product on every type and Min and Max on int64 are NCCL's own; Min and Max on the
+// floating types reduce keys (MinAndMaxOfFloatsReduceOrderedKeysAroundTheGroup).
+TEST_F(NcclCollectives, EveryReduceOpButFloatMinAndMaxIsNcclsOwn) {
   const Tensor f32 = on_gpu({5}), bf16 = on_gpu({2, 3}, DType::BFloat16);
   const Tensor f16 = on_gpu({7}, DType::Float16), i64 = on_gpu({1}, DType::Int64);
-  for (const ReduceOp op :
-       {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max}) {
+  for (const ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product}) {
     std::vector<Tensor> tensors = {f32, bf16, f16};
     if (op != ReduceOp::Avg) tensors.push_back(i64);
     finish(group->allreduce(tensors, op));
   }
+  finish(group->allreduce({i64}, ReduceOp::Min));
+  finish(group->allreduce({i64}, ReduceOp::Max));
   EXPECT_EQ(
       nccl.operations(),
       (Operations{"all_reduce 5 float32 sum on comm 0", "all_reduce 6 bfloat16 sum on comm 0",
@@ -85,10 +92,7 @@ TEST_F(NcclCollectives, EveryReduceOpIsNcclsOwnOnEveryType) {
                   "all_reduce 7 float16 avg on comm 0", "all_reduce 5 float32 product on comm 0",
                   "all_reduce 6 bfloat16 product on comm 0",
                   "all_reduce 7 float16 product on comm 0", "all_reduce 1 int64 product on comm 0",
-                  "all_reduce 5 float32 min on comm 0", "all_reduce 6 bfloat16 min on comm 0",
-                  "all_reduce 7 float16 min on comm 0", "all_reduce 1 int64 min on comm 0",
-                  "all_reduce 5 float32 max on comm 0", "all_reduce 6 bfloat16 max on comm 0",
-                  "all_reduce 7 float16 max on comm 0", "all_reduce 1 int64 max on comm 0"}));
+                  "all_reduce 1 int64 min on comm 0", "all_reduce 1 int64 max on comm 0"}));
   EXPECT_EQ(nccl.count("group_start"), 5) << "one group per collective";
   const std::string avg = error_message([&] { group->allreduce({i64}, ReduceOp::Avg); });
   EXPECT_TRUE(contains(avg, "[nccl] allreduce: avg does not reduce int64 tensors (tensor 0)"))
@@ -96,7 +100,7 @@ TEST_F(NcclCollectives, EveryReduceOpIsNcclsOwnOnEveryType) {
 }
 
 TEST_F(NcclCollectives, ReduceBroadcastAndTheFlatCollectives) {
-  finish(group->reduce({on_gpu({4}), on_gpu({0})}, 2, ReduceOp::Max));
+  finish(group->reduce({on_gpu({4}), on_gpu({0})}, 2, ReduceOp::Product));
   finish(group->broadcast({on_gpu({3}, DType::Int64)}, 1));
   finish(group->allgather_into_tensor(on_gpu({3, 4}), on_gpu({4})));
   finish(group->reduce_scatter_tensor(on_gpu({4}, DType::BFloat16), on_gpu({12}, DType::BFloat16),
@@ -105,8 +109,101 @@ TEST_F(NcclCollectives, ReduceBroadcastAndTheFlatCollectives) {
   finish(group->reduce_scatter_tensor(on_gpu({0}), on_gpu({0})));
   EXPECT_EQ(
       nccl.operations(),
-      (Operations{"reduce 4 float32 max root 2 on comm 0", "broadcast 3 int64 root 1 on comm 0",
+      (Operations{"reduce 4 float32 product root 2 on comm 0", "broadcast 3 int64 root 1 on comm 0",
                   "all_gather 4 float32 on comm 0", "reduce_scatter 4 bfloat16 avg on comm 0"}));
+}
+
+// Note [NaN in NCCL min and max]: a min or max of floating tensors is, on the group's stream, the
+// keys of each (a kernel before the group), ncclUint32's max or min of them (int64 as it is, all
+// in one group), and the values back into each tensor (a kernel after the group). TearDown checks
+// that no kernel was queued inside the open group (the fake calls that misuse).
+TEST_F(NcclCollectives, MinAndMaxOfFloatsReduceOrderedKeysAroundTheGroup) {
+  const Tensor f32 = on_gpu({5}), bf16 = on_gpu({2, 3}, DType::BFloat16);
+  const Tensor f16 = on_gpu({7}, DType::Float16), i64 = on_gpu({1}, DType::Int64);
+  finish(group->allreduce({f32, bf16, i64, f16, on_gpu({0})}, ReduceOp::Max));
+  EXPECT_EQ(
+      nccl.operations(),
+      (Operations{"kernel to_ordered_keys 5 float32 max", "kernel to_ordered_keys 6 bfloat16 max",
+                  "kernel to_ordered_keys 7 float16 max", "all_reduce 5 uint32 max on comm 0",
+                  "all_reduce 6 uint32 max on comm 0", "all_reduce 1 int64 max on comm 0",
+                  "all_reduce 7 uint32 max on comm 0", "kernel from_ordered_keys 5 float32",
+                  "kernel from_ordered_keys 6 bfloat16", "kernel from_ordered_keys 7 float16"}));
+  // Each tensor's keys: written from it, reduced in place, read back into it.
+  const std::vector<FakeNccl::Buffers> buffers = nccl.buffers();
+  const Tensor keyed[] = {f32, bf16, f16};
+  const size_t reduced_at[] = {3, 4, 6};
+  for (size_t i = 0; i < 3; ++i) {
+    const void* keys = buffers[i].out;
+    EXPECT_EQ(buffers[i].in, keyed[i].data_ptr()) << i;
+    EXPECT_NE(keys, keyed[i].data_ptr()) << i;
+    EXPECT_EQ(buffers[reduced_at[i]].in, keys) << i;
+    EXPECT_EQ(buffers[reduced_at[i]].out, keys) << i;
+    EXPECT_EQ(buffers[7 + i].in, keys) << i;
+    EXPECT_EQ(buffers[7 + i].out, keyed[i].data_ptr()) << i;
+  }
+  EXPECT_EQ(buffers[5].in, i64.data_ptr()) << "int64 reduced as it is";
+  EXPECT_EQ(nccl.count("group_start"), 1) << "one group for every tensor";
+  const cudaStream_t stream = nccl.groups().back().streams.front();
+  for (const cudaStream_t s : nccl.kernel_streams()) EXPECT_EQ(s, stream) << "the group's stream";
+
+  finish(group->allreduce({f16}, ReduceOp::Min));
+  const Operations operations = nccl.operations();
+  EXPECT_EQ(Operations(operations.end() - 3, operations.end()),
+            (Operations{"kernel to_ordered_keys 7 float16 min", "all_reduce 7 uint32 min on comm 0",
+                        "kernel from_ordered_keys 7 float16"}));
+}
+
+// The keys' scratch comes from the caching allocator on the group's stream, and goes back as soon
+// as the decode is queued: nothing stays allocated, the next min or max gets the same block
+// without a new segment, and the caller's stream does not get it.
+TEST_F(NcclCollectives, TheKeysScratchIsTheGroupStreamsAndIsReused) {
+  const Tensor t = on_gpu({1000}, DType::BFloat16);
+  cuda::CachingAllocator& allocator = cuda::caching_allocator(1);
+  const int64_t allocated = allocator.detailed_stats().allocated_bytes;
+  finish(group->allreduce({t}, ReduceOp::Max));
+  const void* keys = nccl.buffers().front().out;
+  EXPECT_EQ(allocator.detailed_stats().allocated_bytes, allocated);
+  const int64_t misses = allocator.detailed_stats().cache_misses;
+  finish(group->allreduce({t}, ReduceOp::Min));
+  EXPECT_EQ(allocator.detailed_stats().cache_misses, misses);
+  EXPECT_EQ(nccl.buffers()[3].out, keys) << "the same block again";
+  const Tensor same_size = on_gpu({1000});  // 4000 bytes, as the keys
+  EXPECT_NE(same_size.data_ptr(), keys) << "a block of the group's stream went to the caller's";
+}
+
+// reduce: keys on every rank; only the root decodes (the others keep their tensors, as NCCL
+// writes only the root's).
+TEST_F(NcclCollectives, ReduceDecodesTheKeysOnTheRootOnly) {
+  finish(group->reduce({on_gpu({4}, DType::Float16)}, 2, ReduceOp::Min));
+  finish(group->reduce({on_gpu({4}, DType::Float16)}, 0, ReduceOp::Min));
+  EXPECT_EQ(
+      nccl.operations(),
+      (Operations{"kernel to_ordered_keys 4 float16 min", "reduce 4 uint32 min root 2 on comm 0",
+                  "kernel to_ordered_keys 4 float16 min", "reduce 4 uint32 min root 0 on comm 0",
+                  "kernel from_ordered_keys 4 float16"}));
+}
+
+// reduce_scatter on rank 1 of 3: the keys of the whole input, reduced in place (NCCL's in-place
+// form writes rank 1's part at its offset in them), that part decoded into the output.
+TEST_F(NcclCollectives, ReduceScatterDecodesThisRanksPartOfTheKeys) {
+  auto rank1 = std::make_unique<NcclProcessGroup>(store, 1, 3, /*device=*/1,
+                                                  ProcessGroupOptions{.timeout = 600s}, nccl);
+  {
+    // Freed while the group lives: a freed block records events on the streams that used it.
+    const Tensor output = on_gpu({4}, DType::BFloat16), input = on_gpu({12}, DType::BFloat16);
+    finish(rank1->reduce_scatter_tensor(output, input, ReduceOp::Max));
+    EXPECT_EQ(nccl.operations(), (Operations{"kernel to_ordered_keys 12 bfloat16 max",
+                                             "reduce_scatter 4 uint32 max on comm 1",
+                                             "kernel from_ordered_keys 4 bfloat16"}));
+    const std::vector<FakeNccl::Buffers> buffers = nccl.buffers();
+    const auto* keys = static_cast<const uint32_t*>(buffers[0].out);
+    EXPECT_EQ(buffers[0].in, input.data_ptr());
+    EXPECT_EQ(buffers[1].in, keys);
+    EXPECT_EQ(buffers[1].out, keys + 4) << "rank 1's part, in place";
+    EXPECT_EQ(buffers[2].in, keys + 4);
+    EXPECT_EQ(buffers[2].out, output.data_ptr());
+  }
+  rank1.reset();
 }
 
 // gather and scatter off the root are one send or one receive (the root's side needs device
@@ -249,8 +346,10 @@ TEST_F(NcclCollectives, SubgroupsGetACommunicatorOfTheirOwn) {
     finish(solo->allreduce({t}, ReduceOp::Min));
     finish(group->allreduce({t}));
   }
-  EXPECT_EQ(nccl.operations(), (Operations{"all_reduce 3 float32 min on comm 1",
-                                           "all_reduce 3 float32 sum on comm 0"}));
+  EXPECT_EQ(
+      nccl.operations(),
+      (Operations{"kernel to_ordered_keys 3 float32 min", "all_reduce 3 uint32 min on comm 1",
+                  "kernel from_ordered_keys 3 float32", "all_reduce 3 float32 sum on comm 0"}));
   solo.reset();
   EXPECT_EQ(nccl.count("comm_destroy"), 1) << "the sub-group's communicator, not the parent's";
 }
