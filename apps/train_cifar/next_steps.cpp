@@ -23,7 +23,9 @@ std::string continue_command(const TrainOptions& options) {
       ++i;  // and its value
       continue;
     }
-    command += " " + shell_word(args[i]);
+    // Appended in two steps: GCC 12 warns of a false overlap in `" " + std::string&&` (-Wrestrict).
+    command += ' ';
+    command += shell_word(args[i]);
   }
   return command + " --resume " + shell_word(options.save);
 }
