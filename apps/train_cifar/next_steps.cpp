@@ -49,7 +49,7 @@ namespace {
 // the first folder above the program that holds it (a build folder may sit at any depth of the
 // checkout: build/, build/offline/). Relative when none does (an installed program).
 std::string plot_script() {
-  const std::string script = "scripts/plot_training.py";
+  constexpr const char* script = "scripts/plot_training.py";
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (error) return script;
