@@ -9,12 +9,14 @@
 #include <cmath>
 #include <cstdio>
 #include <optional>
+#include <thread>
 
 #include "apps/bench_cifar/bench_options.h"
 #include "apps/bench_cifar/projection_report.h"
 #include "apps/bench_cifar/report.h"
 #include "apps/bench_cifar/runner.h"
 #include "apps/bench_cifar/worker.h"
+#include "apps/common/busy_cores.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_main.h"
 #include "apps/common/step_profiler.h"
@@ -62,6 +64,16 @@ void run_slow_bf16_rows_with_a_note(BenchOptions& options) {
   options.setup.allow_slow_bf16 = true;
 }
 
+// Note [bf16 on busy cores]: said before the rows, which show it.
+void warn_of_bf16_on_busy_cores(const BenchOptions& options) {
+  if (!has_bf16_rows(options) || !on_cpus(options)) return;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const std::string warning = tandem::apps::bf16_on_busy_cores_warning(
+      "bench_cifar", tandem::nn::Precision::BFloat16, total_threads(options),
+      tandem::apps::read_load_average().value_or(0), cores);
+  if (!warning.empty()) std::fprintf(stderr, "%s\n", warning.c_str());
+}
+
 // Note [Convolution peak]: measured once, before the matrix, with the rows' thread budget.
 std::optional<ConvPeak> conv_peak(const BenchOptions& options) {
   if (!on_cpus(options)) return std::nullopt;
@@ -76,6 +88,7 @@ int run(int argc, char** argv) {
   validate(options);
   choose_data(options, tandem::parallel::process_environment());
   run_slow_bf16_rows_with_a_note(options);
+  warn_of_bf16_on_busy_cores(options);
   // Before the (possibly long) measurements, not after them.
   if (!options.json.empty()) tandem::apps::check_output_path("bench_cifar", "--json", options.json);
   if (!options.profile_dir.empty()) {

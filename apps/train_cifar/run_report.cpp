@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "apps/common/busy_cores.h"
 #include "apps/common/wording.h"
 #include "apps/train_cifar/next_steps.h"
 #include "engine/tandem.h"
@@ -132,6 +133,10 @@ void RunReport::print_warnings(const RunShape& run) const {
                  who.c_str(), counted(cores, "core").c_str(),
                  ddp ? "fewer ranks" : ("--threads " + std::to_string(cores)).c_str());
   }
+  const std::string busy =
+      bf16_on_busy_cores_warning("train_cifar", options_.setup.precision, num_threads(),
+                                 read_load_average().value_or(0), cores);
+  if (!busy.empty()) std::fprintf(stderr, "%s\n", busy.c_str());
   const int64_t sharers = ddp ? run.world : static_cast<int64_t>(run.setup->devices.size());
   const std::string few_images = few_images_warning(options_, sharers, ddp);
   if (!few_images.empty()) std::fprintf(stderr, "%s\n", few_images.c_str());
