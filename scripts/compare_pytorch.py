@@ -17,13 +17,16 @@ repeat, every workload runs all configurations back to back, in alternating orde
 machine's noise falls on all of them; the table gives medians.
 
 Sharded data parallel (ZeRO, docs/parallel.md): the rows resnet20-zero1 and resnet18-zero1 run
-bench_cifar --zero 1 beside PyTorch's torch.distributed.optim.ZeroRedundancyOptimizer, and
-resnet20-zero2 / resnet18-zero2 run bench_cifar --zero 2 (PyTorch has no CPU counterpart: its
-FSDP needs CUDA in 1.13). Every DDP row also gives the bytes of model state (parameters,
-gradients at their peak in a step, optimizer state) the fullest rank holds, counted on both sides
-(Note [Counted memory]), in a table of its own:
+bench_cifar --zero 1 beside PyTorch's torch.distributed.optim.ZeroRedundancyOptimizer;
+resnet20-zero2 / resnet18-zero2 run bench_cifar --zero 2 beside FSDP2 (fully_shard) with
+reshard_after_forward=False, and resnet20-zero3 / resnet18-zero3 --zero 3 beside FSDP2 with True
+(Note [FSDP2 beside ZeRO 2 and 3] in scripts/pytorch_step.py; PyTorch 1.13 has no FSDP2 and
+shows n/a there). The same rows with "-x4" run 4 ranks. Every DDP row also gives the bytes of
+model state (parameters, gradients at their peak in a step, optimizer state) the fullest rank
+holds, counted on both sides (Note [Counted memory]), in a table of its own:
 
     scripts/compare_pytorch.sh --rows resnet20-ddp,resnet20-zero1,resnet20-zero2
+    scripts/compare_pytorch.sh --pytorch2 --rows resnet20-zero2,resnet20-zero3,resnet20-zero3-x4
 
     scripts/compare_pytorch.sh                       # builds bench_cifar if missing, then this
     scripts/compare_pytorch.sh --pytorch2            # also PyTorch 2.x (installed once, cached)
@@ -65,24 +68,34 @@ class Workload:
     mode: str       # single or ddp (bench_cifar's --modes)
     world: int      # processes
     title: str      # the table's first column; {t}: threads per process, e.g. "2 threads"
-    zero: int = 0   # ddp: ZeRO's stage (bench_cifar --zero; PyTorch: 1 = ZeroRedundancyOptimizer)
+    zero: int = 0   # ddp: ZeRO's stage (bench_cifar --zero; PyTorch: 1 ZeroRedundancyOptimizer,
+                    # 2 and 3 FSDP2, Note [FSDP2 beside ZeRO 2 and 3] in pytorch_step.py)
+
+
+# What PyTorch runs beside each ZeRO stage, for the rows' titles.
+PYTORCH_ZERO_NAMES = {0: "DDP", 1: "ZeroRedundancyOptimizer",
+                      2: "FSDP2, reshard_after_forward=False", 3: "FSDP2, reshard_after_forward=True"}
+
+
+def sharded_workloads():
+    """DDP and ZeRO 1-3 of both networks, at 2 ranks (named as before) and at 4 ("-x4")."""
+    for arch, title in (("resnet20", "ResNet-20"), ("resnet18", "ResNet-18")):
+        for world in (2, 4):
+            suffix = "" if world == 2 else f"-x{world}"
+            for zero in range(4):
+                name = f"{arch}-{'ddp' if zero == 0 else f'zero{zero}'}{suffix}"
+                kind = "DDP" if zero == 0 else f"ZeRO-{zero}"
+                pytorch = "" if zero == 0 else f"; PyTorch: {PYTORCH_ZERO_NAMES[zero]}"
+                yield Workload(name, arch, "ddp", world,
+                               f"{title}, {kind} {world} ranks × {{t}} (Gloo{pytorch})", zero)
 
 
 WORKLOADS = {
     w.name: w
     for w in (
         Workload("resnet20-single", "resnet20", "single", 1, "ResNet-20, 1 process × {t}"),
-        Workload("resnet20-ddp", "resnet20", "ddp", 2, "ResNet-20, DDP 2 ranks × {t} (Gloo)"),
         Workload("resnet18-single", "resnet18", "single", 1, "ResNet-18, 1 process × {t}"),
-        Workload("resnet18-ddp", "resnet18", "ddp", 2, "ResNet-18, DDP 2 ranks × {t} (Gloo)"),
-        Workload("resnet20-zero1", "resnet20", "ddp", 2,
-                 "ResNet-20, ZeRO-1 2 ranks × {t} (Gloo; PyTorch: ZeroRedundancyOptimizer)", 1),
-        Workload("resnet20-zero2", "resnet20", "ddp", 2, "ResNet-20, ZeRO-2 2 ranks × {t} (Gloo)",
-                 2),
-        Workload("resnet18-zero1", "resnet18", "ddp", 2,
-                 "ResNet-18, ZeRO-1 2 ranks × {t} (Gloo; PyTorch: ZeroRedundancyOptimizer)", 1),
-        Workload("resnet18-zero2", "resnet18", "ddp", 2, "ResNet-18, ZeRO-2 2 ranks × {t} (Gloo)",
-                 2),
+        *sharded_workloads(),
     )
 }
 DEFAULT_ROWS = ("resnet20-single", "resnet20-ddp", "resnet18-single")
@@ -240,7 +253,7 @@ def run_all(args, workloads, configs, peers, work):
     for repeat in range(args.repeats):
         for workload in workloads:
             jobs = [(c, p) for p in args.precisions for c in configs
-                    if c.side == "tandem" or workload.zero <= report.PYTORCH_MAX_ZERO]
+                    if report.measures(workload, c, peers)]
             if repeat % 2:
                 jobs.reverse()  # no configuration always goes first
             steps = steps_for(workload.arch, args)

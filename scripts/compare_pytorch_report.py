@@ -8,9 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FORMAT_TITLES = {"nchw": "NCHW", "channels_last": "channels-last"}
-# The ZeRO stage beyond which PyTorch (1.13 on a CPU) has no counterpart to measure: its FSDP
-# (stage 2: SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts.
+# The ZeRO stage beyond which a PyTorch has no counterpart to measure on a CPU: 1.13's FSDP
+# (stage 2: SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts; a PyTorch with FSDP2
+# (fully_shard, run_probe()'s "fsdp2") measures stages 2 and 3 (Note [FSDP2 beside ZeRO 2 and 3]
+# in scripts/pytorch_step.py).
 PYTORCH_MAX_ZERO = 1
+FSDP2_MAX_ZERO = 3
 MIB = 1024 * 1024
 
 
@@ -114,7 +117,7 @@ def print_table(run):
             row = [w.title.format(t=f"{threads} thread" + ("s" if threads > 1 else ""))
                    + f", b{run.args.batch}" + (", bf16 (PyTorch: autocast)" if precision == "bf16"
                                                else "")]
-            row += [cell(run.samples.get((key, c.key), []), measures(w, c)) for c in run.configs]
+            row += [cell(run.samples.get((key, c.key), []), measures(w, c, run.peers)) for c in run.configs]
             for _, side, variant in ratios:
                 value = ratio(run, key, side, variant)
                 row.append(f"{value:.2f}" if value else "-")
@@ -129,9 +132,17 @@ def print_table(run):
         print(f"failed: {error}")
 
 
-def measures(workload, config):
+def max_zero(peer_info):
+    """The highest ZeRO stage a PyTorch (run_probe()'s info) has a counterpart of."""
+    return FSDP2_MAX_ZERO if peer_info.get("fsdp2") else PYTORCH_MAX_ZERO
+
+
+def measures(workload, config, peers):
     """Whether `config`'s side has a counterpart of the workload to measure."""
-    return config.side == "tandem" or workload.zero <= PYTORCH_MAX_ZERO
+    if config.side == "tandem":
+        return True
+    peer = next((p for p in peers if p.name == config.side), None)
+    return peer is not None and workload.zero <= max_zero(peer.info)
 
 
 def state_bytes(run, key, side):
@@ -165,7 +176,8 @@ def print_state_table(run):
         for _, side in sides:
             value = state_bytes(run, key, side)
             if value is None:
-                cells.append("n/a" if side != "tandem" and w.zero > PYTORCH_MAX_ZERO else "-")
+                peer = next((p for p in run.peers if p.name == side), None)
+                cells.append("n/a" if peer and w.zero > max_zero(peer.info) else "-")
             else:
                 share = f" ({value / parameters:.2f} P)" if parameters else ""
                 cells.append(f"{value / MIB:.2f}{share}")

@@ -3,7 +3,8 @@
 backward, SGD with momentum 0.9 and weight decay 1e-4) on synthetic CIFAR-shaped batches, timed
 over a number of steps after a warm-up, in one process or as one DDP rank over Gloo, its SGD
 whole or, with "zero": 1, sharded by torch.distributed.optim.ZeroRedundancyOptimizer (ZeRO
-stage 1). DDP ranks also count the bytes of model state they hold (state_bytes, the fullest rank's).
+stage 1); "zero": 2 and 3 run FSDP2 instead of DDP (Note [FSDP2 beside ZeRO 2 and 3]). Ranks
+also count the bytes of model state they hold (state_bytes, the fullest rank's).
 
 scripts/compare_pytorch.py runs it in fresh processes under each PyTorch it compares (Debian's
 1.13, a PyTorch 2.x from scripts/install_pytorch2.sh):
@@ -43,7 +44,8 @@ def run_worker(spec):
 
     spec: arch, format (nchw | channels_last), batch (global), warmup, steps, threads, rank,
     world, port (DDP), seed, out, precision (fp32 | bf16), device (default cpu), variant (eager |
-    compile, default eager), zero (0 | 1, default 0; DDP only)."""
+    compile, default eager), zero (0 to 3, default 0: 1 ZeroRedundancyOptimizer over DDP, 2 and 3
+    FSDP2; several ranks only)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -60,14 +62,19 @@ def run_worker(spec):
     channels_last = spec["format"] == "channels_last"
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
-    ddp = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else None
+    zero = spec.get("zero", 0)
+    ddp = None
+    if zero >= 2:
+        shard_fully(network, reshard_after_forward=(zero == 3))
+    elif world > 1:
+        ddp = torch.nn.parallel.DistributedDataParallel(network)
     model = ddp if ddp is not None else network
     if spec.get("variant", "eager") == "compile":
         # PyTorch's advice for DDP: compile the DDP module (its DDPOptimizer splits the graph at
         # bucket boundaries, so the all-reduces still overlap backward). The compilation runs in
         # the warm-up steps, outside the clock.
         model = torch.compile(model)
-    optimizer = make_optimizer(network, spec.get("zero", 0), world)
+    optimizer = make_optimizer(network, zero, world)
 
     # Distinct batches cycled through, built before the clock starts (as bench_cifar does).
     generator = torch.Generator().manual_seed(spec["seed"] * 1000 + rank + 1)
@@ -118,17 +125,49 @@ def run_worker(spec):
 
 def make_optimizer(network, zero, world):
     """SGD as Tandem's bench_cifar steps it; zero 1: PyTorch's ZeRO stage 1, each rank keeping
-    the momentum of whole parameters assigned to it greedily by size. PyTorch 1.13 has no stage 2
-    on CPUs: its FSDP (SHARD_GRAD_OP) asserts torch.cuda.is_available() when it starts."""
+    the momentum of whole parameters assigned to it greedily by size; zero 2 and 3: plain SGD over
+    FSDP2's sharded parameters (shard_fully). PyTorch 1.13 has neither FSDP2 nor, on CPUs, FSDP:
+    its SHARD_GRAD_OP asserts torch.cuda.is_available() when it starts."""
     import torch
     settings = dict(lr=0.1, momentum=0.9, weight_decay=1e-4)
-    if zero == 0:
+    if zero in (0, 2, 3):  # 2, 3: FSDP2's parameters are this rank's shards (DTensors)
         return torch.optim.SGD(network.parameters(), **settings)
     if zero != 1 or world < 2:
         sys.exit(f"pytorch_step: zero {zero} on {world} process(es): only ZeRO stage 1 "
                  f"(ZeroRedundancyOptimizer) over DDP ranks")
     from torch.distributed.optim import ZeroRedundancyOptimizer
     return ZeroRedundancyOptimizer(network.parameters(), torch.optim.SGD, **settings)
+
+
+def fully_shard_function():
+    """FSDP2's fully_shard (public in torch.distributed.fsdp from 2.6, under _composable.fsdp
+    from 2.4), or None. Any failure to import counts as none: 1.13's torch.distributed.fsdp
+    raises ValueError under Python 3.11 (a dataclass default its sharded tensors declare)."""
+    import importlib
+    for module in ("torch.distributed.fsdp", "torch.distributed._composable.fsdp"):
+        try:
+            return importlib.import_module(module).fully_shard
+        except Exception:  # noqa: BLE001  (ImportError, AttributeError, 1.13's ValueError)
+            continue
+    return None
+
+
+def shard_fully(network, reshard_after_forward):
+    """Note [FSDP2 beside ZeRO 2 and 3]: PyTorch's counterpart of Tandem's --zero 3 is FSDP2 with
+    reshard_after_forward=True (parameters gathered per unit before forward and again before
+    backward, ZeRO-3), and of --zero 2 the same with False (gathered once a step, kept from
+    forward to backward, as SHARD_GRAD_OP). The units are Tandem's stage 3 units: each
+    residual block its own fully_shard, the root the rest (stem and head), PyTorch's auto-wrap by
+    module. FSDP2 also keeps the parameters sharded between steps in both modes, which Tandem's
+    stage 2 does not: the state table says what each side holds."""
+    fully_shard = fully_shard_function()
+    if fully_shard is None:
+        sys.exit("pytorch_step: zero 2 and 3 run FSDP2 (fully_shard), which this PyTorch lacks")
+    models = pytorch_models()
+    for module in network.modules():
+        if isinstance(module, models.BasicBlock):
+            fully_shard(module, reshard_after_forward=reshard_after_forward)
+    fully_shard(network, reshard_after_forward=reshard_after_forward)
 
 
 def model_state_bytes(ddp, network, optimizer):
@@ -139,12 +178,14 @@ def model_state_bytes(ddp, network, optimizer):
     import torch
 
     def nbytes(t):
+        t = t.to_local() if hasattr(t, "to_local") else t  # FSDP2: this rank's shard
         return t.numel() * t.element_size()
     parameters = sum(nbytes(p) for p in network.parameters())
     gradients = sum(nbytes(p.grad) for p in network.parameters() if p.grad is not None)
-    logging = ddp._get_ddp_logging_data()
-    if not logging.get("gradient_as_bucket_view"):
-        gradients += sum(int(b) for b in str(logging.get("bucket_sizes", "")).split(",") if b)
+    if ddp is not None:
+        logging = ddp._get_ddp_logging_data()
+        if not logging.get("gradient_as_bucket_view"):
+            gradients += sum(int(b) for b in str(logging.get("bucket_sizes", "")).split(",") if b)
     local = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's own SGD
     state = sum(nbytes(t) for entry in local.state.values() for t in entry.values()
                 if torch.is_tensor(t))
@@ -172,6 +213,7 @@ def run_probe():
         "compile": hasattr(torch, "compile"),
         "mkldnn": torch.backends.mkldnn.is_available(),
         "aten_capability": capability.group(1) if capability else "unknown",
+        "fsdp2": fully_shard_function() is not None,
         "parameters": {arch: sum(p.numel() for p in models.make(arch).parameters())
                        for arch in ("resnet20", "resnet18")},
     }), flush=True)
