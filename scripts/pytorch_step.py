@@ -60,9 +60,9 @@ def run_worker(spec):
     synchronize = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     network = pytorch_models().make(spec["arch"]).to(device)
     channels_last = spec["format"] == "channels_last"
-    if channels_last:
-        network = network.to(memory_format=torch.channels_last)
     zero = spec.get("zero", 0)
+    if channels_last and zero < 2:  # FSDP2 shards only contiguous parameters: images alone
+        network = network.to(memory_format=torch.channels_last)
     ddp = None
     if zero >= 2:
         shard_fully(network, reshard_after_forward=(zero == 3))
@@ -159,7 +159,9 @@ def shard_fully(network, reshard_after_forward):
     forward to backward, as SHARD_GRAD_OP). The units are Tandem's stage 3 units: each
     residual block its own fully_shard, the root the rest (stem and head), PyTorch's auto-wrap by
     module. FSDP2 also keeps the parameters sharded between steps in both modes, which Tandem's
-    stage 2 does not: the state table says what each side holds."""
+    stage 2 does not: the state table says what each side holds. FSDP2 (2.15) refuses
+    channels-last parameters ("non-contiguous parameters"), so its channels-last rows keep the
+    weights contiguous and feed channels-last images."""
     fully_shard = fully_shard_function()
     if fully_shard is None:
         sys.exit("pytorch_step: zero 2 and 3 run FSDP2 (fully_shard), which this PyTorch lacks")
