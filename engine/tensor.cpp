@@ -81,6 +81,11 @@ bool Tensor::is_dense() const {
 }
 
 void* Tensor::data_ptr() const {
+  // Note [Released storage]
+  TANDEM_CHECK(!storage()->released(),
+               "[tensor] reading a tensor whose memory was released (Storage::release(): a ZeRO "
+               "stage-3 parameter outside its unit's forward and backward, or used by a module "
+               "whose forward did not run through Module::operator())");
   return static_cast<char*>(storage()->data()) +
          offset() * static_cast<int64_t>(dtype_size(dtype()));
 }

@@ -12,7 +12,7 @@ void Sequential::push_back(std::shared_ptr<Module> module) {
 
 Tensor Sequential::forward(const Tensor& input) {
   Tensor x = input;
-  for (const auto& [name, child] : children()) x = child->forward(x);
+  for (const auto& [name, child] : children()) x = (*child)(x);
   return x;
 }
 

@@ -8,6 +8,22 @@
 
 namespace tandem::nn {
 
+Tensor Module::operator()(const Tensor& input) {
+  if (forward_pre_hooks_.empty()) return forward(input);
+  Tensor x = input;
+  for (const auto& [id, hook] : forward_pre_hooks_) x = hook(*this, x);
+  return forward(x);
+}
+
+int Module::register_forward_pre_hook(ForwardPreHook hook) {
+  forward_pre_hooks_.emplace_back(next_hook_id_, std::move(hook));
+  return next_hook_id_++;
+}
+
+void Module::remove_forward_pre_hook(int id) {
+  std::erase_if(forward_pre_hooks_, [id](const auto& entry) { return entry.first == id; });
+}
+
 Tensor Module::register_parameter(std::string name, Tensor value) {
   value.set_requires_grad(true);
   parameters_.emplace_back(std::move(name), value);

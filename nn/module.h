@@ -4,6 +4,7 @@
 /// PyTorch's keys ("layer1.0.conv1.weight", "bn1.running_mean") in PyTorch's
 /// order (DDP's buckets follow that order).
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -24,7 +25,18 @@ class Module {
   virtual ~Module() = default;
 
   virtual Tensor forward(const Tensor& input) = 0;
-  Tensor operator()(const Tensor& input) { return forward(input); }
+  /// Runs the forward pre-hooks, then forward() (PyTorch's Module.__call__). Parents call their
+  /// children through it, so that a hook sees each call; a layer's own variants (BatchNorm2d's
+  /// forward_relu) skip the hooks.
+  Tensor operator()(const Tensor& input);
+
+  /// Runs before each forward() called through operator(), in registration order; returns the
+  /// input that forward() (or the next hook) gets: `input` itself, or a replacement (PyTorch's
+  /// register_forward_pre_hook). ZeRO stage 3 gathers a unit's parameters in one.
+  using ForwardPreHook = std::function<Tensor(Module& module, const Tensor& input)>;
+  /// Returns an id for remove_forward_pre_hook().
+  int register_forward_pre_hook(ForwardPreHook hook);
+  void remove_forward_pre_hook(int id);
   /// Short name for printing, e.g. "Conv2d(16, 32, kernel=3, stride=2)".
   virtual std::string describe() const = 0;
 
@@ -96,6 +108,8 @@ class Module {
   NamedTensors parameters_;
   NamedTensors buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<int, ForwardPreHook>> forward_pre_hooks_;  ///< by id; not cloned
+  int next_hook_id_ = 0;
   bool training_ = true;
   Precision precision_ = Precision::Float32;
 };

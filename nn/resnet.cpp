@@ -39,9 +39,9 @@ BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
 }
 
 Tensor BasicBlock::forward(const Tensor& input) {
-  Tensor out = bn1_->forward_relu(conv1_->forward(input));
-  out = bn2_->forward(conv2_->forward(out));
-  const Tensor shortcut = downsample_ ? downsample_->forward(input) : input;
+  Tensor out = bn1_->forward_relu((*conv1_)(input));
+  out = (*bn2_)((*conv2_)(out));
+  const Tensor shortcut = downsample_ ? (*downsample_)(input) : input;
   return add_relu(out, shortcut);
 }
 
@@ -75,9 +75,9 @@ ResNet::ResNet(const ResNetConfig& config) : config_(config) {
 Tensor ResNet::forward(const Tensor& input) {
   TANDEM_CHECK(input.dim() == 4 && input.size(1) == 3, "[", config_.name,
                "] expects (N, 3, H, W) images, got ", shape_str(input.shape()));
-  Tensor x = bn1_->forward_relu(conv1_->forward(input));
-  for (const auto& stage : stages_) x = stage->forward(x);
-  return fc_->forward(avgpool_->forward(x).flatten(1));
+  Tensor x = bn1_->forward_relu((*conv1_)(input));
+  for (const auto& stage : stages_) x = (*stage)(x);
+  return (*fc_)((*avgpool_)(x).flatten(1));
 }
 
 ResNetConfig resnet_config(const std::string& arch, int64_t num_classes) {

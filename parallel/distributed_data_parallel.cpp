@@ -98,7 +98,7 @@ void verify_same_model(ProcessGroup& group, const nn::NamedTensors& parameters) 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
                                                  std::shared_ptr<ProcessGroup> group,
                                                  DdpOptions options)
-    : module_(std::move(module)), group_(std::move(group)), options_(options) {
+    : module_(std::move(module)), group_(std::move(group)), options_(std::move(options)) {
   TANDEM_CHECK(module_ != nullptr && group_ != nullptr, "[DDP] needs a module and a process group");
   register_module("module", module_);
   const nn::NamedTensors parameters = module_->named_parameters();
@@ -118,16 +118,32 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     trained_names_.push_back(name);
   }
   options_.reducer = sharded_reducer_options(options_.sharding, options_.reducer);
+  UnitPlan units;
+  if (options_.sharding == Sharding::Parameters) {
+    // Note [Stage 3 units]: a bucket per unit, the last unit's first.
+    units = plan_units(*module_, options_.units, trained_names_);
+    options_.reducer.buckets.assign(units.parameters.rbegin(), units.parameters.rend());
+  }
   buckets_ = sharded_bucket_storage(options_.sharding, group_->size());
   reducer_ = std::make_unique<Reducer>(trained, trained_names_, group_, options_.reducer, buckets_);
-  if (options_.sharding != Sharding::None) {
-    // Note [Shards per bucket]: the Reducer's buckets as shards of this rank.
-    std::vector<int64_t> numels;
-    numels.reserve(trained.size());
-    for (const Tensor& p : trained) numels.push_back(p.numel());
-    ShardLayout layout(reducer_->bucket_assignment(), numels, group_->size(), group_->rank());
-    flat_ = std::make_unique<FlatParameters>(trained, std::move(layout));
+  if (options_.sharding != Sharding::None) shard_parameters(trained, units);
+}
+
+void DistributedDataParallel::shard_parameters(const std::vector<Tensor>& trained,
+                                               const UnitPlan& units) {
+  // Note [Shards per bucket]: the Reducer's buckets as shards of this rank.
+  std::vector<int64_t> numels;
+  numels.reserve(trained.size());
+  for (const Tensor& p : trained) numels.push_back(p.numel());
+  ShardLayout layout(reducer_->bucket_assignment(), numels, group_->size(), group_->rank());
+  const bool stage3 = options_.sharding == Sharding::Parameters;
+  flat_ = std::make_unique<FlatParameters>(trained, std::move(layout), /*shards_only=*/stage3);
+  if (!stage3) return;
+  std::vector<size_t> bucket_of_unit;
+  for (size_t u = 0; u < units.modules.size(); ++u) {
+    bucket_of_unit.push_back(units.modules.size() - 1 - u);
   }
+  units_ = std::make_unique<ShardedUnits>(units, std::move(bucket_of_unit), *flat_, *group_);
 }
 
 // Note [Counted memory]
@@ -137,6 +153,7 @@ ModelStateBytes DistributedDataParallel::model_state_bytes(size_t optimizer_byte
     if (!flat_ || !p.requires_grad()) bytes.parameters += p.nbytes();
   }
   if (flat_) bytes.parameters += flat_->bytes();
+  if (units_) bytes.parameters += units_->memory_peak();
   const GradientMemory memory = buckets_->memory();
   bytes.gradients = memory.kept_bytes + memory.peak_transient_bytes;
   // .grad tensors of their own: not views of the buckets (gradient_as_bucket_view).
@@ -198,7 +215,8 @@ Tensor DistributedDataParallel::forward(const Tensor& input) {
   }
   if (broadcast) broadcast_coalesced(*group_, buffers_, buffer_source);
   require_forward_param_sync_ = reduces;
-  Tensor output = module_->forward(input);
+  Tensor output = (*module_)(input);
+  if (units_) output = units_->end_forward(output);
   if (reduces) reducer_->prepare_for_backward({output});
   return output;
 }
@@ -215,6 +233,10 @@ class DistributedDataParallel::DdpJoinHook final : public JoinHook {
  public:
   DdpJoinHook(DistributedDataParallel& ddp, Join& join) : ddp_(ddp) {
     TANDEM_CHECK(ddp_.join_ == nullptr, "[Join] this DDP model is already under a Join");
+    TANDEM_CHECK(ddp_.sharding() != Sharding::Parameters,
+                 "[Join] ZeRO stage 3 cannot join: a joined rank would have to answer every "
+                 "unit's all-gathers in the others' forward and backward; give every rank the "
+                 "same number of batches");
     TANDEM_CHECK(!has_sync_batchnorm(ddp_.module()),
                  "[Join] a model with SyncBatchNorm cannot join (as in PyTorch): its forward runs "
                  "collectives that a rank without data cannot answer; give every rank the same "

@@ -25,7 +25,10 @@
 /// options.sharding the buckets are fixed at construction and the trained parameters move into
 /// one flat buffer per bucket (FlatParameters), which a ShardedSgd steps a part of and
 /// all-gathers; with Sharding::Gradients the Reducer's buckets are a ShardedBuckets, which
-/// reduce-scatters them (Note [Sharded gradients] in parallel/zero/sharded_buckets.h).
+/// reduce-scatters them (Note [Sharded gradients] in parallel/zero/sharded_buckets.h); with
+/// Sharding::Parameters each rank keeps only its parts of the parameters too, a ShardedUnits
+/// gathering each unit for its forward and backward (Note [Stage 3 units] in
+/// parallel/zero/sharded_units.h); read the whole model under gather_parameters() then.
 ///
 /// DDP is a Joinable (parallel/joinable.h): under a Join, its forward drives the rounds, and its
 /// hook shadows a step's buffer broadcast and gradient reductions on a joined rank, and ends by
@@ -40,7 +43,9 @@
 #include "parallel/joinable.h"
 #include "parallel/reducer.h"
 #include "parallel/zero/flat_parameters.h"
+#include "parallel/zero/sharded_units.h"
 #include "parallel/zero/sharding.h"
+#include "parallel/zero/unit_plan.h"
 
 namespace tandem::parallel {
 
@@ -54,13 +59,18 @@ struct DdpOptions {
   /// Gradients the buckets also shard the gradients (ShardedBuckets). Step the model with a
   /// parallel::ShardedSgd.
   Sharding sharding = Sharding::None;
+  /// Sharding::Parameters: the units, each its modules' paths (Note [Units by children] in
+  /// parallel/zero/unit_plan.h); empty: units_by_children(module).
+  std::vector<UnitPaths> units{};
 };
 
 /// Bytes of the model state a rank holds (Note [Counted memory] in parallel/zero/sharding.h).
 struct ModelStateBytes {
-  size_t parameters = 0;  ///< the module's parameters (flat buffers, padding included)
-  size_t gradients = 0;   ///< .grad tensors, gradient buckets or shards, at their peak in a step
-  size_t optimizer = 0;   ///< the optimizer's state (momentum)
+  /// the module's parameters: whole, the flat buffers (padding included), or at stage 3 this
+  /// rank's parts plus the units gathered at once, at most
+  size_t parameters = 0;
+  size_t gradients = 0;  ///< .grad tensors, gradient buckets or shards, at their peak in a step
+  size_t optimizer = 0;  ///< the optimizer's state (momentum)
 };
 
 class DistributedDataParallel final : public nn::Module, public Joinable {
@@ -78,8 +88,13 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   /// The Reducer's buckets (bucket_storage.h): what the last step reduced, for ShardedSgd.
   BucketStorage& bucket_storage() { return *buckets_; }
   Sharding sharding() const { return options_.sharding; }
-  /// The flat parameter buffers (Sharding::Optimizer, Gradients), else null.
+  /// The flat parameter buffers (any sharding), else null.
   const FlatParameters* flat_parameters() const { return flat_.get(); }
+  /// Stage 3's schedule of units (Sharding::Parameters), else null.
+  ShardedUnits* sharded_units() { return units_.get(); }
+  /// Every parameter whole until the result goes (a collective; Note [Stage 3 units]): read the
+  /// module's parameters under it at stage 3, e.g. to save or evaluate. Nothing at other stages.
+  [[nodiscard]] GatheredParameters gather_parameters() { return GatheredParameters(units_.get()); }
   /// The names of the Reducer's parameters (those that require grad), in its order.
   const std::vector<std::string>& trained_names() const { return trained_names_; }
   /// This rank's parameters and gradients as they are now (call after a step, before
@@ -142,7 +157,11 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   DdpOptions options_;
   std::shared_ptr<BucketStorage> buckets_;  ///< the Reducer's (sharded at ZeRO stage 2)
   std::unique_ptr<Reducer> reducer_;
+  /// The flat buffers (any sharding) and stage 3's units over them.
+  void shard_parameters(const std::vector<Tensor>& trained, const UnitPlan& units);
+
   std::unique_ptr<FlatParameters> flat_;  ///< sharding only
+  std::unique_ptr<ShardedUnits> units_;   ///< Sharding::Parameters only
   std::vector<std::string> trained_names_;
   std::vector<Tensor> buffers_;  ///< the module's buffers, listed once: sync_buffers() sends them
   bool sync_ = true;

@@ -57,7 +57,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
     : parameters_(std::move(parameters)),
       names_(std::move(names)),
       group_(std::move(group)),
-      options_(options),
+      options_(std::move(options)),
       storage_(storage ? std::move(storage) : std::make_shared<DenseBuckets>()),
       timer_(group_ ? group_->backend_name() : std::string()) {
   TANDEM_CHECK(group_ != nullptr, "[DDP] no process group");
@@ -72,6 +72,7 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
   TANDEM_CHECK(storage_->keeps_gradients() || !options_.rebuild_buckets,
                "[DDP] a bucket storage that keeps no gradients needs the buckets fixed "
                "(rebuild_buckets = false)");
+  check_given_buckets();
   rebuilt_ = !options_.rebuild_buckets;  // never rebuilt: as if done already
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
@@ -95,6 +96,26 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
     hook_ids_.push_back(parameters_[i].register_post_accumulate_grad_hook(
         [this, i](const Tensor&) { mark_ready(i); }));
   }
+}
+
+void Reducer::check_given_buckets() const {
+  if (options_.buckets.empty()) return;
+  TANDEM_CHECK(!options_.rebuild_buckets,
+               "[DDP] given buckets are kept: rebuild_buckets must be false");
+  std::vector<bool> seen(parameters_.size(), false);
+  size_t count = 0;
+  for (const std::vector<size_t>& bucket : options_.buckets) {
+    TANDEM_CHECK(!bucket.empty(), "[DDP] a given bucket is empty");
+    for (size_t index : bucket) {
+      TANDEM_CHECK(index < seen.size() && !seen[index],
+                   "[DDP] the given buckets must hold each of ", parameters_.size(),
+                   " parameters once; parameter ", index, " is out of range or given twice");
+      seen[index] = true;
+      ++count;
+    }
+  }
+  TANDEM_CHECK(count == parameters_.size(), "[DDP] the given buckets hold ", count, " of the ",
+               parameters_.size(), " parameters");
 }
 
 Reducer::~Reducer() {

@@ -55,6 +55,10 @@ struct ReducerOptions {
   /// being rebuilt in arrival order after the first step (sharded data parallel lays its shards
   /// out by them).
   bool rebuild_buckets = true;
+  /// The buckets, given: parameter indices per bucket in launch order, every parameter once,
+  /// instead of filling them up to the caps; kept for good (rebuild_buckets must be false).
+  /// ZeRO stage 3 gives one bucket per unit of parameters gathered together.
+  std::vector<std::vector<size_t>> buckets{};
 };
 
 /// Buckets (lists of indices into `bytes`) for parameters taken in `order`: a bucket closes when
@@ -131,6 +135,7 @@ class Reducer {
     size_t slot = 0;  ///< index in the bucket's parameters and views
   };
 
+  void check_given_buckets() const;  ///< options_.buckets: each parameter once, kept
   void build_buckets(const std::vector<size_t>& order);
   void take_buffer(Bucket& bucket, size_t index);  ///< `flat` from storage_, and its views
   void make_views(Bucket& bucket) const;           ///< views of `flat` per parameter

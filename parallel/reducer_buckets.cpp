@@ -41,8 +41,10 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
   std::vector<size_t> bytes;
   for (const Tensor& p : parameters_) bytes.push_back(p.nbytes());
   const auto assignment =
-      assign_buckets(order, bytes, static_cast<size_t>(options_.first_bucket_mb * kMegabyte),
-                     static_cast<size_t>(options_.bucket_cap_mb * kMegabyte));
+      !options_.buckets.empty()
+          ? options_.buckets
+          : assign_buckets(order, bytes, static_cast<size_t>(options_.first_bucket_mb * kMegabyte),
+                           static_cast<size_t>(options_.bucket_cap_mb * kMegabyte));
   buckets_.clear();
   locators_.assign(parameters_.size(), {});
   std::vector<int64_t> numels;

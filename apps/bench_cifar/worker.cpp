@@ -148,8 +148,11 @@ Measurement measure(const BenchOptions& o, int& rank) {
                   setup, pool, group.get(), m);
   // After the timed steps, whose peak RSS the copy it counts on should not raise.
   const Shape& images = pool.front().images.shape();  // (N, C, H, W)
-  m.flops_per_image =
-      nn::count_training_flops(*setup.network, Shape(images.begin() + 1, images.end())).total();
+  {
+    const parallel::GatheredParameters whole = setup.whole_network();  // --zero 3: it copies them
+    m.flops_per_image =
+        nn::count_training_flops(*setup.network, Shape(images.begin() + 1, images.end())).total();
+  }
   m.gflop_per_s = m.images_per_s * m.flops_per_image / 1e9;
   if (!o.profile_dir.empty()) profile_steps(o, config, setup, pool, rank);
   if (setup.ddp) {

@@ -16,15 +16,18 @@ constexpr const char* kCompressionHelp =
     "docs/parallel.md) or uncompressed (none)";
 // Note [Why --zero]: the stage numbers are the one vocabulary the ZeRO paper, DeepSpeed's
 // "zero_optimization.stage" and PyTorch's docs share (ZeroRedundancyOptimizer is stage 1, FSDP's
-// SHARD_GRAD_OP stage 2), they order by memory saved, and stage 3 (FSDP's FULL_SHARD) would be
-// the next number; FSDP's strategy names describe what stays whole rather than what is split.
+// SHARD_GRAD_OP stage 2, FULL_SHARD stage 3), they order by memory saved; FSDP's strategy names
+// describe what stays whole rather than what is split.
 constexpr const char* kZeroHelp =
     "ddp: ZeRO stage. 0: plain DDP; 1: each rank keeps the momentum of its shard of the "
     "parameters only (PyTorch's ZeroRedundancyOptimizer); 2: the gradients too, "
-    "reduce-scattered during backward (FSDP's SHARD_GRAD_OP). Checkpoints stay plain DDP's";
+    "reduce-scattered during backward (FSDP's SHARD_GRAD_OP); 3: the parameters too, each "
+    "block gathered just before its forward and backward, the next one prefetched (FSDP's "
+    "FULL_SHARD). Checkpoints stay plain DDP's";
 constexpr Spelling<parallel::Sharding> kZeroSpellings[] = {{"0", parallel::Sharding::None},
                                                            {"1", parallel::Sharding::Optimizer},
-                                                           {"2", parallel::Sharding::Gradients}};
+                                                           {"2", parallel::Sharding::Gradients},
+                                                           {"3", parallel::Sharding::Parameters}};
 constexpr const char* kPrecisionHelp =
     "bf16: convolutions and the linear layer in bfloat16 with float32 accumulation, activations "
     "kept in bfloat16; weights, optimizer, batch-norm statistics, loss and checkpoints stay "

@@ -50,11 +50,11 @@ void add_precision_flags(CLI::App& app, std::vector<nn::Precision>& precisions,
 /// others' size).
 void add_bucket_flags(CLI::App& app, parallel::ReducerOptions& reducer);
 void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compression);
-/// --zero 0|1|2: ZeRO's stage (parallel::Sharding; Note [Sharded data parallel]); bench_cifar's
+/// --zero 0|1|2|3: ZeRO's stage (parallel::Sharding; Note [Sharded data parallel]); bench_cifar's
 /// takes a list, a row for each.
 void add_zero_flag(CLI::App& app, parallel::Sharding& sharding);
 void add_zero_flag(CLI::App& app, std::vector<parallel::Sharding>& shardings);
-/// "0", "1", "2": the stage as --zero spells it.
+/// "0", "1", "2", "3": the stage as --zero spells it.
 const char* zero_stage_name(parallel::Sharding sharding);
 void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompression>& compressions);
 /// --backend NAME: a row of the table of process-group backends (parallel/comm/backends.h, Note

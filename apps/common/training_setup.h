@@ -85,6 +85,12 @@ struct TrainingSetup {
   nn::Optimizer& stepper() const {
     return sharded ? static_cast<nn::Optimizer&>(*sharded) : *optimizer;
   }
+  /// The network's parameters whole while the result lives: under --zero 3, which keeps only
+  /// each rank's part between uses, a collective (DistributedDataParallel::gather_parameters()).
+  /// Read the network under it: a checkpoint, an evaluation, the FLOP count.
+  [[nodiscard]] parallel::GatheredParameters whole_network() const {
+    return ddp ? ddp->gather_parameters() : parallel::GatheredParameters();
+  }
   /// Where batches go (dp: the first replica's device, which scatters them).
   Device device() const { return devices.front(); }
 };

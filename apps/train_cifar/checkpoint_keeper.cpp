@@ -130,12 +130,14 @@ bool CheckpointKeeper::mid_epoch_save_due(int64_t step, int64_t batches_done,
 // Note [Saving on every rank]: every rank calls save() at the same step, though rank 0 alone
 // writes, so that a save can be a collective: the barrier keeps any rank from reading the files
 // before they are complete, and a sharded optimizer (ZeRO, --zero) gathers its state to rank 0
-// here, before the write, with every rank taking part; the file stays the format of plain DDP
+// here, before the write, with every rank taking part (--zero 3 the weights too, on every rank,
+// as FSDP's full state dict is gathered unit by unit); the file stays the format of plain DDP
 // (Note [Sharded data parallel], checkpoints).
 void CheckpointKeeper::save(const RunPosition& position, const TrainingSetup& setup) {
   if (options_.save.empty()) return;
   const std::unique_ptr<nn::Sgd> gathered =
       setup.sharded ? setup.sharded->consolidated(0) : nullptr;
+  const parallel::GatheredParameters whole = setup.whole_network();  // --zero 3's weights
   if (rank_ == 0) {
     nn::TrainingState state = training_state_at(position, options_, world_);
     record_bucket_order(setup, state.extra);

@@ -25,7 +25,7 @@ std::string thousands(int64_t n) {
   return out;
 }
 
-// --zero's stage: Sharding's values are ZeRO's stages in order (0 plain DDP, 1, 2).
+// --zero's stage: Sharding's values are ZeRO's stages in order (0 plain DDP, 1, 2, 3).
 int zero_stage(const TrainOptions& options) {
   return static_cast<int>(options.setup.ddp.sharding);
 }

@@ -380,6 +380,8 @@ PassMetrics Trainer::evaluate() {
     setup_.ddp->sync_buffers();
     evaluated = setup_.network.get();
   }
+  // --zero 3: the network whole, since the ranks' shares would not meet in per-unit gathers.
+  const parallel::GatheredParameters whole = setup_.whole_network();
   evaluated->eval();
   NoGradGuard no_grad;
   test_loader_->start_epoch(0);
@@ -482,7 +484,8 @@ StepProfilerOptions Trainer::profile_options() const {
 }
 
 double Trainer::flops_per_image() const {
-  const Shape& images = train_set_->images.shape();  // (N, C, H, W)
+  const Shape& images = train_set_->images.shape();                   // (N, C, H, W)
+  const parallel::GatheredParameters whole = setup_.whole_network();  // the count copies it
   return nn::count_training_flops(*setup_.network, Shape(images.begin() + 1, images.end())).total();
 }
 

@@ -6,8 +6,8 @@
 
 namespace tandem::parallel {
 
-FlatParameters::FlatParameters(std::vector<Tensor> parameters, ShardLayout layout)
-    : parameters_(std::move(parameters)), layout_(std::move(layout)) {
+FlatParameters::FlatParameters(std::vector<Tensor> parameters, ShardLayout layout, bool shards_only)
+    : parameters_(std::move(parameters)), layout_(std::move(layout)), shards_only_(shards_only) {
   TANDEM_CHECK(layout_.parameter_count() == parameters_.size(), "[ZeRO] a layout of ",
                layout_.parameter_count(), " parameters for ", parameters_.size());
   NoGradGuard no_grad;
@@ -25,28 +25,41 @@ FlatParameters::FlatParameters(std::vector<Tensor> parameters, ShardLayout layou
       p.set_data(view);
     }
     buckets_.push_back(buffer);
+    if (!shards_only_) continue;
+    shards_.push_back(
+        buffer.slice(shards.shard_begin, shards.shard_begin + shards.shard_numel).clone());
+    buffer.storage()->release();
   }
-  for (const Tensor& p : parameters_) addresses_.push_back(p.data_ptr());
+  for (const Tensor& p : parameters_) homes_.emplace_back(p.storage().get(), p.offset());
 }
 
 Tensor FlatParameters::shard(size_t k) const {
+  if (shards_only_) return shards_.at(k);
   const BucketShards& shards = layout_.buckets().at(k);
   return buckets_.at(k).slice(shards.shard_begin, shards.shard_begin + shards.shard_numel);
 }
 
 std::shared_ptr<Work> FlatParameters::allgather(ProcessGroup& group, size_t k) const {
+  buckets_.at(k).storage()->restore();  // Note [Released storage]; nothing when not released
   return group.allgather_into_tensor(buckets_.at(k), shard(k));
+}
+
+void FlatParameters::release(size_t k) const {
+  TANDEM_CHECK(shards_only_, "[ZeRO] only stage 3 releases its parameter buffers");
+  buckets_.at(k).storage()->release();
 }
 
 size_t FlatParameters::bytes() const {
   size_t total = 0;
-  for (const Tensor& buffer : buckets_) total += buffer.nbytes();
+  for (const Tensor& part : shards_only_ ? shards_ : buckets_) total += part.nbytes();
   return total;
 }
 
 void FlatParameters::check_bound(const std::vector<std::string>& names) const {
   for (size_t i = 0; i < parameters_.size(); ++i) {
-    TANDEM_CHECK(parameters_[i].data_ptr() == addresses_[i], "[ZeRO] parameter ",
+    const std::pair<const Storage*, int64_t> home{parameters_[i].storage().get(),
+                                                  parameters_[i].offset()};
+    TANDEM_CHECK(home == homes_[i], "[ZeRO] parameter ",
                  i < names.size() ? names[i] : std::to_string(i),
                  " no longer lives in its flat buffer (the model was moved, or its parameters "
                  "replaced, after it was wrapped): move the model to its device and memory "

@@ -90,16 +90,19 @@ ReducerOptions sharded_reducer_options(Sharding sharding, ReducerOptions options
   TANDEM_CHECK(!options.find_unused_parameters,
                "[ZeRO] find_unused_parameters is not supported with sharding (",
                sharding_name(sharding), "): every parameter must take part in every step's loss");
-  TANDEM_CHECK(sharding != Sharding::Gradients || !options.gradient_as_bucket_view,
-               "[ZeRO] gradient_as_bucket_view has no meaning with sharded gradients (ZeRO stage "
-               "2): a bucket lives only until its reduce-scatter, and .grad is dropped");
+  TANDEM_CHECK(sharding == Sharding::Optimizer || !options.gradient_as_bucket_view,
+               "[ZeRO] gradient_as_bucket_view has no meaning with sharded gradients (ZeRO stages "
+               "2 and 3): a bucket lives only until its reduce-scatter, and .grad is dropped");
   // Note [Shards per bucket]: the shards follow the buckets, which therefore never change.
   options.rebuild_buckets = false;
   return options;
 }
 
 std::shared_ptr<BucketStorage> sharded_bucket_storage(Sharding sharding, int world) {
-  if (sharding == Sharding::Gradients) return std::make_shared<ShardedBuckets>(world);
+  // Note [Stage 3 here]: stage 3 reduce-scatters as stage 2 does, one bucket per unit.
+  if (sharding == Sharding::Gradients || sharding == Sharding::Parameters) {
+    return std::make_shared<ShardedBuckets>(world);
+  }
   return std::make_shared<DenseBuckets>();
 }
 

@@ -1,7 +1,8 @@
 #pragma once
-/// ShardedBuckets: the Reducer's bucket storage for ZeRO stage 2 (Sharding::Gradients; Note
-/// [Sharded data parallel] in sharded_sgd.h). The Reducer fills and launches its buckets as it
-/// does for plain DDP; this storage reduce-scatters each one and keeps this rank's part.
+/// ShardedBuckets: the Reducer's bucket storage for ZeRO stages 2 and 3 (Sharding::Gradients,
+/// Parameters; Note [Sharded data parallel] in sharding.h). The Reducer fills and launches its
+/// buckets as it does for plain DDP; this storage reduce-scatters each one and keeps this rank's
+/// part.
 ///
 /// Note [Sharded gradients]: the buckets keep their order from construction (rebuild_buckets
 /// off: the shards are laid out by them, Note [Shards per bucket] in shard_layout.h), and what
@@ -23,11 +24,11 @@
 /// Note [Stage 3 here]: ZeRO stage 3 also shards the parameters, all-gathering a unit's just
 /// before its forward and its backward (the next unit prefetched) and freeing them after. It
 /// plugs in beside this class, not into the Reducer: its gradients reduce-scatter exactly as
-/// stage 2's, so ShardedBuckets serves it unchanged; FlatParameters keeps only the shard
-/// between uses and gains gather/free per unit; a unit scheduler (forward pre-hooks, a
-/// pre-backward hook, prefetch) drives them; sharded_reducer_options() and
-/// sharded_bucket_storage() learn the third stage. The Reducer keeps bucketing, launch order
-/// and overlap, and sees only the BucketStorage interface.
+/// stage 2's, so ShardedBuckets serves it unchanged, over buckets given one per unit
+/// (ReducerOptions::buckets); FlatParameters keeps only the shard between uses (shards_only),
+/// and ShardedUnits (sharded_units.h) drives the gathers and frees from forward pre-hooks and an
+/// autograd node before each unit's backward. The Reducer keeps launch order and overlap, and
+/// sees only the BucketStorage interface.
 
 #include <memory>
 #include <utility>
@@ -80,10 +81,10 @@ class ShardedBuckets final : public BucketStorage {
 
 /// The Reducer's options under `sharding`: the buckets fixed (Note [Shards per bucket]), and
 /// what sharding cannot do refused in one line each: find_unused_parameters at any stage,
-/// gradient_as_bucket_view at stage 2. `options` unchanged without sharding.
+/// gradient_as_bucket_view at stages 2 and 3. `options` unchanged without sharding.
 ReducerOptions sharded_reducer_options(Sharding sharding, ReducerOptions options);
 
-/// The bucket storage for `sharding` over `world` ranks: ShardedBuckets for stage 2, else
+/// The bucket storage for `sharding` over `world` ranks: ShardedBuckets for stages 2 and 3, else
 /// DenseBuckets.
 std::shared_ptr<BucketStorage> sharded_bucket_storage(Sharding sharding, int world);
 

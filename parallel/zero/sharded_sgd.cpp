@@ -14,7 +14,7 @@ namespace {
 const FlatParameters& flat_of(const DistributedDataParallel& ddp) {
   TANDEM_CHECK(ddp.flat_parameters() != nullptr,
                "[ZeRO] ShardedSgd needs a DistributedDataParallel built with sharding "
-               "(DdpOptions::sharding = Sharding::Optimizer or Sharding::Gradients)");
+               "(DdpOptions::sharding = Sharding::Optimizer, Gradients or Parameters)");
   return *ddp.flat_parameters();
 }
 
@@ -110,8 +110,8 @@ std::vector<Tensor> ShardedSgd::gradients() const {
 }
 
 int64_t ShardedSgd::reduced_part_begin(size_t k) const {
-  // Stage 2's reduction is this rank's part already; stage 1's is the whole bucket.
-  return ddp_.sharding() == Sharding::Gradients ? 0 : flat_.layout().buckets()[k].shard_begin;
+  // Stage 2's and 3's reduction is this rank's part already; stage 1's is the whole bucket.
+  return ddp_.sharding() == Sharding::Optimizer ? flat_.layout().buckets()[k].shard_begin : 0;
 }
 
 float ShardedSgd::agree_lr(bool joined) {
@@ -123,7 +123,9 @@ float ShardedSgd::agree_lr(bool joined) {
 }
 
 // Each bucket's all-gather starts as soon as its part is stepped, so it travels while the next
-// part is stepped; on NCCL, wait() only orders the current stream after them.
+// part is stepped; on NCCL, wait() only orders the current stream after them. Stage 3 gathers
+// none: its parts are all it keeps, and each unit is gathered when it next runs (Note [Stage 3
+// units] in sharded_units.h).
 void ShardedSgd::step_parts() {
   flat_.check_bound(ddp_.trained_names());
   NoGradGuard no_grad;
@@ -132,9 +134,9 @@ void ShardedSgd::step_parts() {
   std::vector<std::shared_ptr<Work>> gathers;
   for (size_t k = 0; k < buckets; ++k) {
     step_bucket(k);
-    gathers.push_back(flat_.allgather(group, k));
+    if (!flat_.shards_only()) gathers.push_back(flat_.allgather(group, k));
   }
-  for (size_t k = 0; k < buckets; ++k) {
+  for (size_t k = 0; k < gathers.size(); ++k) {
     try {
       gathers[k]->wait();
     } catch (const Error& e) {
@@ -241,6 +243,10 @@ class ShardedSgd::JoinHookImpl final : public JoinHook {
 };
 
 std::unique_ptr<JoinHook> ShardedSgd::join_hook(Join& join) {
+  TANDEM_CHECK(ddp_.sharding() != Sharding::Parameters,
+               "[Join] ZeRO stage 3 cannot join: a joined rank would have to answer every unit's "
+               "all-gathers in the others' forward and backward; give every rank the same number "
+               "of batches");
   return std::make_unique<JoinHookImpl>(*this, join);
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-/// ShardedSgd: SGD for sharded data parallel (ZeRO stages 1 and 2), each rank holding the
+/// ShardedSgd: SGD for sharded data parallel (ZeRO stages 1 to 3), each rank holding the
 /// momentum of its part of the model only and stepping that part alone.
 ///
 ///   DistributedDataParallel model(net, group, {.sharding = Sharding::Gradients});
@@ -13,9 +13,9 @@
 /// whole checkpoint state becomes this rank's part and back: above take_state() in
 /// sharded_sgd.cpp; Join (uneven inputs): above its hook there.
 ///
-/// Limits: SGD only (what Tandem has); find_unused_parameters is refused with stage 2; the
-/// parameters must be on their device and in their memory format before DDP wraps them; step()
-/// after a backward under no_sync() (no reduction yet) steps nothing.
+/// Limits: SGD only (what Tandem has); find_unused_parameters is refused at every stage, Join
+/// at stage 3; the parameters must be on their device and in their memory format before DDP
+/// wraps them; step() after a backward under no_sync() (no reduction yet) steps nothing.
 
 #include <memory>
 #include <vector>
@@ -35,7 +35,8 @@ class ShardedSgd final : public nn::Optimizer, public Joinable {
   ShardedSgd(DistributedDataParallel& ddp, nn::Sgd& full);
 
   /// Steps this rank's part from the reduced gradients and all-gathers the parameters (a
-  /// collective); nothing when no backward has reduced gradients since zero_grad().
+  /// collective; not at stage 3, which gathers a unit when it runs); nothing when no backward
+  /// has reduced gradients since zero_grad().
   void step() override;
   /// This rank's part of the reduced gradients, one slice per parameter segment: what step()
   /// reads (none when no backward has reduced gradients since zero_grad()).

@@ -7,6 +7,7 @@ const char* sharding_name(Sharding sharding) {
     case Sharding::None: return "none";
     case Sharding::Optimizer: return "optimizer";
     case Sharding::Gradients: return "gradients";
+    case Sharding::Parameters: return "parameters";
   }
   return "?";
 }

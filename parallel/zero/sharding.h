@@ -1,8 +1,9 @@
 #pragma once
 /// Sharding: what sharded data parallel (ZeRO) splits across the ranks. A DdpOptions field, and
 /// the value of the programs' --zero flag. The room's parts: ShardLayout (shard_layout.h),
-/// FlatParameters (flat_parameters.h), ShardedBuckets (sharded_buckets.h, stage 2's gradient
-/// buckets) and ShardedSgd (sharded_sgd.h, the optimizer that steps a rank's part).
+/// FlatParameters (flat_parameters.h), ShardedBuckets (sharded_buckets.h, the gradient buckets
+/// of stages 2 and 3), ShardedSgd (sharded_sgd.h, the optimizer that steps a rank's part), and
+/// stage 3's units: UnitPlan (unit_plan.h) and ShardedUnits (sharded_units.h, the schedule).
 ///
 /// Note [Sharded data parallel]: DDP's memory weakness is that every rank holds all of the
 /// parameters, gradients and optimizer state. ZeRO (Rajbhandari et al. 2020) splits them:
@@ -13,11 +14,15 @@
 /// - stage 2 (Sharding::Gradients; FSDP's SHARD_GRAD_OP): as stage 1, but each bucket is
 ///   reduce-scattered while backward runs, as DDP's all-reduces are, and a rank keeps only its
 ///   part of the gradients (Note [Sharded gradients] in sharded_buckets.h);
-/// - stage 3 (parameters sharded too, gathered per layer before its forward and backward) is not
-///   built yet (Note [Stage 3 here] in sharded_buckets.h).
-/// A step thus moves the bytes of one all-reduce either way (a reduce-scatter and an all-gather
-/// are each half of a ring all-reduce), and stage 1 adds the all-gather on top of DDP's
-/// all-reduce. Each bucket's all-gather is launched as soon as its part has been stepped, so it
+/// - stage 3 (Sharding::Parameters; FSDP's FULL_SHARD): as stage 2, with one bucket per unit (a
+///   residual block, the stem, the head), and a rank keeps only its part of the parameters too:
+///   each unit is all-gathered just before its forward and again before its backward, the next
+///   one prefetched, and freed after (Note [Stage 3 units] in sharded_units.h); the step
+///   gathers nothing.
+/// A step of stage 2 thus moves the bytes of one all-reduce (a reduce-scatter and an all-gather
+/// are each half of a ring all-reduce), stage 1 adds the all-gather on top of DDP's all-reduce,
+/// and stage 3 sends one and a half all-reduces' worth (a reduce-scatter, two all-gathers).
+/// Stages 1 and 2 launch each bucket's all-gather as soon as its part has been stepped, so it
 /// travels while the next bucket's part is stepped.
 ///
 /// The result is DDP's: SGD is elementwise, so a part stepped on its own gets exactly the update
@@ -25,7 +30,10 @@
 /// DDP's all-reduce bit for bit over the same buckets; stage 2's reduce-scatter adds the ranks'
 /// contributions in another order than the all-reduce (Note [Ring reduce-scatter]): with 2 ranks
 /// a + b either way (bit-identical), with more each element differs by float rounding
-/// (|Δg| ≤ 2(W−1)·2⁻²⁴·Σ|g_r|, the two orders' error bounds added). The same buckets: ZeRO keeps
+/// (|Δg| ≤ 2(W−1)·2⁻²⁴·Σ|g_r|, the two orders' error bounds added). Stage 3 reduce-scatters as
+/// stage 2 over its unit buckets and computes from the very parameters DDP holds (the gathered
+/// parts are the stepped values, moved, not computed): bit-identical at 2 ranks, stage 2's bound
+/// at more. The same buckets: ZeRO keeps
 /// those of construction (its shards and flat parameters live in them), while plain DDP rebuilds
 /// its own after the first step in the gradients' arrival order unless rebuild_buckets = false
 /// (Note [Bucket ordering]). At 3 ranks and more an all-reduce adds an element's terms in an order
@@ -41,8 +49,12 @@
 /// bytes alive at once). Per rank, with P the bytes of one float32 copy of the trained
 /// parameters and W ranks: momentum P (stage 0) or about P/W (stages 1, 2); gradients 2P
 /// (.grad and the buckets; P with gradient_as_bucket_view) in stages 0 and 1, about P/W plus the
-/// buckets in flight in stage 2. Not counted: the gradient autograd produces for one parameter,
-/// which lives from its accumulation to its hook, where stage 2 drops it.
+/// buckets in flight in stage 2. Stage 3 adds parameters of about P/W plus the units gathered at
+/// once, at most (ShardedUnits::memory_peak(): the running unit and the prefetched one), with
+/// stage 2's gradients and momentum: about 3P/W plus two units and the gradient buckets in
+/// flight. Not counted: the gradient autograd produces for one parameter, which lives from its
+/// accumulation to its hook, where stages 2 and 3 drop it, and the whole model gathered to read
+/// it (GatheredParameters: a checkpoint, an evaluation).
 
 namespace tandem::parallel {
 
@@ -51,9 +63,11 @@ enum class Sharding {
   None,       ///< plain DDP (ZeRO stage 0; FSDP's NO_SHARD)
   Optimizer,  ///< the optimizer state (ZeRO stage 1; PyTorch's ZeroRedundancyOptimizer)
   Gradients,  ///< the optimizer state and the gradients (ZeRO stage 2; FSDP's SHARD_GRAD_OP)
+  /// the optimizer state, the gradients and the parameters (ZeRO stage 3; FSDP's FULL_SHARD)
+  Parameters,
 };
 
-/// "none", "optimizer", "gradients".
+/// "none", "optimizer", "gradients", "parameters".
 const char* sharding_name(Sharding sharding);
 
 }  // namespace tandem::parallel

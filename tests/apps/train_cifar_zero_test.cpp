@@ -123,15 +123,40 @@ TEST(TrainCifarMultiprocess, ZeroTrainsAsPlainDdpAndResumesAtAnotherStageAndWorl
   EXPECT_EQ(epochs[0]["world_size"], 1);
 }
 
+// --zero 3 (Note [Stage 3 units]) on 2 ranks is plain DDP's job bit for bit: the same epochs
+// (evaluated on the gathered weights), the same checkpoint (gathered on every rank, saved by rank
+// 0); that checkpoint resumes at stage 3 on 3 ranks.
+TEST(TrainCifarMultiprocess, ZeroThreeTrainsAsPlainDdpAndItsCheckpointResumesOnThreeRanks) {
+  TempDir dir;
+  const std::string plain = dir.file("plain.ckpt"), zero = dir.file("zero3.ckpt");
+  const ProgramRun reference =
+      train_cifar(ddp_run(dir.file("plain.jsonl"), plain, {"--nproc", "2"}));
+  ASSERT_EQ(reference.exit_code, 0) << reference.output;
+  const ProgramRun run =
+      train_cifar(ddp_run(dir.file("zero3.jsonl"), zero, {"--nproc", "2", "--zero", "3"}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(", ZeRO stage 3 (parameters sharded)"), std::string::npos)
+      << run.output;
+  expect_same_epochs(epochs_of(read_log(dir.file("zero3.jsonl"))),
+                     epochs_of(read_log(dir.file("plain.jsonl"))));
+  expect_checkpoints_close(zero, plain, 0.0);
+  const ProgramRun resumed = train_cifar(ddp_run(
+      dir.file("three.jsonl"), zero, {"--nproc", "3", "--zero", "3", "--resume", zero}, "3"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.output;
+  const std::vector<nlohmann::json> epochs = epochs_of(read_log(dir.file("three.jsonl")));
+  ASSERT_EQ(epochs.size(), 1u);
+  EXPECT_EQ(epochs[0]["world_size"], 3);
+}
+
 TEST(TrainCifar, ZeroOutsideDdpIsRefusedInOneLine) {
   TempDir dir;
   const ProgramRun run = train_cifar(quick_run(dir.file("log.jsonl"), {"--zero", "1"}));
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.output.find("--zero are for --mode ddp"), std::string::npos) << run.output;
-  const ProgramRun stage3 = train_cifar(
-      quick_run(dir.file("log.jsonl"), {"--mode", "ddp", "--nproc", "2", "--zero", "3"}));
-  EXPECT_NE(stage3.exit_code, 0);
-  EXPECT_NE(stage3.output.find("--zero: 3 not in {0,1,2}"), std::string::npos) << stage3.output;
+  const ProgramRun stage4 = train_cifar(
+      quick_run(dir.file("log.jsonl"), {"--mode", "ddp", "--nproc", "2", "--zero", "4"}));
+  EXPECT_NE(stage4.exit_code, 0);
+  EXPECT_NE(stage4.output.find("--zero: 4 not in {0,1,2,3}"), std::string::npos) << stage4.output;
 }
 
 }  // namespace

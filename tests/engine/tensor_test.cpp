@@ -2,6 +2,7 @@
 
 #include "engine/tandem.h"
 #include "engine/tensor_impl.h"
+#include "tests/support/error_message.h"
 
 namespace tandem {
 namespace {
@@ -32,6 +33,23 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_EQ(row.to_vector<float>(), (std::vector<float>{3, 4, 5}));
   row.fill_(9.0);
   EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{0, 1, 2, 9, 9, 9}));
+}
+
+// Note [Released storage]: the views keep their shape through release() and see the memory
+// restore() brings back; a read in between throws instead of touching freed memory.
+TEST(Tensor, ViewsOfAReleasedStorageThrowUntilItIsRestored) {
+  Tensor t = from_vector<float>({0, 1, 2, 3, 4, 5}, {2, 3});
+  const Tensor row = t.slice(1, 2);
+  t.storage()->release();
+  EXPECT_TRUE(t.storage()->released());
+  EXPECT_EQ(row.shape(), (Shape{1, 3}));
+  EXPECT_NE(testing::error_message([&] { row.to_vector<float>(); }).find("memory was released"),
+            std::string::npos);
+  t.storage()->restore();
+  t.fill_(2.0);
+  EXPECT_EQ(row.to_vector<float>(), (std::vector<float>{2, 2, 2}));
+  t.storage()->restore();  // restored already: the data stays
+  EXPECT_EQ(row.to_vector<float>(), (std::vector<float>{2, 2, 2}));
 }
 
 TEST(Tensor, ContiguousGathersAStridedView) {

@@ -69,6 +69,48 @@ TEST(Module, ForwardAndBackwardReachEveryParameter) {
   EXPECT_FALSE(model->parameters().front().grad().defined());
 }
 
+// The hooks ZeRO stage 3 gathers a unit's parameters in: a ResNet calls its stem, blocks and head
+// through operator(), so each hook sees its module's calls in forward order, and a hook's
+// returned input is what the module runs on.
+TEST(Module, ForwardPreHooksSeeChildrenInForwardOrderAndMayReplaceTheInput) {
+  Generator generator(1);
+  const auto model = make_resnet("resnet20", generator);
+  std::vector<std::string> calls;
+  std::vector<std::pair<Module*, int>> hooks;
+  std::vector<std::pair<std::string, Module*>> watched;  // the top-level children, a stage's blocks
+  for (const auto& [name, child] : model->children()) {
+    if (dynamic_cast<Sequential*>(child.get()) == nullptr) {
+      watched.emplace_back(name, child.get());
+      continue;
+    }
+    for (const auto& [index, block] : child->children()) {
+      watched.emplace_back(name + "." + index, block.get());
+    }
+  }
+  for (const auto& [label, module] : watched) {
+    hooks.emplace_back(module, module->register_forward_pre_hook(
+                                   [&calls, label = label](Module&, const Tensor& input) {
+                                     calls.push_back(label);
+                                     return input;
+                                   }));
+  }
+  const Tensor images = randn({2, 3, 32, 32}, generator);
+  const Tensor plain = model->forward(images);
+  EXPECT_EQ(calls, (std::vector<std::string>{"conv1", "layer1.0", "layer1.1", "layer1.2",
+                                             "layer2.0", "layer2.1", "layer2.2", "layer3.0",
+                                             "layer3.1", "layer3.2", "avgpool", "fc"}));
+  for (const auto& [module, id] : hooks) module->remove_forward_pre_hook(id);
+  calls.clear();
+  Module& fc = *model->children().back().second;
+  fc.register_forward_pre_hook([](Module&, const Tensor& input) { return mul(input, 0.0f); });
+  const Tensor replaced = model->forward(images);
+  EXPECT_TRUE(calls.empty()) << "removed hooks run no more";
+  EXPECT_NE(plain.to_vector<float>(), replaced.to_vector<float>());
+  const std::vector<float> bias = model->named_parameters().back().second.to_vector<float>();
+  const std::vector<float> row = replaced.slice(0, 1).to_vector<float>();
+  EXPECT_EQ(row, bias) << "fc ran on the hook's zeros";
+}
+
 TEST(Module, CloneIsIndependent) {
   Generator generator(2);
   const auto model = make_resnet("resnet20", generator);

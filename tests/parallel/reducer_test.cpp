@@ -151,6 +151,33 @@ TEST(Reducer, FirstBucketIsAtMostTheCap) {
             (std::vector<std::vector<size_t>>{{5}, {4}, {3}, {2}, {1, 0}}));
 }
 
+// ReducerOptions::buckets (ZeRO stage 3's units): taken as given, in their launch order, and
+// checked.
+TEST(Reducer, GivenBucketsAreKeptAndChecked) {
+  DdpOptions options;
+  options.reducer.find_unused_parameters = true;
+  options.reducer.rebuild_buckets = false;
+  options.reducer.buckets = {{0, 1}, {5, 2, 3}, {4}};
+  DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), options);
+  EXPECT_EQ(model.reducer().bucket_assignment(), options.reducer.buckets);
+  for (int step = 0; step < 2; ++step) sum(model.forward(input_rows(4, step))).backward();
+  EXPECT_EQ(model.reducer().bucket_assignment(), options.reducer.buckets);
+  const auto refused = [&](std::vector<std::vector<size_t>> buckets, bool rebuild) {
+    DdpOptions bad = options;
+    bad.reducer.buckets = std::move(buckets);
+    bad.reducer.rebuild_buckets = rebuild;
+    return error_message(
+        [&] { DistributedDataParallel(std::make_shared<OutOfOrder>(), solo_group(), bad); });
+  };
+  EXPECT_NE(refused(options.reducer.buckets, true).find("rebuild_buckets must be false"),
+            std::string::npos);
+  EXPECT_NE(refused({{0, 1}, {2, 3, 1}, {4, 5}}, false)
+                .find("parameter 1 is out of range or given twice"),
+            std::string::npos);
+  EXPECT_NE(refused({{0, 1}, {2, 3}}, false).find("the given buckets hold 4 of the 6 parameters"),
+            std::string::npos);
+}
+
 TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
                                 one_parameter_per_bucket());

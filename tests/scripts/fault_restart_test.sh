@@ -15,6 +15,8 @@
 #   zero2     as ranks3 on 2 ranks at ZeRO stage 2 (--zero 2, Note [Sharded data parallel]): each
 #             rank holds only its shard of the gradients and momentum, which rank 0 gathers into
 #             each save and every rank takes its part of again on the restart
+#   zero3     as zero2 at ZeRO stage 3 (--zero 3, Note [Stage 3 units]): the parameters sharded
+#             too, gathered on every rank for each save
 #   giveup    tandem-run --max-restarts 1, killed twice: the job ends non-zero with one line
 #             naming the restarts used
 #   torchrun  PyTorch's torchrun --max_restarts 3 (its TORCHELASTIC_RESTART_COUNT and per-attempt
@@ -38,13 +40,13 @@ images=2048 nproc=2
 [ "$case" = uneven ] && images=2049
 job=(--mode ddp --backend gloo --synthetic --subset "$images" --batch-size 64 --epochs 3 --workers 1
      --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 4)
-if [ "$case" = ranks3 ] || [ "$case" = ranks4 ] || [ "$case" = zero2 ]; then
+if [ "$case" = ranks3 ] || [ "$case" = ranks4 ] || [ "$case" = zero2 ] || [ "$case" = zero3 ]; then
   nproc="${case#ranks}"
-  [ "$case" = zero2 ] && nproc=2
+  case "$case" in zero*) nproc=2 ;; esac
   job=(--mode ddp --backend gloo --synthetic --subset 480 --batch-size 48 --epochs 1 --workers 1
        --threads 1 --no-progress --seed 5 --lr 0.05 --timeout 10 --first-bucket-mb 0.05
        --bucket-cap-mb 0.05)
-  [ "$case" = zero2 ] && job+=(--zero 2)
+  case "$case" in zero*) job+=(--zero "${case#zero}") ;; esac
 fi
 
 now() { date +%s.%N; }
@@ -146,7 +148,7 @@ case "$case" in
     grep -q "restarting all workers" "$scratch/faulty.log" || fail "tandem-run did not restart"
     grep -h -m1 -E "within 4 s|Timed out waiting 4000ms" "$scratch/faulty.log" | cut -c1-240
     ;;
-  ranks3|ranks4|zero2)
+  ranks3|ranks4|zero2|zero3)
     faulty timeout 300 "$run" --nproc-per-node "$nproc" --master-port 0 --max-restarts 1 --kill-grace 2 --
     deadline=$((SECONDS + 120))
     until [ -e "$scratch/f.ckpt.state" ]; do
