@@ -12,6 +12,7 @@
 #include "parallel/launch/restart_rounds.h"
 #include "parallel/launch/signal_forwarding.h"
 #include "parallel/launch/supervisor.h"
+#include "parallel/launch/worker_process.h"
 
 namespace tandem::parallel {
 namespace {
@@ -39,6 +40,9 @@ void validate(const LaunchOptions& o) {
   TANDEM_CHECK(!o.command.empty(),
                "[tandem-run] no command to run; put it after --, e.g. "
                "tandem-run --nproc-per-node 2 -- ./train_cifar");
+  // A program that cannot run is refused before the store's port is taken, so the one line
+  // names the program, not a port another job happens to hold.
+  (void)find_executable(o.command[0]);
   TANDEM_CHECK(o.max_restarts >= 0, "[tandem-run] --max-restarts must be at least 0, got ",
                o.max_restarts);
   if (o.max_restarts == 0) return;

@@ -205,6 +205,15 @@ TEST_F(LauncherTest, BusyPortIsAClearError) {
   }
 }
 
+TEST_F(LauncherTest, AProgramThatCannotRunIsNamedBeforeTheBusyPort) {
+  StoreServer other;
+  LaunchOptions options = shell(1, "true");
+  options.master_port = other.port();
+  options.command = {"surely-not-a-command-tandem"};
+  EXPECT_TRUE(contains(error_message([&] { launch(options); }),
+                       "[tandem-run] command not found: surely-not-a-command-tandem"));
+}
+
 // --- spawn_ranks, the helper the multi-process tests rely on
 
 TEST(SpawnRanksHelper, ExitWithRank) {

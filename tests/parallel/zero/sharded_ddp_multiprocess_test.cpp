@@ -85,7 +85,7 @@ TEST(ShardedDdpMultiprocess, StagesOneAndTwoStepLikeDdpInBf16AndWithSyncBatchNor
   TANDEM_RUN_AS_RANKS(4, ddp_ranks_options());
   auto group = gloo_group();
   const nn::SgdConfig config{.lr = 0.1f, .momentum = 0.9f, .weight_decay = 5e-4f};
-  for (const Variant variant :
+  for (const Variant& variant :
        {Variant{.precision = nn::Precision::BFloat16}, Variant{.sync_bn = true}}) {
     const Trained ddp = train_sharded(group, Sharding::None, config, 2, 1, variant);
     for (const Sharding sharding : {Sharding::Optimizer, Sharding::Gradients}) {

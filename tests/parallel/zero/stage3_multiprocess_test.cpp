@@ -54,7 +54,7 @@ TEST(ShardedParametersMultiprocess, StageThreeStepsLikeDdpInBf16AndWithSyncBatch
   TANDEM_RUN_AS_RANKS(4, ddp_ranks_options());
   auto group = gloo_group();
   expect_stages_like_ddp(group, {Sharding::Parameters});
-  for (const Variant variant :
+  for (const Variant& variant :
        {Variant{.precision = nn::Precision::BFloat16}, Variant{.sync_bn = true}}) {
     expect_like_ddp(train_sharded(group, Sharding::Parameters, kMomentum, 2, 1, variant),
                     train_sharded(group, Sharding::None, kMomentum, 2, 1, variant),
