@@ -10,14 +10,14 @@ void Backend::sgd_step_multi(const std::vector<SgdTensors>& tensors,
 }
 
 void Backend::batch_norm_relu_forward_training(const Tensor& x, const Tensor&, const Tensor&,
-                                               const BatchNormRunning&, float, Tensor&, Tensor&,
-                                               Tensor&) {
+                                               const Tensor&, const BatchNormRunning&, float,
+                                               Tensor&, Tensor&, Tensor&) {
   TANDEM_FAIL("[batch_norm2d] this backend has no fused batch norm + ReLU for ", x.device());
 }
 
 void Backend::batch_norm_relu_backward(const Tensor&, const Tensor&, const Tensor& x, const Tensor&,
                                        const Tensor&, const Tensor&, float, Tensor&, Tensor&,
-                                       Tensor&) {
+                                       Tensor&, Tensor&) {
   TANDEM_FAIL("[batch_norm2d] this backend has no fused batch norm + ReLU for ", x.device());
 }
 

@@ -99,20 +99,25 @@ class Backend {
   virtual void batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_spread, float eps,
                                    Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) = 0;
-  /// Whether the batch_norm_relu_* kernels take `x`; where not, the front-end runs batch norm
-  /// and ReLU one after the other (the defaults below throw).
+  /// Whether the batch_norm_relu_* kernels take `x` (with or without a residual); where not, the
+  /// front-end runs batch norm, then ReLU or add_relu, one after the other (the defaults below
+  /// throw).
   virtual bool fuses_batch_norm_relu(const Tensor& x) const { return false; }
-  /// batch_norm_forward_training, then y = max(y, 0), in the same pass over y.
-  virtual void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
-                                                const Tensor& beta, const BatchNormRunning& running,
-                                                float eps, Tensor& y, Tensor& save_mean,
-                                                Tensor& save_spread);
+  /// batch_norm_forward_training, then y = max(y, 0), in the same pass over y; with a residual
+  /// (x's shape, format and dtype; undefined: none), y = max(y + residual, 0): a residual block's
+  /// second batch norm, shortcut sum and ReLU in one pass.
+  virtual void batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
+                                                const Tensor& gamma, const Tensor& beta,
+                                                const BatchNormRunning& running, float eps,
+                                                Tensor& y, Tensor& save_mean, Tensor& save_spread);
   /// batch_norm_backward of the fused op: grad_y is the gradient of the ReLU's output y, so
-  /// batch norm sees zero where y is not positive.
+  /// batch norm sees zero where y is not positive. grad_residual, when defined, receives that
+  /// masked gradient, the residual's gradient (the forward's residual was added before the ReLU).
   virtual void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                         const Tensor& gamma, const Tensor& save_mean,
                                         const Tensor& save_spread, float eps, Tensor& grad_x,
-                                        Tensor& grad_gamma, Tensor& grad_beta);
+                                        Tensor& grad_gamma, Tensor& grad_beta,
+                                        Tensor& grad_residual);
 
   // --- pooling. x: (N, C, H, W), y: (N, C, P, Q)
   /// workspace is allocated by the backend: whatever its backward needs besides x and y.

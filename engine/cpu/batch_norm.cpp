@@ -65,8 +65,8 @@ std::shared_ptr<const BatchNormPrimitives> primitives_for(const Tensor& x, float
 void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                       Tensor& y, Tensor& save_mean, Tensor& save_var) {
   if (x.memory_format() == MemoryFormat::ChannelsLast) {  // Note [Channels-last batch norm]
-    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, y, save_mean,
-                                                      save_var);
+    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, Tensor(), y,
+                                                      save_mean, save_var);
   }
   check_kernel_dtypes("batch_norm", x.dtype(), {&y});
   if (x.dtype() == DType::BFloat16) {
@@ -140,8 +140,9 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, cons
                                      const Tensor& save_mean, const Tensor& save_var, float eps,
                                      Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
   if (x.memory_format() == MemoryFormat::ChannelsLast) {
+    Tensor no_residual;
     return channels_last::batch_norm_backward(grad_y, Tensor(), x, gamma, save_mean, save_var, eps,
-                                              grad_x, grad_gamma, grad_beta);
+                                              grad_x, grad_gamma, grad_beta, no_residual);
   }
   check_kernel_dtypes("batch_norm_backward", x.dtype(), {&grad_y, &grad_x});
   if (x.dtype() == DType::BFloat16) {
@@ -169,20 +170,22 @@ bool CpuBackend::fuses_batch_norm_relu(const Tensor& x) const {
   return x.memory_format() == MemoryFormat::ChannelsLast;
 }
 
-void CpuBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
-                                                  const Tensor& beta,
+void CpuBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
+                                                  const Tensor& gamma, const Tensor& beta,
                                                   const BatchNormRunning& running, float eps,
                                                   Tensor& y, Tensor& save_mean, Tensor& save_var) {
-  channels_last::batch_norm_forward_training(x, gamma, beta, eps, true, y, save_mean, save_var);
+  channels_last::batch_norm_forward_training(x, gamma, beta, eps, true, residual, y, save_mean,
+                                             save_var);
   update_running(running, x, save_mean, save_var);
 }
 
 void CpuBackend::batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                           const Tensor& gamma, const Tensor& save_mean,
                                           const Tensor& save_var, float eps, Tensor& grad_x,
-                                          Tensor& grad_gamma, Tensor& grad_beta) {
+                                          Tensor& grad_gamma, Tensor& grad_beta,
+                                          Tensor& grad_residual) {
   channels_last::batch_norm_backward(grad_y, y, x, gamma, save_mean, save_var, eps, grad_x,
-                                     grad_gamma, grad_beta);
+                                     grad_gamma, grad_beta, grad_residual);
 }
 
 }  // namespace tandem::cpu

@@ -25,6 +25,13 @@
 // (The same change made float32 1.12-1.20x faster, restrict and the x86-64-v4 clone: bfloat16
 // takes at most 7% more time than the float32 kernel before it did, on every shape.)
 // AVX-512 BF16's one-instruction conversion would flush subnormals, which the Note rules out.
+//
+// A ResNet block's end, bn2 + shortcut + ReLU (batch_norm2d_add_relu), is the fused ReLU with the
+// residual added in the same pass. Its backward is the fused ReLU's, whose sums' pass also stores
+// the masked gradient (the residual's gradient, exact in T) and whose grad_x pass reads that alone
+// instead of grad_y and y: 7 streams over the activation where relu_backward then batch norm's
+// backward read and wrote 8, and two passes where they made three. Float32 gives the separate
+// ops' values bit for bit: the same arithmetic in the same order.
 
 #include "engine/cpu/batch_norm_channels_last.h"
 
@@ -87,15 +94,21 @@ TANDEM_LOOP_BODY void moment_rows_body(const T* x, int64_t begin, int64_t end, i
   }
 }
 
-// y[r, c] = x[r, c] * scale[c] + shift[c], or its max with 0
+// y[r, c] = x[r, c] * scale[c] + shift[c], or its max with 0, or (residual given, with relu) the
+// max of it plus residual[r, c] and 0: a residual block's end in the pass that normalises.
 template <typename T>
-TANDEM_LOOP_BODY void affine_rows_body(const T* x, const float* scale, const float* shift,
-                                       int64_t begin, int64_t end, int64_t channels, bool relu,
-                                       T* __restrict y) {
+TANDEM_LOOP_BODY void affine_rows_body(const T* x, const T* residual, const float* scale,
+                                       const float* shift, int64_t begin, int64_t end,
+                                       int64_t channels, bool relu, T* __restrict y) {
   for (int64_t r = begin; r < end; ++r) {
     const T* in = x + r * channels;
     T* out = y + r * channels;
-    if (relu) {
+    if (residual != nullptr) {
+      const T* add = residual + r * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        out[c] = narrow<T>(std::max(widen(in[c]) * scale[c] + shift[c] + widen(add[c]), 0.0f));
+      }
+    } else if (relu) {
       for (int64_t c = 0; c < channels; ++c) {
         out[c] = narrow<T>(std::max(widen(in[c]) * scale[c] + shift[c], 0.0f));
       }
@@ -139,20 +152,30 @@ TANDEM_LOOP_BODY void backward_rows_body(const T* grad_y, const T* y, const T* x
 }
 
 // partial_g[c] = sum of g; partial_gx[c] = sum of g * (x - mean), over [begin, end); g = grad_y
-// through the ReLU.
+// through the ReLU. masked, when not null, receives g: the residual's gradient of the fused batch
+// norm + add + ReLU, which the grad_x pass then reads instead of grad_y and y (one load, not two).
 template <typename T>
 TANDEM_LOOP_BODY void grad_sums_rows_body(const T* grad_y, const T* y, const T* x,
                                           const float* mean, int64_t begin, int64_t end,
                                           int64_t channels, float* __restrict partial_g,
-                                          float* __restrict partial_gx) {
+                                          float* __restrict partial_gx, T* __restrict masked) {
   for (int64_t c = 0; c < channels; ++c) partial_g[c] = partial_gx[c] = 0.0f;
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
     const T* in = x + row;
-    for (int64_t c = 0; c < channels; ++c) {
-      const float g = through_relu(grad_y, y, row + c);
-      partial_g[c] += g;
-      partial_gx[c] += g * (widen(in[c]) - mean[c]);
+    if (masked != nullptr) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float g = through_relu(grad_y, y, row + c);
+        masked[row + c] = narrow<T>(g);  // exact: g is a value of T or 0
+        partial_g[c] += g;
+        partial_gx[c] += g * (widen(in[c]) - mean[c]);
+      }
+    } else {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float g = through_relu(grad_y, y, row + c);
+        partial_g[c] += g;
+        partial_gx[c] += g * (widen(in[c]) - mean[c]);
+      }
     }
   }
 }
@@ -164,20 +187,21 @@ TANDEM_LOOP_BODY void grad_sums_rows_body(const T* grad_y, const T* y, const T* 
                                         float* __restrict squares) {                               \
     moment_rows_body(x, begin, end, channels, shift, sum, squares);                                \
   }                                                                                                \
-  TANDEM_VECTOR_CLONES void affine_rows(const T* x, const float* scale, const float* shift,        \
-                                        int64_t begin, int64_t end, int64_t channels, bool relu,   \
-                                        T* __restrict y) {                                         \
-    affine_rows_body(x, scale, shift, begin, end, channels, relu, y);                              \
+  TANDEM_VECTOR_CLONES void affine_rows(const T* x, const T* residual, const float* scale,         \
+                                        const float* shift, int64_t begin, int64_t end,            \
+                                        int64_t channels, bool relu, T* __restrict y) {            \
+    affine_rows_body(x, residual, scale, shift, begin, end, channels, relu, y);                    \
   }                                                                                                \
   TANDEM_VECTOR_CLONES void backward_rows(const T* grad_y, const T* y, const T* x, const float* a, \
                                           const float* b, const float* d, int64_t begin,           \
                                           int64_t end, int64_t channels, T* __restrict grad_x) {   \
     backward_rows_body(grad_y, y, x, a, b, d, begin, end, channels, grad_x);                       \
   }                                                                                                \
-  TANDEM_VECTOR_CLONES void grad_sums_rows(                                                        \
-      const T* grad_y, const T* y, const T* x, const float* mean, int64_t begin, int64_t end,      \
-      int64_t channels, float* __restrict partial_g, float* __restrict partial_gx) {               \
-    grad_sums_rows_body(grad_y, y, x, mean, begin, end, channels, partial_g, partial_gx);          \
+  TANDEM_VECTOR_CLONES void grad_sums_rows(const T* grad_y, const T* y, const T* x,                \
+                                           const float* mean, int64_t begin, int64_t end,          \
+                                           int64_t channels, float* __restrict partial_g,          \
+                                           float* __restrict partial_gx, T* __restrict masked) {   \
+    grad_sums_rows_body(grad_y, y, x, mean, begin, end, channels, partial_g, partial_gx, masked);  \
   }
 TANDEM_ROW_LOOPS_FOR(float)
 TANDEM_ROW_LOOPS_FOR(BFloat16)
@@ -225,14 +249,15 @@ Moments channel_moments(const T* x, const Rows& rows) {
 }
 
 template <typename T>
-void apply_affine(const Tensor& x, const std::vector<float>& scale, const std::vector<float>& shift,
-                  bool relu, Tensor& y) {
+void apply_affine(const Tensor& x, const Tensor& residual, const std::vector<float>& scale,
+                  const std::vector<float>& shift, bool relu, Tensor& y) {
   const Rows rows = rows_of(x);
   const T* in = static_cast<const T*>(x.data_ptr());
+  const T* add = residual.defined() ? residual.data<T>() : nullptr;
   T* out = static_cast<T*>(y.data_ptr());
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
-    affine_rows(in, scale.data(), shift.data(), begin, end, rows.channels, relu, out);
+    affine_rows(in, add, scale.data(), shift.data(), begin, end, rows.channels, relu, out);
   });
 }
 
@@ -243,7 +268,8 @@ std::vector<float> host_values(const Tensor& t) {
 
 template <typename T>
 void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
-                      bool relu, Tensor& y, Tensor& save_mean, Tensor& save_var) {
+                      bool relu, const Tensor& residual, Tensor& y, Tensor& save_mean,
+                      Tensor& save_var) {
   const Rows rows = rows_of(x);
   const size_t channels = static_cast<size_t>(rows.channels);
   const Moments moments = channel_moments(x.data<T>(), rows);
@@ -261,7 +287,7 @@ void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, 
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - mean * g[c] * invstd);
   }
-  apply_affine<T>(x, scale, shift, relu, y);
+  apply_affine<T>(x, residual, scale, shift, relu, y);
 }
 
 template <typename T>
@@ -278,38 +304,29 @@ void forward_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
     scale[c] = static_cast<float>(g[c] * invstd);
     shift[c] = static_cast<float>(b[c] - m[c] * g[c] * invstd);
   }
-  apply_affine<T>(x, scale, shift, false, y);
+  apply_affine<T>(x, Tensor(), scale, shift, false, y);
 }
 
-template <typename T>
-void backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x, const Tensor& gamma,
-              const Tensor& save_mean, const Tensor& save_var, float eps, Tensor& grad_x,
-              Tensor& grad_gamma, Tensor& grad_beta) {
-  const Rows rows = rows_of(x);
-  const size_t channels = static_cast<size_t>(rows.channels);
-  const T* gy = grad_y.data<T>();
-  const T* in = x.data<T>();
-  const T* y = relu_output.defined() ? relu_output.data<T>() : nullptr;
-  const std::vector<float> mean = host_values(save_mean);
+// The per-channel factors of backward_rows: grad_x = g * a + x * b + d.
+struct GradXFactors {
+  std::vector<float> a, b, d;
+};
 
-  const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
-  std::vector<float> partial_g(static_cast<size_t>(blocks) * channels);
-  std::vector<float> partial_gx(partial_g.size());
-  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
-    for (int64_t blk = first; blk < last; ++blk) {
-      grad_sums_rows(gy, y, in, mean.data(), block_begin(blk, blocks, rows.count),
-                     block_begin(blk + 1, blocks, rows.count), rows.channels,
-                     partial_g.data() + blk * rows.channels,
-                     partial_gx.data() + blk * rows.channels);
-    }
-  });
-
+// From the blocks' partial sums (blocks x C, block order): grad_gamma, grad_beta and the factors
+// of grad_x. The partials are added in double in block order (Note [Channels-last batch norm]).
+GradXFactors finish_grad_sums(const std::vector<float>& partial_g,
+                              const std::vector<float>& partial_gx, int64_t blocks,
+                              const Rows& rows, const std::vector<float>& mean, const Tensor& gamma,
+                              const Tensor& save_var, float eps, Tensor& grad_gamma,
+                              Tensor& grad_beta) {
+  const auto channels = static_cast<size_t>(rows.channels);
   const float* g = gamma.data<float>();
   const float* v = save_var.data<float>();
   float* out_gamma = grad_gamma.data<float>();
   float* out_beta = grad_beta.data<float>();
-  const double count = static_cast<double>(rows.count);
-  std::vector<float> a(channels), b(channels), d(channels);
+  const auto count = static_cast<double>(rows.count);
+  GradXFactors f{std::vector<float>(channels), std::vector<float>(channels),
+                 std::vector<float>(channels)};
   for (size_t c = 0; c < channels; ++c) {
     double sum_g = 0.0, sum_gx = 0.0;
     for (int64_t blk = 0; blk < blocks; ++blk) {
@@ -323,25 +340,58 @@ void backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x, 
     // mean)))
     const double scale = g[c] * invstd;
     const double slope = -scale * invstd * invstd * sum_gx / count;
-    a[c] = static_cast<float>(scale);
-    b[c] = static_cast<float>(slope);
-    d[c] = static_cast<float>(-scale * sum_g / count - slope * mean[c]);
+    f.a[c] = static_cast<float>(scale);
+    f.b[c] = static_cast<float>(slope);
+    f.d[c] = static_cast<float>(-scale * sum_g / count - slope * mean[c]);
   }
+  return f;
+}
+
+// grad_residual, when defined, receives grad_y through the ReLU (the fused batch norm + add +
+// ReLU's residual gradient) in the sums' pass; the grad_x pass then reads it alone.
+template <typename T>
+void backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x, const Tensor& gamma,
+              const Tensor& save_mean, const Tensor& save_var, float eps, Tensor& grad_x,
+              Tensor& grad_gamma, Tensor& grad_beta, Tensor& grad_residual) {
+  const Rows rows = rows_of(x);
+  const T* gy = grad_y.data<T>();
+  const T* in = x.data<T>();
+  const T* y = relu_output.defined() ? relu_output.data<T>() : nullptr;
+  T* masked = grad_residual.defined() ? grad_residual.data<T>() : nullptr;
+  const std::vector<float> mean = host_values(save_mean);
+
+  const int64_t blocks = std::min(kBlocks, std::max<int64_t>(rows.count, 1));
+  std::vector<float> partial_g(static_cast<size_t>(blocks * rows.channels));
+  std::vector<float> partial_gx(partial_g.size());
+  parallel_for(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t blk = first; blk < last; ++blk) {
+      grad_sums_rows(gy, y, in, mean.data(), block_begin(blk, blocks, rows.count),
+                     block_begin(blk + 1, blocks, rows.count), rows.channels,
+                     partial_g.data() + blk * rows.channels,
+                     partial_gx.data() + blk * rows.channels, masked);
+    }
+  });
+  const GradXFactors f = finish_grad_sums(partial_g, partial_gx, blocks, rows, mean, gamma,
+                                          save_var, eps, grad_gamma, grad_beta);
+  // The masked gradient is g already: no ReLU left to apply.
+  const T* g = masked != nullptr ? masked : gy;
+  const T* mask = masked != nullptr ? nullptr : y;
   T* out = grad_x.data<T>();
   const int64_t grain = std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(rows.channels, 1));
   parallel_for(rows.count, grain, [&](int64_t begin, int64_t end) {
-    backward_rows(gy, y, in, a.data(), b.data(), d.data(), begin, end, rows.channels, out);
+    backward_rows(g, mask, in, f.a.data(), f.b.data(), f.d.data(), begin, end, rows.channels, out);
   });
 }
 
 }  // namespace
 
 void batch_norm_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                 float eps, bool relu, Tensor& y, Tensor& save_mean,
-                                 Tensor& save_var) {
-  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
+                                 float eps, bool relu, const Tensor& residual, Tensor& y,
+                                 Tensor& save_mean, Tensor& save_var) {
+  check_kernel_dtypes("batch_norm", x.dtype(), {&residual, &y});
+  TANDEM_CHECK(relu || !residual.defined(), "[batch_norm] a residual comes with the ReLU");
   dispatch_float_types(x.dtype(), "batch_norm", [&](auto type) {
-    forward_training<decltype(type)>(x, gamma, beta, eps, relu, y, save_mean, save_var);
+    forward_training<decltype(type)>(x, gamma, beta, eps, relu, residual, y, save_mean, save_var);
   });
 }
 
@@ -355,11 +405,15 @@ void batch_norm_forward_inference(const Tensor& x, const Tensor& gamma, const Te
 
 void batch_norm_backward(const Tensor& grad_y, const Tensor& relu_output, const Tensor& x,
                          const Tensor& gamma, const Tensor& save_mean, const Tensor& save_var,
-                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
-  check_kernel_dtypes("batch_norm_backward", x.dtype(), {&grad_y, &relu_output, &grad_x});
+                         float eps, Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta,
+                         Tensor& grad_residual) {
+  check_kernel_dtypes("batch_norm_backward", x.dtype(),
+                      {&grad_y, &relu_output, &grad_x, &grad_residual});
+  TANDEM_CHECK(relu_output.defined() || !grad_residual.defined(),
+               "[batch_norm_backward] a residual's gradient needs the ReLU's output");
   dispatch_float_types(x.dtype(), "batch_norm_backward", [&](auto type) {
     backward<decltype(type)>(grad_y, relu_output, x, gamma, save_mean, save_var, eps, grad_x,
-                             grad_gamma, grad_beta);
+                             grad_gamma, grad_beta, grad_residual);
   });
 }
 

@@ -47,13 +47,15 @@ class CpuBackend final : public Backend {
                            const Tensor& save_mean, const Tensor& save_var, float eps,
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
   bool fuses_batch_norm_relu(const Tensor& x) const override;
-  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
+                                        const Tensor& gamma, const Tensor& beta,
                                         const BatchNormRunning& running, float eps, Tensor& y,
                                         Tensor& save_mean, Tensor& save_var) override;
   void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_var, float eps, Tensor& grad_x,
-                                Tensor& grad_gamma, Tensor& grad_beta) override;
+                                Tensor& grad_gamma, Tensor& grad_beta,
+                                Tensor& grad_residual) override;
 
   // pool.cpp
   void max_pool2d_forward(const Tensor& x, const Pool2dOptions& options, Tensor& y,

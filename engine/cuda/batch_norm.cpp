@@ -6,7 +6,8 @@
 // documents that mix for half but not for bfloat16 (PyTorch, too, keeps bfloat16 batch norm off
 // cuDNN), so bfloat16 runs Tandem's own kernels, whose bodies the unit tests run on a CPU grid
 // (kernels/batch_norm.h, Note [Batch-norm kernels]). They also fuse the ReLU of
-// batch_norm_relu_* into the same pass (for either dtype). float32 batch norm stays on cuDNN.
+// batch_norm_relu_* (and its residual) into the same pass (for either dtype). float32 batch norm
+// stays on cuDNN.
 //
 // Both save what cuDNN saves, the mean and 1 / sqrt(var + eps) (Note [Batch-norm statistics] in
 // engine/backend/backend.h), and both update the running statistics inside the training forward
@@ -59,34 +60,39 @@ const void* data_or_null(const Tensor& t) {
 }
 
 // Note [Own batch-norm kernels]
-void own_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                          const BatchNormRunning& running, float eps, bool relu, Tensor& y,
-                          Tensor& save_mean, Tensor& save_inv_std, const char* op) {
+// residual: undefined, or (with relu) added before the ReLU.
+void own_forward_training(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                          const Tensor& beta, const BatchNormRunning& running, float eps, bool relu,
+                          Tensor& y, Tensor& save_mean, Tensor& save_inv_std, const char* op) {
   OnDevice on(y, op);
-  const kernels::NormPlan plan = plan_for(on.index, x, {x.data_ptr(), y.data_ptr()});
+  const kernels::NormPlan plan =
+      plan_for(on.index, x, {x.data_ptr(), data_or_null(residual), y.data_ptr()});
   // Freed at the end of the call, but only reused by work queued after the kernels: stream order.
   const DeviceBuffer workspace(on.index,
                                kernels::norm_workspace_floats(plan, x.size(1)) * sizeof(float));
-  kernels::batch_norm_forward_training(activation_type(op, {&x, &y}), x.data_ptr(), norm_shape(x),
-                                       plan, gamma.data<float>(), beta.data<float>(), eps, relu,
-                                       running_pointers(running), y.data_ptr(),
-                                       save_mean.data<float>(), save_inv_std.data<float>(),
-                                       static_cast<float*>(workspace.data()), on.stream);
+  kernels::batch_norm_forward_training(
+      activation_type(op, {&x, &residual, &y}), x.data_ptr(), norm_shape(x), plan,
+      gamma.data<float>(), beta.data<float>(), eps, relu, data_or_null(residual),
+      running_pointers(running), y.data_ptr(), save_mean.data<float>(), save_inv_std.data<float>(),
+      static_cast<float*>(workspace.data()), on.stream);
 }
 
-// y: the fused ReLU's output, or undefined for batch norm alone.
+// y: the fused ReLU's output, or undefined for batch norm alone; grad_residual: undefined, or
+// (with y) the residual's gradient.
 void own_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x, const Tensor& gamma,
                   const Tensor& save_mean, const Tensor& save_inv_std, Tensor& grad_x,
-                  Tensor& grad_gamma, Tensor& grad_beta, const char* op) {
+                  Tensor& grad_gamma, Tensor& grad_beta, Tensor& grad_residual, const char* op) {
   OnDevice on(grad_x, op);
-  const kernels::NormPlan plan =
-      plan_for(on.index, x, {grad_y.data_ptr(), data_or_null(y), x.data_ptr(), grad_x.data_ptr()});
+  const kernels::NormPlan plan = plan_for(on.index, x,
+                                          {grad_y.data_ptr(), data_or_null(y), x.data_ptr(),
+                                           grad_x.data_ptr(), data_or_null(grad_residual)});
   const DeviceBuffer workspace(on.index,
                                kernels::norm_workspace_floats(plan, x.size(1)) * sizeof(float));
   kernels::batch_norm_backward(
-      activation_type(op, {&grad_y, &y, &x, &grad_x}), grad_y.data_ptr(), data_or_null(y),
-      x.data_ptr(), norm_shape(x), plan, gamma.data<float>(), save_mean.data<float>(),
-      save_inv_std.data<float>(), grad_x.data_ptr(), grad_gamma.data<float>(),
+      activation_type(op, {&grad_y, &y, &x, &grad_x, &grad_residual}), grad_y.data_ptr(),
+      data_or_null(y), x.data_ptr(), norm_shape(x), plan, gamma.data<float>(),
+      save_mean.data<float>(), save_inv_std.data<float>(), grad_x.data_ptr(),
+      grad_residual.defined() ? grad_residual.data_ptr() : nullptr, grad_gamma.data<float>(),
       grad_beta.data<float>(), static_cast<float*>(workspace.data()), on.stream);
 }
 
@@ -97,7 +103,7 @@ void CudaBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gam
                                               float eps, Tensor& y, Tensor& save_mean,
                                               Tensor& save_inv_std) {
   if (x.dtype() == DType::BFloat16) {
-    own_forward_training(x, gamma, beta, running, eps, false, y, save_mean, save_inv_std,
+    own_forward_training(x, Tensor(), gamma, beta, running, eps, false, y, save_mean, save_inv_std,
                          "batch_norm2d");
     return;
   }
@@ -146,8 +152,9 @@ void CudaBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, con
                                       float eps, Tensor& grad_x, Tensor& grad_gamma,
                                       Tensor& grad_beta) {
   if (x.dtype() == DType::BFloat16) {
+    Tensor no_residual;
     own_backward(grad_y, Tensor(), x, gamma, save_mean, save_inv_std, grad_x, grad_gamma, grad_beta,
-                 "batch_norm2d_backward");
+                 no_residual, "batch_norm2d_backward");
     return;
   }
   OnDevice on(grad_x, "batch_norm2d_backward");
@@ -165,22 +172,24 @@ bool CudaBackend::fuses_batch_norm_relu(const Tensor& x) const {
   return x.dtype() == DType::BFloat16;
 }
 
-void CudaBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma,
-                                                   const Tensor& beta,
+void CudaBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
+                                                   const Tensor& gamma, const Tensor& beta,
                                                    const BatchNormRunning& running, float eps,
                                                    Tensor& y, Tensor& save_mean,
                                                    Tensor& save_inv_std) {
-  own_forward_training(x, gamma, beta, running, eps, true, y, save_mean, save_inv_std,
-                       "batch_norm2d_relu");
+  own_forward_training(x, residual, gamma, beta, running, eps, true, y, save_mean, save_inv_std,
+                       residual.defined() ? "batch_norm2d_add_relu" : "batch_norm2d_relu");
 }
 
 void CudaBackend::batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                            const Tensor& gamma, const Tensor& save_mean,
                                            const Tensor& save_inv_std, float /*eps*/,
-                                           Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
+                                           Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta,
+                                           Tensor& grad_residual) {
   TANDEM_CHECK(y.defined(), "[batch_norm2d_relu_backward] needs the forward's output y");
-  own_backward(grad_y, y, x, gamma, save_mean, save_inv_std, grad_x, grad_gamma, grad_beta,
-               "batch_norm2d_relu_backward");
+  own_backward(
+      grad_y, y, x, gamma, save_mean, save_inv_std, grad_x, grad_gamma, grad_beta, grad_residual,
+      grad_residual.defined() ? "batch_norm2d_add_relu_backward" : "batch_norm2d_relu_backward");
 }
 
 }  // namespace tandem::cuda

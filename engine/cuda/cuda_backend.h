@@ -71,13 +71,15 @@ class CudaBackend final : public Backend {
                            Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) override;
   /// bfloat16 only (Note [Own batch-norm kernels] in batch_norm.cpp); float32 stays on cuDNN.
   bool fuses_batch_norm_relu(const Tensor& x) const override;
-  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+  void batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
+                                        const Tensor& gamma, const Tensor& beta,
                                         const BatchNormRunning& running, float eps, Tensor& y,
                                         Tensor& save_mean, Tensor& save_inv_std) override;
   void batch_norm_relu_backward(const Tensor& grad_y, const Tensor& y, const Tensor& x,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_inv_std, float eps, Tensor& grad_x,
-                                Tensor& grad_gamma, Tensor& grad_beta) override;
+                                Tensor& grad_gamma, Tensor& grad_beta,
+                                Tensor& grad_residual) override;
 
   // pool.cpp
   void max_pool2d_forward(const Tensor& x, const Pool2dOptions& options, Tensor& y,

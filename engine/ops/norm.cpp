@@ -37,8 +37,41 @@ void check_arguments(const Tensor& x, const Tensor& gamma, const Tensor& beta,
   ops::check_same_device("batch_norm2d", {&x, &gamma, &beta, &running_mean, &running_var});
 }
 
-Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                        const Tensor& running_mean, const Tensor& running_var,
+// The training forward's backward. y: the fused op's output (undefined: batch norm alone);
+// with_residual: the fused op added a residual, whose gradient is its fourth.
+autograd::BackwardFunction training_backward(const Tensor& cx, const Tensor& y, const Tensor& g,
+                                             const Tensor& mean, const Tensor& spread, float eps,
+                                             bool with_residual) {
+  return [cx, y, g, mean, spread, eps, with_residual](const Grads& grads, const Needs& needs) {
+    Tensor grad_x = empty_like(cx);
+    Tensor grad_gamma = empty_like(g);
+    Tensor grad_beta = empty_like(g);
+    // Always computed with the residual: the backend's grad_x pass reads it (Backend::
+    // batch_norm_relu_backward).
+    Tensor grad_residual = with_residual ? empty_like(cx) : Tensor();
+    ops::check_same_dtype("batch_norm2d backward", "input", cx, "gradient", grads[0]);
+    const Tensor grad_y = grads[0].contiguous(cx.memory_format());
+    Backend& backend = backend_for(cx.device());
+    if (y.defined()) {
+      backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, spread, eps, grad_x, grad_gamma,
+                                       grad_beta, grad_residual);
+    } else {
+      backend.batch_norm_backward(grad_y, cx, g, mean, spread, eps, grad_x, grad_gamma, grad_beta);
+    }
+    return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
+                 needs[2] ? grad_beta : Tensor(), needs[3] ? grad_residual : Tensor()};
+  };
+}
+
+const char* training_op_name(bool fused, bool with_residual) {
+  if (!fused) return "batch_norm2d";
+  return with_residual ? "batch_norm2d_add_relu" : "batch_norm2d_relu";
+}
+
+// residual, when defined: relu(batch_norm(x) + residual), fused where the backend can, else
+// batch norm then add_relu.
+Tensor training_forward(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                        const Tensor& beta, const Tensor& running_mean, const Tensor& running_var,
                         const BatchNormOptions& options, const Tensor& g, const Tensor& b) {
   const int64_t count = x.size(0) * x.size(2) * x.size(3);
   TANDEM_CHECK(count > 1,
@@ -54,36 +87,26 @@ Tensor training_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta
   Tensor spread = empty({x.size(1)}, on_device);
   const BatchNormRunning running{running_mean, running_var, options.momentum};
   Backend& backend = backend_for(x.device());
-  const bool fused = options.fuse_relu && backend.fuses_batch_norm_relu(cx);
+  const bool with_relu = options.fuse_relu || residual.defined();
+  const bool fused = with_relu && backend.fuses_batch_norm_relu(cx);
+  const bool fused_residual = fused && residual.defined();
   if (fused) {
-    backend.batch_norm_relu_forward_training(cx, g, b, running, options.eps, out, mean, spread);
+    const Tensor add = fused_residual ? residual.detach().contiguous(cx.memory_format()) : Tensor();
+    backend.batch_norm_relu_forward_training(cx, add, g, b, running, options.eps, out, mean,
+                                             spread);
   } else {
     backend.batch_norm_forward_training(cx, g, b, running, options.eps, out, mean, spread);
   }
   // The fused op's backward needs its output (where the ReLU passed); a detached handle, so the
   // graph holds no cycle.
   const Tensor y = fused ? out.detach() : Tensor();
-  autograd::record(
-      fused ? "batch_norm2d_relu" : "batch_norm2d", {&x, &gamma, &beta}, {&out},
-      [cx, y, g, mean, spread, eps = options.eps](const Grads& grads, const Needs& needs) {
-        Tensor grad_x = empty_like(cx);
-        Tensor grad_gamma = empty_like(g);
-        Tensor grad_beta = empty_like(g);
-        ops::check_same_dtype("batch_norm2d backward", "input", cx, "gradient", grads[0]);
-        const Tensor grad_y = grads[0].contiguous(cx.memory_format());
-        Backend& backend = backend_for(cx.device());
-        if (y.defined()) {
-          backend.batch_norm_relu_backward(grad_y, y, cx, g, mean, spread, eps, grad_x, grad_gamma,
-                                           grad_beta);
-        } else {
-          backend.batch_norm_backward(grad_y, cx, g, mean, spread, eps, grad_x, grad_gamma,
-                                      grad_beta);
-        }
-        return Grads{needs[0] ? grad_x : Tensor(), needs[1] ? grad_gamma : Tensor(),
-                     needs[2] ? grad_beta : Tensor()};
-      });
+  autograd::record(training_op_name(fused, fused_residual),
+                   {&x, &gamma, &beta, fused_residual ? &residual : nullptr}, {&out},
+                   training_backward(cx, y, g, mean, spread, options.eps, fused_residual));
   out = out.contiguous(format);  // a no-op unless the backend computed on a contiguous copy
-  return options.fuse_relu && !fused ? relu(out) : out;
+  if (fused) return out;
+  if (residual.defined()) return add_relu(out, residual);
+  return options.fuse_relu ? relu(out) : out;
 }
 
 Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -123,22 +146,42 @@ Tensor inference_forward(const Tensor& x, const Tensor& gamma, const Tensor& bet
   return out.contiguous(format);
 }
 
-}  // namespace
-
-Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                    const Tensor& running_mean, const Tensor& running_var,
-                    const BatchNormOptions& options) {
-  const profiler::RecordScope scope(options.fuse_relu ? "batch_norm2d_relu" : "batch_norm2d");
+// residual: as training_forward's.
+Tensor normalize(const Tensor& x, const Tensor& residual, const Tensor& gamma, const Tensor& beta,
+                 const Tensor& running_mean, const Tensor& running_var,
+                 const BatchNormOptions& options) {
   check_arguments(x, gamma, beta, running_mean, running_var);
   const TensorOptions on_device{.device = x.device()};
   // affine=false: the kernels still take a scale and shift, so use the identity ones.
   const Tensor g = gamma.defined() ? gamma.detach().contiguous() : ones({x.size(1)}, on_device);
   const Tensor b = beta.defined() ? beta.detach().contiguous() : zeros({x.size(1)}, on_device);
   if (options.training) {
-    return training_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+    return training_forward(x, residual, gamma, beta, running_mean, running_var, options, g, b);
   }
+  // Evaluation composes: one extra pass, off the training path.
   const Tensor out = inference_forward(x, gamma, beta, running_mean, running_var, options, g, b);
+  if (residual.defined()) return add_relu(out, residual);
   return options.fuse_relu ? relu(out) : out;
+}
+
+}  // namespace
+
+Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                    const Tensor& running_mean, const Tensor& running_var,
+                    const BatchNormOptions& options) {
+  const profiler::RecordScope scope(options.fuse_relu ? "batch_norm2d_relu" : "batch_norm2d");
+  return normalize(x, Tensor(), gamma, beta, running_mean, running_var, options);
+}
+
+Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                             const Tensor& beta, const Tensor& running_mean,
+                             const Tensor& running_var, const BatchNormOptions& options) {
+  const profiler::RecordScope scope("batch_norm2d_add_relu");
+  TANDEM_CHECK(residual.defined(), "[batch_norm2d_add_relu] needs a residual");
+  ops::check_same_dtype("batch_norm2d_add_relu", "input", x, "residual", residual);
+  ops::check_shape("batch_norm2d_add_relu", "residual", residual, x.shape());
+  ops::check_same_device("batch_norm2d_add_relu", {&x, &residual});
+  return normalize(x, residual, gamma, beta, running_mean, running_var, options);
 }
 
 }  // namespace tandem

@@ -23,4 +23,12 @@ Tensor batch_norm2d(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                     const Tensor& running_mean, const Tensor& running_var,
                     const BatchNormOptions& options = {});
 
+/// relu(batch_norm2d(x) + residual): a residual block's second batch norm, shortcut sum and ReLU,
+/// in one pass forward and one backward where the backend fuses them (as fuse_relu; the CPU on
+/// channels-last input), else batch_norm2d then add_relu. residual: x's shape, dtype and device;
+/// its gradient is the ReLU's. options.fuse_relu is implied.
+Tensor batch_norm2d_add_relu(const Tensor& x, const Tensor& residual, const Tensor& gamma,
+                             const Tensor& beta, const Tensor& running_mean,
+                             const Tensor& running_var, const BatchNormOptions& options = {});
+
 }  // namespace tandem

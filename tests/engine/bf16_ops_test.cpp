@@ -254,6 +254,46 @@ INSTANTIATE_TEST_SUITE_P(Cases, Bf16BatchNorm,
                                   (info.param.fuse_relu ? "Relu" : "");
                          });
 
+// batch_norm2d_add_relu on channels-last (fused): the float32 kernel's value rounded once, y and
+// both activations' gradients (the ReLU's mask is the same: bfloat16 keeps float32's exponents, so
+// a value rounds to zero only if it is zero). Against the bfloat16 ops it replaces, batch_norm2d
+// then add_relu, which round the normalised value v before adding the residual r: with h = 2^-8
+// and ReLU 1-Lipschitz, |fused - composed| <= h|fused| + h|v|(1 + h) + h|composed|, so (with
+// |fused| <= |composed| + the difference) at most h (|v|(1 + h) + 2|composed|) (1 + 2h) + slack,
+// from the composed run's own v.
+TEST(Bf16Ops, BatchNormAddReluChannelsLastMatchesFloat32AndTheComposedOps) {
+  const MemoryFormat nhwc = MemoryFormat::ChannelsLast;
+  const int64_t c = 16;
+  const Pair x = twins({4, c, 6, 5}, 41, nhwc, 2.0f), r = twins({4, c, 6, 5}, 42, nhwc);
+  Generator generator(43);
+  Tensor gamma_half = randn({c}, generator, {}, 1.0f), beta_half = randn({c}, generator);
+  Tensor gamma_full = gamma_half.clone(), beta_full = beta_half.clone();
+  for (Tensor* p : {&gamma_half, &beta_half, &gamma_full, &beta_full}) p->set_requires_grad(true);
+  const Tensor none;
+  const Tensor y_half = batch_norm2d_add_relu(x.half, r.half, gamma_half, beta_half, none, none);
+  const Tensor y_full = batch_norm2d_add_relu(x.full, r.full, gamma_full, beta_full, none, none);
+  EXPECT_EQ(y_half.memory_format(), nhwc);
+  expect_rounded_from(y_half, y_full, "y");
+  backward_both(y_half, y_full, 44);
+  expect_rounded_from(x.half_grad(), x.full.grad(), "grad x");
+  expect_rounded_from(r.half_grad(), r.full.grad(), "grad residual");
+  expect_float_close(gamma_half.grad(), gamma_full.grad(), "grad gamma");
+  expect_float_close(beta_half.grad(), beta_full.grad(), "grad beta");
+
+  const Tensor v = batch_norm2d(x.half, gamma_half, beta_half, none, none).detach();
+  const Tensor composed = add_relu(v, r.half);
+  const std::vector<float> fused_values = y_half.to(DType::Float32).to_vector<float>();
+  const std::vector<float> composed_values = composed.to(DType::Float32).to_vector<float>();
+  const std::vector<float> v_values = v.to(DType::Float32).to_vector<float>();
+  for (size_t i = 0; i < fused_values.size(); ++i) {
+    const double bound =
+        kHalfUlp * (std::abs(v_values[i]) * (1 + kHalfUlp) + 2 * std::abs(composed_values[i])) *
+            (1 + 2 * kHalfUlp) +
+        kFloatSlack;
+    ASSERT_LE(std::abs(double(fused_values[i]) - composed_values[i]), bound) << "y at " << i;
+  }
+}
+
 TEST(Bf16Ops, BatchNormKeepsParametersFloat32) {
   const Tensor x = random_values({2, 3, 4, 4}, 17);
   const Tensor half_weight = ones({3}).to(DType::BFloat16);

@@ -45,17 +45,18 @@ __device__ int64_t grid_threads() {
 // A full grid over the packs of x (full_grid below).
 template <int V, typename T>
 __global__ void normalize_kernel(const T* x, NormShape s, const float* mean, const float* inv_std,
-                                 const float* gamma, const float* beta, bool relu, T* y) {
+                                 const float* gamma, const float* beta, const T* residual,
+                                 bool relu, T* y) {
   batch_norm_normalize_packs<V>(grid_thread(), grid_threads(), x, s, mean, inv_std, gamma, beta,
-                                relu, y);
+                                residual, relu, y);
 }
 
 template <int V, typename T>
 __global__ void grad_x_kernel(const T* grad_y, const T* y, const T* x, NormShape s,
                               const float* gamma, const float* save_mean, const float* save_inv_std,
-                              const float* coefficients, T* grad_x) {
+                              const float* coefficients, T* grad_x, T* grad_residual) {
   batch_norm_grad_x_packs<V>(grid_thread(), grid_threads(), grad_y, y, x, s, gamma, save_mean,
-                             save_inv_std, coefficients, grad_x);
+                             save_inv_std, coefficients, grad_x, grad_residual);
 }
 
 dim3 statistics_grid(const NormShape& s, const NormPlan& plan) {
@@ -91,8 +92,9 @@ bool is_empty(const NormShape& s, const NormPlan& plan, const char* op) {
 
 void batch_norm_forward_training(DType type, const void* x, const NormShape& s,
                                  const NormPlan& plan, const float* gamma, const float* beta,
-                                 float eps, bool relu, const RunningStatisticsPointers& running,
-                                 void* y, float* save_mean, float* save_inv_std, float* workspace,
+                                 float eps, bool relu, const void* residual,
+                                 const RunningStatisticsPointers& running, void* y,
+                                 float* save_mean, float* save_inv_std, float* workspace,
                                  cudaStream_t stream) {
   if (is_empty(s, plan, "batch_norm2d")) return;
   float* partials = workspace;
@@ -108,8 +110,8 @@ void batch_norm_forward_training(DType type, const void* x, const NormShape& s,
           stream);
       CUDA_CHECK_LAUNCH();
       normalize_kernel<V, T><<<full_grid(s, V), kNormBlock, 0, stream>>>(
-          static_cast<const T*>(x), s, save_mean, save_inv_std, gamma, beta, relu,
-          static_cast<T*>(y));
+          static_cast<const T*>(x), s, save_mean, save_inv_std, gamma, beta,
+          static_cast<const T*>(residual), relu, static_cast<T*>(y));
     });
   });
 }
@@ -126,7 +128,7 @@ void batch_norm_forward_inference(DType type, const void* x, const NormShape& s,
     with_pack<T>(pack, [&](auto v) {
       constexpr int V = decltype(v)::value;
       normalize_kernel<V, T><<<full_grid(s, V), kNormBlock, 0, stream>>>(
-          static_cast<const T*>(x), s, running_mean, inv_std, gamma, beta, false,
+          static_cast<const T*>(x), s, running_mean, inv_std, gamma, beta, nullptr, false,
           static_cast<T*>(y));
     });
   });
@@ -135,7 +137,7 @@ void batch_norm_forward_inference(DType type, const void* x, const NormShape& s,
 void batch_norm_backward(DType type, const void* grad_y, const void* y, const void* x,
                          const NormShape& s, const NormPlan& plan, const float* gamma,
                          const float* save_mean, const float* save_inv_std, void* grad_x,
-                         float* grad_gamma, float* grad_beta, float* workspace,
+                         void* grad_residual, float* grad_gamma, float* grad_beta, float* workspace,
                          cudaStream_t stream) {
   if (is_empty(s, plan, "batch_norm2d_backward")) return;
   float* partials = workspace;
@@ -156,7 +158,7 @@ void batch_norm_backward(DType type, const void* grad_y, const void* y, const vo
       CUDA_CHECK_LAUNCH();
       grad_x_kernel<V, T><<<full_grid(s, V), kNormBlock, 0, stream>>>(
           typed_grad_y, typed_y, typed_x, s, gamma, save_mean, save_inv_std, coefficients,
-          static_cast<T*>(grad_x));
+          static_cast<T*>(grad_x), static_cast<T*>(grad_residual));
     });
   });
 }

@@ -1,9 +1,9 @@
 #pragma once
 /// Bodies of Tandem's own batch-norm kernels (batch_norm.cu), which the CUDA backend runs for
-/// bfloat16 activations and for the fused batch norm + ReLU (Note [Own batch-norm kernels] in
-/// engine/cuda/batch_norm.cpp): the training forward and inference here, the backward in
-/// batch_norm_backward.h. x, y and their gradients are T (float or bfloat16: Note [Element
-/// types] in types.h); gamma, beta, the statistics and their gradients are float32.
+/// bfloat16 activations and for the fused batch norm + ReLU, with or without a residual (Note [Own
+/// batch-norm kernels] in engine/cuda/batch_norm.cpp): the training forward and inference here, the
+/// backward in batch_norm_backward.h. x, y and their gradients are T (float or bfloat16: Note
+/// [Element types] in types.h); gamma, beta, the statistics and their gradients are float32.
 ///
 /// Note [Batch-norm kernels]
 /// A channel's N * HW values are spread over the GPU, not given to one block: ResNet-20's first
@@ -19,10 +19,10 @@
 ///      sqrt(var + eps) and the running statistics (Note [Running statistics] in
 ///      engine/running_statistics.h);
 ///   3. normalize, a full grid over the tensor: y = (x - mean) * (gamma * inv_std) + beta, with
-///      the ReLU when fused.
+///      the ReLU when fused (and the residual added before it, when given).
 /// The backward is the same three steps (batch_norm_backward.h): partials of Σg and
 /// Σg * (x - mean), their finalize into grad_gamma, grad_beta and two coefficients per channel,
-/// then grad_x over the full grid.
+/// then grad_x (and the residual's gradient, the masked g) over the full grid.
 ///
 /// Why these numerics: the statistics stay two-pass, as they were with one block per channel and
 /// as the CPU backend's are, so a large mean does not cancel against the squares; Welford's
@@ -131,13 +131,14 @@ struct BatchNormFinalizeBody {
 };
 
 /// Thread `thread` of the `threads` of a full grid: y = (x - mean) * (gamma * inv_std) + beta per
-/// channel, then max(y, 0) when `relu`, over packs thread, thread + threads, ... of x, y:
-/// (N, C, HW); mean, inv_std, gamma, beta: (C).
+/// channel, plus residual when given, then max(y, 0) when `relu`, over packs thread, thread +
+/// threads, ... of x, residual (or null; only with relu: a residual block's end), y: (N, C, HW);
+/// mean, inv_std, gamma, beta: (C). The sum is float32, rounded once to T.
 template <int V, typename T>
 TANDEM_HD void batch_norm_normalize_packs(int64_t thread, int64_t threads, const T* x,
                                           const NormShape& s, const float* mean,
                                           const float* inv_std, const float* gamma,
-                                          const float* beta, bool relu, T* y) {
+                                          const float* beta, const T* residual, bool relu, T* y) {
   const int64_t packs = s.n * s.c * s.hw / V;
   TensorWalk walk(s, V, thread, threads);
   for (int64_t i = thread; i < packs; i += threads, walk.advance()) {
@@ -145,9 +146,11 @@ TANDEM_HD void batch_norm_normalize_packs(int64_t thread, int64_t threads, const
     const float scale = gamma[c] * inv_std[c];
     const float m = mean[c], shift = beta[c];
     const Pack<T, V> in = load_pack<V>(x + i * V);
+    const Pack<T, V> add = residual != nullptr ? load_pack<V>(residual + i * V) : in;
     Pack<T, V> out;
     for (int k = 0; k < V; ++k) {
-      const float v = (widen(in.v[k]) - m) * scale + shift;
+      float v = (widen(in.v[k]) - m) * scale + shift;
+      if (residual != nullptr) v += widen(add.v[k]);
       out.v[k] = narrow<T>(relu && v < 0.0f ? 0.0f : v);  // NaN goes through (not fmaxf)
     }
     store_pack<V>(y + i * V, out);

@@ -95,12 +95,13 @@ struct BatchNormBackwardFinalizeBody {
 /// Thread `thread` of the `threads` of a full grid: grad_x = gamma * inv_std * (g - mean(g) -
 /// (x - mean) * projection) over packs thread, thread + threads, ... of grad_y, y (or null), x,
 /// grad_x: (N, C, HW); gamma, save_mean, save_inv_std: (C); coefficients: (C, 2) from
-/// BatchNormBackwardFinalizeBody.
+/// BatchNormBackwardFinalizeBody. grad_residual (or null; with y): (N, C, HW) ← g, the gradient of
+/// the residual that the fused forward added before its ReLU, stored where g is at hand.
 template <int V, typename T>
 TANDEM_HD void batch_norm_grad_x_packs(int64_t thread, int64_t threads, const T* grad_y, const T* y,
                                        const T* x, const NormShape& s, const float* gamma,
                                        const float* save_mean, const float* save_inv_std,
-                                       const float* coefficients, T* grad_x) {
+                                       const float* coefficients, T* grad_x, T* grad_residual) {
   const int64_t packs = s.n * s.c * s.hw / V;
   const bool relu = y != nullptr;
   TensorWalk walk(s, V, thread, threads);
@@ -114,12 +115,15 @@ TANDEM_HD void batch_norm_grad_x_packs(int64_t thread, int64_t threads, const T*
     const Pack<T, V> xs = load_pack<V>(x + i * V);
     const Pack<T, V> ys = relu ? load_pack<V>(y + i * V) : g;
     Pack<T, V> out;
+    Pack<T, V> masked;
     for (int k = 0; k < V; ++k) {
       const float centred = widen(xs.v[k]) - mean;
       const float grad = masked_gradient(g, ys, relu, k);
       out.v[k] = narrow<T>(factor * (grad - mean_grad - centred * projection));
+      masked.v[k] = narrow<T>(grad);  // exact: a value of T or 0
     }
     store_pack<V>(grad_x + i * V, out);
+    if (grad_residual != nullptr) store_pack<V>(grad_residual + i * V, masked);
   }
 }
 

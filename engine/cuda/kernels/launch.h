@@ -102,15 +102,16 @@ void cross_entropy_backward(const float* grad_loss, const float* log_probs, cons
 // of plan_norm (kernels/norm_plan.h), its pack from norm_pack over the call's activations, and
 // `workspace`: norm_workspace_floats(plan, C) floats of device scratch.
 
-/// y = gamma * (x - mean) * inv_std + beta with the batch's statistics, then max(y, 0) when
-/// `relu`; save_mean, save_inv_std: (C) the batch mean and 1 / sqrt(var + eps), var biased;
-/// `running`'s statistics, when given, move towards the batch's (Note [Running statistics] in
-/// engine/running_statistics.h). Three kernels (Note [Batch-norm kernels] in
-/// kernels/batch_norm.h).
+/// y = gamma * (x - mean) * inv_std + beta with the batch's statistics, plus residual: (N, C, HW)
+/// when not null (only with relu), then max(y, 0) when `relu`; save_mean, save_inv_std: (C) the
+/// batch mean and 1 / sqrt(var + eps), var biased; `running`'s statistics, when given, move towards
+/// the batch's (Note [Running statistics] in engine/running_statistics.h). Three kernels (Note
+/// [Batch-norm kernels] in kernels/batch_norm.h).
 void batch_norm_forward_training(DType type, const void* x, const NormShape& s,
                                  const NormPlan& plan, const float* gamma, const float* beta,
-                                 float eps, bool relu, const RunningStatisticsPointers& running,
-                                 void* y, float* save_mean, float* save_inv_std, float* workspace,
+                                 float eps, bool relu, const void* residual,
+                                 const RunningStatisticsPointers& running, void* y,
+                                 float* save_mean, float* save_inv_std, float* workspace,
                                  cudaStream_t stream);
 /// y = gamma * (x - running_mean) / sqrt(running_var + eps) + beta; `pack` from norm_pack;
 /// inv_std: (C) device scratch. Two kernels: the factor per channel, then the full grid.
@@ -119,11 +120,13 @@ void batch_norm_forward_inference(DType type, const void* x, const NormShape& s,
                                   const float* running_var, float eps, float* inv_std, void* y,
                                   cudaStream_t stream);
 /// The gradients of batch_norm_forward_training from its saved statistics; y is the fused
-/// ReLU's output (grad_y counts only where y > 0), or null for batch norm alone. Three kernels.
+/// ReLU's output (grad_y counts only where y > 0), or null for batch norm alone; grad_residual,
+/// when not null (with y), receives that masked grad_y: the gradient of the forward's residual.
+/// Three kernels.
 void batch_norm_backward(DType type, const void* grad_y, const void* y, const void* x,
                          const NormShape& s, const NormPlan& plan, const float* gamma,
                          const float* save_mean, const float* save_inv_std, void* grad_x,
-                         float* grad_gamma, float* grad_beta, float* workspace,
+                         void* grad_residual, float* grad_gamma, float* grad_beta, float* workspace,
                          cudaStream_t stream);
 
 // --- pool.cu: x, y and their gradients of `type`, float32 or bfloat16

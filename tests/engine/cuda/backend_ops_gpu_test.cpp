@@ -274,6 +274,14 @@ std::vector<OpCase> cases() {
        },
        kSummed,
        kSummed},
+      {"batch_norm_add_relu_channels_last",
+       {normal({4, 6, 5, 5}), normal({4, 6, 5, 5}), normal({6}), normal({6})},
+       [](I x) {
+         return batch_norm2d_add_relu(channels_last(x[0]), channels_last(x[1]), x[2], x[3],
+                                      Tensor(), Tensor());
+       },
+       kSummed,
+       kSummed},
       {"max_pool_channels_last",
        {normal({2, 3, 9, 9})},
        [](I x) {

@@ -107,9 +107,11 @@ Step gpu_step(const Inputs& in, DType dtype, bool relu) {
          empty({c}, stat),         empty({c}, stat)};
   const BatchNormRunning running{s.running_mean, s.running_var, kMomentum};
   if (relu) {
-    gpu().batch_norm_relu_forward_training(x, gamma, beta, running, kEps, s.y, s.mean, s.inv_std);
+    Tensor no_residual;
+    gpu().batch_norm_relu_forward_training(x, no_residual, gamma, beta, running, kEps, s.y, s.mean,
+                                           s.inv_std);
     gpu().batch_norm_relu_backward(grad_y, s.y, x, gamma, s.mean, s.inv_std, kEps, s.grad_x,
-                                   s.grad_gamma, s.grad_beta);
+                                   s.grad_gamma, s.grad_beta, no_residual);
   } else {
     gpu().batch_norm_forward_training(x, gamma, beta, running, kEps, s.y, s.mean, s.inv_std);
     gpu().batch_norm_backward(grad_y, x, gamma, s.mean, s.inv_std, kEps, s.grad_x, s.grad_gamma,

@@ -149,6 +149,29 @@ TEST_F(BatchNormLaunches, BackwardIsOneCudnnCallOrThreeKernels) {
   }
 }
 
+// batch_norm2d_add_relu: bfloat16 adds the residual in the own kernels' normalize pass (three
+// kernels, as batch norm alone); float32 stays on cuDNN, then one add_relu kernel.
+TEST_F(BatchNormLaunches, AddReluIsThreeKernelsInBFloat16AndCudnnThenAddReluInFloat32) {
+  for (const DType dtype : {DType::Float32, DType::BFloat16}) {
+    const TensorOptions act{.dtype = dtype, .device = kGpu};
+    const Tensor x = empty({8, 16, 8, 8}, act), residual = empty(x.shape(), act);
+    Layer layer(16);
+    const size_t mark = calls().size();
+    batch_norm2d_add_relu(x, residual, layer.gamma, layer.beta, layer.running_mean,
+                          layer.running_var);
+    const std::vector<Call> work = work_of(calls_since(mark));
+    if (dtype == DType::Float32) {
+      ASSERT_EQ(work.size(), 2u) << describe(work);
+      EXPECT_EQ(work[0].function, "cudnnBatchNormalizationForwardTraining");
+      EXPECT_EQ(work[1].function, "cudaLaunchKernel");
+    } else {
+      ASSERT_EQ(work.size(), 3u) << describe(work);
+      EXPECT_NE(work[2].detail.find("normalize_kernel<8, tandem::BFloat16>"), std::string::npos)
+          << work[2].detail;
+    }
+  }
+}
+
 // Evaluation without a graph: no snapshot copies of the running statistics.
 TEST_F(BatchNormLaunches, InferenceIsOneCudnnCallOrTwoKernels) {
   NoGradGuard no_grad;

@@ -1,5 +1,6 @@
 // The bodies of batch_norm.cu (kernels/batch_norm.h and batch_norm_backward.h: the three steps
-// of Note [Batch-norm kernels] forward and backward, with and without the fused ReLU, one value
+// of Note [Batch-norm kernels] forward and backward, with and without the fused ReLU and its
+// residual (batch_norm2d_add_relu's, against the CPU's batch norm then add_relu), one value
 // or a 16-byte pack per load, and inference) on a CPU grid: float32 against the CPU backend and
 // bfloat16 against the float32 CPU backend on the same rounded inputs (Note [bfloat16 body
 // checks] in body_checks.h). The plans here split channels into small chunks on purpose, so
@@ -29,14 +30,15 @@ namespace k = cuda::kernels;
 constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
-/// One batch norm of x: (N, C, H, W) and the gradient grad_y of its output; x and grad_y are
-/// already what the bodies read (rounded when T is bfloat16).
+/// One batch norm of x: (N, C, H, W) and the gradient grad_y of its output; x, grad_y and the
+/// residual (x's shape, added before the ReLU; undefined: none) are already what the bodies read
+/// (rounded when T is bfloat16).
 struct NormCase {
   Shape shape;
-  Tensor x, grad_y, gamma, beta, running_mean, running_var;
+  Tensor x, grad_y, gamma, beta, running_mean, running_var, residual;
 };
 
-NormCase make_case(const Shape& shape, bool round, uint64_t seed) {
+NormCase make_case(const Shape& shape, bool round, uint64_t seed, bool residual = false) {
   const Shape channels{shape[1]};
   NormCase c{shape,
              random_tensor(shape, seed, -3.0f, 5.0f),
@@ -44,19 +46,24 @@ NormCase make_case(const Shape& shape, bool round, uint64_t seed) {
              random_tensor(channels, seed + 2, 0.5f, 2.0f),
              random_tensor(channels, seed + 3),
              random_tensor(channels, seed + 4),
-             random_tensor(channels, seed + 5, 0.5f, 2.0f)};
+             random_tensor(channels, seed + 5, 0.5f, 2.0f),
+             Tensor()};
+  if (residual) c.residual = random_tensor(shape, seed + 6);
   if (round) {
     c.x = rounded_to_bfloat16(c.x);
     c.grad_y = rounded_to_bfloat16(c.grad_y);
+    if (residual) c.residual = rounded_to_bfloat16(c.residual);
   }
   return c;
 }
 
-/// The CPU backend's float32 results: y (ReLU applied when asked), the mean, 1 / sqrt(var + eps)
-/// from its variance, the running statistics after the step, and the gradients, with grad_y
-/// masked by y > 0 for the fused ReLU.
+/// The CPU backend's float32 results: y (ReLU applied when asked, after adding the residual when
+/// there is one), the mean, 1 / sqrt(var + eps) from its variance, the running statistics after
+/// the step, and the gradients, with grad_y masked by y > 0 for the fused ReLU (that masked grad_y
+/// is the residual's gradient).
 struct NormResults {
-  std::vector<float> y, mean, inv_std, running_mean, running_var, grad_x, grad_gamma, grad_beta;
+  std::vector<float> y, mean, inv_std, running_mean, running_var, grad_x, grad_gamma, grad_beta,
+      grad_residual;
 };
 
 NormResults cpu_reference(const NormCase& c, bool relu) {
@@ -67,7 +74,11 @@ NormResults cpu_reference(const NormCase& c, bool relu) {
   Tensor grad = c.grad_y;
   if (relu) {
     Tensor relu_y = empty(c.shape);
-    cpu().unary(UnaryOp::Relu, y, 0.0f, relu_y);
+    if (c.residual.defined()) {
+      cpu().binary(BinaryOp::AddRelu, y, c.residual, relu_y);
+    } else {
+      cpu().unary(UnaryOp::Relu, y, 0.0f, relu_y);
+    }
     y = relu_y;
     grad = empty(c.shape);
     cpu().binary(BinaryOp::ReluBackward, c.grad_y, y, grad);
@@ -83,7 +94,8 @@ NormResults cpu_reference(const NormCase& c, bool relu) {
           running.var.to_vector<float>(),
           grad_x.to_vector<float>(),
           grad_gamma.to_vector<float>(),
-          grad_beta.to_vector<float>()};
+          grad_beta.to_vector<float>(),
+          grad.to_vector<float>()};
 }
 
 template <typename T>
@@ -128,7 +140,7 @@ void run_full_grid(CpuGrid grid, Body body) {
 /// What the bodies produced for one case.
 template <typename T>
 struct BodyResults {
-  std::vector<T> y, grad_x;
+  std::vector<T> y, grad_x, grad_residual;
   std::vector<float> mean, inv_std, running_mean, running_var, grad_gamma, grad_beta;
 };
 
@@ -140,10 +152,13 @@ BodyResults<T> run_bodies(const NormCase& c, const k::NormPlan& plan, bool relu,
   const k::NormShape s{c.shape[0], c.shape[1], c.shape[2] * c.shape[3]};
   const auto channels = static_cast<size_t>(s.c);
   const std::vector<T> x = as<T>(c.x), grad_y = as<T>(c.grad_y);
+  const std::vector<T> residual = c.residual.defined() ? as<T>(c.residual) : std::vector<T>();
+  const T* add = c.residual.defined() ? residual.data() : nullptr;
   BodyResults<T> r{std::vector<T>(x.size(), T(-7.0f)),  std::vector<T>(x.size(), T(-7.0f)),
-                   std::vector<float>(channels, -7.0f), std::vector<float>(channels, -7.0f),
-                   c.running_mean.to_vector<float>(),   c.running_var.to_vector<float>(),
-                   std::vector<float>(channels, -7.0f), std::vector<float>(channels, -7.0f)};
+                   std::vector<T>(add ? x.size() : 0),  std::vector<float>(channels, -7.0f),
+                   std::vector<float>(channels, -7.0f), c.running_mean.to_vector<float>(),
+                   c.running_var.to_vector<float>(),    std::vector<float>(channels, -7.0f),
+                   std::vector<float>(channels, -7.0f)};
   std::vector<float> workspace(k::norm_workspace_floats(plan, s.c), -7.0f);
   float slot = 0.0f;
   run_statistics_grid(
@@ -162,7 +177,7 @@ BodyResults<T> run_bodies(const NormCase& c, const k::NormPlan& plan, bool relu,
     run_full_grid(grid, [&](int64_t thread, int64_t threads) {
       k::batch_norm_normalize_packs<V>(thread, threads, x.data(), s, r.mean.data(),
                                        r.inv_std.data(), c.gamma.data<float>(),
-                                       c.beta.data<float>(), relu, y.data());
+                                       c.beta.data<float>(), add, relu, y.data());
     });
     if (&grid == &grids.front()) r.y = y;
     expect_all_equal(y, r.y, "y on a grid of " + std::to_string(grid.blocks) + " blocks");
@@ -181,14 +196,19 @@ BodyResults<T> run_bodies(const NormCase& c, const k::NormPlan& plan, bool relu,
                                                    coefficients, s.c});
   for (const CpuGrid& grid : grids) {
     std::vector<T> grad_x(x.size(), T(-7.0f));
+    std::vector<T> grad_residual(r.grad_residual.size(), T(-7.0f));
     run_full_grid(grid, [&](int64_t thread, int64_t threads) {
-      k::batch_norm_grad_x_packs<V>(thread, threads, grad_y.data(), relu_y, x.data(), s,
-                                    c.gamma.data<float>(), r.mean.data(), r.inv_std.data(),
-                                    coefficients, grad_x.data());
+      k::batch_norm_grad_x_packs<V>(
+          thread, threads, grad_y.data(), relu_y, x.data(), s, c.gamma.data<float>(), r.mean.data(),
+          r.inv_std.data(), coefficients, grad_x.data(), add ? grad_residual.data() : nullptr);
     });
-    if (&grid == &grids.front()) r.grad_x = grad_x;
-    expect_all_equal(grad_x, r.grad_x,
-                     "grad_x on a grid of " + std::to_string(grid.blocks) + " blocks");
+    if (&grid == &grids.front()) {
+      r.grad_x = grad_x;
+      r.grad_residual = grad_residual;
+    }
+    const std::string on = " on a grid of " + std::to_string(grid.blocks) + " blocks";
+    expect_all_equal(grad_x, r.grad_x, "grad_x" + on);
+    expect_all_equal(grad_residual, r.grad_residual, "grad_residual" + on);
   }
   return r;
 }
@@ -199,15 +219,19 @@ BodyResults<T> run_bodies(const NormCase& c, const k::NormPlan& plan, bool relu,
 // `stat_tolerance`.
 template <typename T, int V = 1>
 void check_training(const Shape& shape, bool relu, int64_t chunk, double tolerance,
-                    double stat_tolerance) {
+                    double stat_tolerance, bool residual = false) {
   const bool bfloat16 = std::is_same_v<T, BFloat16>;
-  const NormCase c = make_case(shape, bfloat16, static_cast<uint64_t>(shape[0] * 100 + shape[1]));
+  const NormCase c =
+      make_case(shape, bfloat16, static_cast<uint64_t>(shape[0] * 100 + shape[1]), residual);
   const NormResults expected = cpu_reference(c, relu);
   const k::NormShape s{shape[0], shape[1], shape[2] * shape[3]};
   const k::NormPlan plan = plan_with_chunk(s, V, chunk);
   const std::string what = std::string(bfloat16 ? "bfloat16" : "float32") +
-                           (relu ? " batch_norm_relu " : " batch_norm ") + shape_str(shape) +
-                           " pack " + std::to_string(V) + " splits " + std::to_string(plan.splits);
+                           (residual ? " batch_norm_add_relu "
+                            : relu   ? " batch_norm_relu "
+                                     : " batch_norm ") +
+                           shape_str(shape) + " pack " + std::to_string(V) + " splits " +
+                           std::to_string(plan.splits);
   const BodyResults<T> r = run_bodies<V, T>(c, plan, relu, grids_for(s.n * s.c * s.hw / V));
   expect_all_near(wide(r.y), expected.y, tolerance, what + " y");
   expect_all_near(r.mean, expected.mean, stat_tolerance, what + " mean");
@@ -217,6 +241,10 @@ void check_training(const Shape& shape, bool relu, int64_t chunk, double toleran
   expect_all_near(wide(r.grad_x), expected.grad_x, tolerance, what + " grad_x");
   expect_all_near(r.grad_gamma, expected.grad_gamma, stat_tolerance, what + " grad_gamma");
   expect_all_near(r.grad_beta, expected.grad_beta, stat_tolerance, what + " grad_beta");
+  if (residual) {
+    // The masked gradient is stored as it was read: the CPU's relu_backward bit for bit.
+    expect_all_near(wide(r.grad_residual), expected.grad_residual, 0.0, what + " grad_residual");
+  }
 }
 
 TEST(BatchNormBodies, Float32MatchesTheCpuBackend) {
@@ -241,6 +269,17 @@ TEST(BatchNormBodies, BFloat16MatchesTheFloat32CpuBackendOnRoundedInputs) {
     check_training<BFloat16, 8>({3, 4, 8, 8}, relu, 3, 2 * kBFloat16Tolerance, 1e-4);
     check_training<BFloat16, 8>({2, 16, 4, 4}, relu, 1, 2 * kBFloat16Tolerance, 1e-4);
   }
+}
+
+// batch_norm2d_add_relu's kernels (Note [Own batch-norm kernels]): the residual added before the
+// ReLU, and its gradient (grad_y masked by the output) stored by the grad_x pass.
+TEST(BatchNormBodies, WithAResidualMatchesBatchNormThenAddRelu) {
+  check_training<float>({4, 3, 5, 7}, true, 30, 1e-4, 1e-4, true);
+  check_training<float>({5, 4, 1, 1}, true, 2, 1e-4, 1e-4, true);
+  check_training<float, 4>({3, 3, 4, 8}, true, 5, 1e-4, 1e-4, true);
+  // The bodies round y once; the CPU reference rounds nothing (float32): one rounding apart.
+  check_training<BFloat16>({4, 3, 5, 7}, true, 30, 2 * kBFloat16Tolerance, 1e-4, true);
+  check_training<BFloat16, 8>({2, 16, 4, 4}, true, 1, 2 * kBFloat16Tolerance, 1e-4, true);
 }
 
 // The same plan gives the same bits whatever order the blocks run in: no atomics, partials
@@ -303,7 +342,7 @@ void check_inference(const Shape& shape, double tolerance) {
     run_full_grid(grid, [&](int64_t thread, int64_t threads) {
       k::batch_norm_normalize_packs<V>(thread, threads, x.data(), s, c.running_mean.data<float>(),
                                        inv_std.data(), c.gamma.data<float>(), c.beta.data<float>(),
-                                       false, y.data());
+                                       static_cast<const T*>(nullptr), false, y.data());
     });
     expect_all_near(wide(y), expected.to_vector<float>(), tolerance,
                     "batch_norm inference " + shape_str(shape));
