@@ -18,14 +18,19 @@ BatchNorm2d::BatchNorm2d(const BatchNorm2dConfig& config) : config_(config) {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& input) {
-  return normalize(input, false);
+  return normalize(input, false, Tensor());
 }
 
 Tensor BatchNorm2d::forward_relu(const Tensor& input) {
-  return normalize(input, true);
+  return normalize(input, true, Tensor());
 }
 
-Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
+Tensor BatchNorm2d::forward_add_relu(const Tensor& input, const Tensor& residual) {
+  TANDEM_CHECK(residual.defined(), "[BatchNorm2d] forward_add_relu needs a residual");
+  return normalize(input, true, residual);
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& input, bool relu, const Tensor& residual) {
   if (is_training()) {
     // On the buffer's device, as PyTorch's add_(1): a host read here would stall a GPU at every
     // batch norm of every step (Note [Host syncs] in apps/train_cifar/pending_steps.h).
@@ -34,13 +39,17 @@ Tensor BatchNorm2d::normalize(const Tensor& input, bool relu) {
   const BatchNormOptions options{.training = is_training(),
                                  .momentum = config_.momentum,
                                  .eps = config_.eps,
-                                 .fuse_relu = relu};
+                                 .fuse_relu = relu && !residual.defined()};
   if (reducer_ && is_training()) {
     // SyncBatchNorm computes in float32 only: a bfloat16 input goes through it in float32 and
     // comes back in bfloat16, so the next layer sees the dtype it would have seen without it.
     const Tensor y = sync_batch_norm2d(cast(input, DType::Float32), weight_, bias_, running_mean_,
                                        running_var_, options, reducer_);
-    return cast(y, input.dtype());
+    return residual.defined() ? add_relu(cast(y, input.dtype()), residual) : cast(y, input.dtype());
+  }
+  if (residual.defined()) {
+    return batch_norm2d_add_relu(input, residual, weight_, bias_, running_mean_, running_var_,
+                                 options);
   }
   return batch_norm2d(input, weight_, bias_, running_mean_, running_var_, options);
 }

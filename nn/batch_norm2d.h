@@ -20,6 +20,9 @@ class BatchNorm2d final : public Module {
   /// relu(forward(input)), fused into one pass where the backend can (batch_norm2d's
   /// fuse_relu): what a ResNet's conv -> bn -> relu calls.
   Tensor forward_relu(const Tensor& input);
+  /// relu(forward(input) + residual), fused into one pass where the backend can
+  /// (batch_norm2d_add_relu): a ResNet block's bn2, shortcut sum and ReLU.
+  Tensor forward_add_relu(const Tensor& input, const Tensor& residual);
   std::string describe() const override {
     return std::string(reducer_ ? "SyncBatchNorm2d(" : "BatchNorm2d(") +
            std::to_string(config_.channels) + ")";
@@ -45,7 +48,8 @@ class BatchNorm2d final : public Module {
   void reset_own_parameters(Generator& generator) override;
 
  private:
-  Tensor normalize(const Tensor& input, bool relu);
+  /// residual: undefined, or added before the ReLU (relu then true).
+  Tensor normalize(const Tensor& input, bool relu, const Tensor& residual);
   BatchNorm2dConfig config_;
   Tensor weight_;
   Tensor bias_;

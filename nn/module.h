@@ -27,7 +27,7 @@ class Module {
   virtual Tensor forward(const Tensor& input) = 0;
   /// Runs the forward pre-hooks, then forward() (PyTorch's Module.__call__). Parents call their
   /// children through it, so that a hook sees each call; a layer's own variants (BatchNorm2d's
-  /// forward_relu) skip the hooks.
+  /// forward_relu and forward_add_relu) skip the hooks.
   Tensor operator()(const Tensor& input);
 
   /// Runs before each forward() called through operator(), in registration order; returns the

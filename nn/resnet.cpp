@@ -1,7 +1,6 @@
 #include "nn/resnet.h"
 
 #include "engine/autograd/grad_mode.h"
-#include "engine/ops/elementwise.h"
 #include "nn/default_init.h"
 #include "nn/init.h"
 
@@ -40,9 +39,9 @@ BasicBlock::BasicBlock(const BasicBlockConfig& config) : config_(config) {
 
 Tensor BasicBlock::forward(const Tensor& input) {
   Tensor out = bn1_->forward_relu((*conv1_)(input));
-  out = (*bn2_)((*conv2_)(out));
+  out = (*conv2_)(out);
   const Tensor shortcut = downsample_ ? (*downsample_)(input) : input;
-  return add_relu(out, shortcut);
+  return bn2_->forward_add_relu(out, shortcut);  // bn2, the sum and the ReLU in one pass
 }
 
 std::string BasicBlock::describe() const {

@@ -6,8 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "engine/cpu/dnnl_context.h"
 #include "nn/checkpoint.h"
@@ -96,6 +100,52 @@ TEST(ChannelsLast, ResNet20TrainingFollowsTheNchwModel) {
       worst = std::max(worst, std::abs(double(a[k]) - e[k]));
     }
     EXPECT_LE(worst, 1e-4 + 1e-3 * scale) << expected[i].first;
+  }
+}
+
+// A block's output through its children one op at a time: bn2, then the shortcut's add_relu, as
+// BasicBlock::forward ran them before its end became one op (BatchNorm2d::forward_add_relu).
+Tensor block_by_separate_ops(const BasicBlock& block, const Tensor& x) {
+  std::map<std::string, std::shared_ptr<Module>> child(block.children().begin(),
+                                                       block.children().end());
+  auto& bn1 = dynamic_cast<BatchNorm2d&>(*child.at("bn1"));
+  Tensor out = bn1.forward_relu(child.at("conv1")->forward(x));
+  out = child.at("bn2")->forward(child.at("conv2")->forward(out));
+  return add_relu(out, child.count("downsample") ? child.at("downsample")->forward(x) : x);
+}
+
+// The output and every gradient of sum(block(x) * direction), parameters by name, then x's.
+std::vector<std::pair<std::string, Tensor>> block_results(
+    BasicBlock& block, const Tensor& images,
+    const std::function<Tensor(BasicBlock&, const Tensor&)>& forward) {
+  block.zero_grad();
+  const Tensor x = images.clone().set_requires_grad(true);
+  const Tensor y = forward(block, x);
+  Generator generator(5);
+  sum(mul(y, randn(y.shape(), generator))).backward();
+  std::vector<std::pair<std::string, Tensor>> results{{"output", y}};
+  for (const auto& [name, p] : block.named_parameters()) results.emplace_back(name, p.grad());
+  results.emplace_back("grad input", x.grad());
+  return results;
+}
+
+// The fused end of a block computes the separate ops' float32 arithmetic in their order
+// (BatchNormAddRelu.Float32TrainingEqualsBatchNormThenAddRelu), so a channels-last ResNet block
+// trains as before, bit for bit: with the identity shortcut and with the downsampling one.
+TEST(ChannelsLast, BasicBlockWithTheFusedEndEqualsTheSeparateOps) {
+  for (const auto& [in, out, stride] : {std::tuple{16, 16, 1}, std::tuple{16, 32, 2}}) {
+    BasicBlock block({.in_channels = in, .out_channels = out, .stride = stride});
+    block.to(kNhwc);
+    Generator generator(13);
+    const Tensor images = randn({4, in, 8, 8}, generator).contiguous(kNhwc);
+    const auto fused =
+        block_results(block, images, [](BasicBlock& b, const Tensor& x) { return b.forward(x); });
+    const auto separate = block_results(block, images, block_by_separate_ops);
+    ASSERT_EQ(fused.size(), separate.size());
+    for (size_t i = 0; i < fused.size(); ++i) {
+      EXPECT_EQ(fused[i].second.to_vector<float>(), separate[i].second.to_vector<float>())
+          << fused[i].first << ", block " << in << " -> " << out;
+    }
   }
 }
 

@@ -194,8 +194,8 @@ TEST(Profiling, TheTablesSharesOfARealStepAddUpToAllOfIt) {
   EXPECT_DOUBLE_EQ(
       s.flops,
       2 * 8 * count_training_flops(*make_resnet("resnet20", generator), {3, 32, 32}).total());
-  for (const char* op : {"conv2d", "conv2d_backward_weight", "batch_norm2d_relu", "add_relu",
-                         "sgd_step_multi", "Optimizer.step#SGD.step"}) {
+  for (const char* op : {"conv2d", "conv2d_backward_weight", "batch_norm2d_relu",
+                         "batch_norm2d_add_relu", "sgd_step_multi", "Optimizer.step#SGD.step"}) {
     const auto& ops = s.step_thread.ops;
     EXPECT_TRUE(std::any_of(ops.begin(), ops.end(), [&](const auto& o) { return o.name == op; }))
         << op;
