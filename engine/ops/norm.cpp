@@ -46,8 +46,8 @@ autograd::BackwardFunction training_backward(const Tensor& cx, const Tensor& y, 
     Tensor grad_x = empty_like(cx);
     Tensor grad_gamma = empty_like(g);
     Tensor grad_beta = empty_like(g);
-    // Always computed with the residual: the backend's grad_x pass reads it (Backend::
-    // batch_norm_relu_backward).
+    // Computed whenever the residual was added, needed or not: the CPU kernel's grad_x pass reads
+    // it (Note [Channels-last batch norm]).
     Tensor grad_residual = with_residual ? empty_like(cx) : Tensor();
     ops::check_same_dtype("batch_norm2d backward", "input", cx, "gradient", grads[0]);
     const Tensor grad_y = grads[0].contiguous(cx.memory_format());
