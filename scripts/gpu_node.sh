@@ -55,7 +55,7 @@
 # Note [Offline prefix]: the bundle's .debs are unpacked with dpkg-deb -x into DIR/deps, so
 # CMAKE_PREFIX_PATH=DIR/deps/usr finds their CMake configs. All of them compute their prefix from
 # where they lie except Gloo's, which names /usr/lib/libgloo.so.0.5.0: it is rewritten to its
-# own prefix variable. libgloo and libdnnl pull in libibverbs, libnl and libOpenCL, which the
+# own prefix variable. libgloo pulls in libibverbs and libnl, which the
 # linker finds through -rpath-link and the programs through LD_LIBRARY_PATH, as they do cuDNN's
 # sub-libraries and cuBLAS(Lt), which are loaded with dlopen. The prefix lies in the build folder
 # so that ccache (scripts/build_env.sh) sees the same relative paths in every checkout.

@@ -10,6 +10,7 @@
 #include "engine/cpu/batch_norm_channels_last.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/dnnl_primitive_descs.h"
 #include "engine/cpu/float_types.h"
 #include "engine/ops/factory.h"
 #include "engine/running_statistics.h"
@@ -35,18 +36,13 @@ struct BatchNormPrimitives {
 BatchNormPrimitives create(const Shape& x, MemoryFormat format, float eps) {
   const memory::desc x_md = ctx::format_desc(x, format);
   const auto affine = normalization_flags::use_scale | normalization_flags::use_shift;
-  auto& engine = ctx::engine();
   const auto& attr = ctx::attributes();
-  dnnl::batch_normalization_forward::primitive_desc training_pd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, x_md, eps, affine),
-      attr, engine);
-  dnnl::batch_normalization_forward::primitive_desc inference_pd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, x_md, eps,
-                                              affine | normalization_flags::use_global_stats),
-      attr, engine);
-  dnnl::batch_normalization_backward::primitive_desc backward_pd(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, eps, affine),
-      attr, engine, training_pd);
+  const auto training_pd =
+      ctx::batch_norm_forward_pd(dnnl::prop_kind::forward_training, x_md, eps, affine, attr);
+  const auto inference_pd =
+      ctx::batch_norm_forward_pd(dnnl::prop_kind::forward_inference, x_md, eps,
+                                 affine | normalization_flags::use_global_stats, attr);
+  const auto backward_pd = ctx::batch_norm_backward_pd(x_md, eps, affine, attr, training_pd);
   return {training_pd,  dnnl::batch_normalization_forward(training_pd),
           inference_pd, dnnl::batch_normalization_forward(inference_pd),
           backward_pd,  dnnl::batch_normalization_backward(backward_pd)};
@@ -151,18 +147,17 @@ void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, cons
     return narrow_into(grad_x_float, grad_x);
   }
   const auto p = primitives_for(x, eps);
-  // oneDNN 2.6 insists on a shift input to backward although gradients do not depend on it.
-  const Tensor unused_shift = zeros_like(gamma);
-  ctx::execute(p->backward, p->backward_pd.scratchpad_desc(),
-               {{DNNL_ARG_SRC, ctx::wrap(x)},
-                {DNNL_ARG_SHIFT, ctx::wrap(unused_shift)},
-                {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
-                {DNNL_ARG_VARIANCE, ctx::wrap(save_var)},
-                {DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
-                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
-                {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
-                {DNNL_ARG_DIFF_SCALE, ctx::wrap(grad_gamma)},
-                {DNNL_ARG_DIFF_SHIFT, ctx::wrap(grad_beta)}});
+  std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, ctx::wrap(x)},
+                                          {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
+                                          {DNNL_ARG_VARIANCE, ctx::wrap(save_var)},
+                                          {DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
+                                          {DNNL_ARG_SCALE, ctx::wrap(gamma)},
+                                          {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
+                                          {DNNL_ARG_DIFF_SCALE, ctx::wrap(grad_gamma)},
+                                          {DNNL_ARG_DIFF_SHIFT, ctx::wrap(grad_beta)}};
+  const Tensor unused_shift = ctx::kBatchNormBackwardTakesShift ? zeros_like(gamma) : Tensor();
+  if (unused_shift.defined()) args.emplace(DNNL_ARG_SHIFT, ctx::wrap(unused_shift));
+  ctx::execute(p->backward, p->backward_pd.scratchpad_desc(), std::move(args));
 }
 
 bool CpuBackend::fuses_batch_norm_relu(const Tensor& x) const {
