@@ -12,8 +12,8 @@
 # BUILD_3 is a build folder configured as by default, BUILD_2 one with -DTANDEM_ONEDNN=2; each
 # needs apps/bench_cifar built. OUT_DIR (default: a temporary folder) keeps each run's JSON.
 # Environment: ARCHS (default "resnet20 resnet18"), ISAS (default "native avx2"), STEPS and
-# WARMUP per architecture ("resnet20=10,resnet18=3" and "resnet20=3,resnet18=2"), THREADS (default:
-# every core).
+# WARMUP per architecture ("resnet20=10,resnet18=3" and "resnet20=3,resnet18=2"), BATCH (default
+# 128), THREADS (default: every core).
 set -euo pipefail
 case "${1:-}" in -h | --help | "") sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 [ $# -ge 2 ] && [ $# -le 4 ] || { echo "usage: scripts/compare_onednn.sh BUILD_3 BUILD_2 [ROUNDS] [OUT_DIR]" >&2; exit 2; }
@@ -23,7 +23,7 @@ for build in "$build_3" "$build_2"; do
 done
 mkdir -p "$out"
 archs="${ARCHS:-resnet20 resnet18}" isas="${ISAS:-native avx2}" threads="${THREADS:-$(nproc)}"
-steps="${STEPS:-resnet20=10,resnet18=3}" warmup="${WARMUP:-resnet20=3,resnet18=2}"
+batch="${BATCH:-128}" steps="${STEPS:-resnet20=10,resnet18=3}" warmup="${WARMUP:-resnet20=3,resnet18=2}"
 per_arch() { tr ',' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
 
 echo "== CPU: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'), $(nproc) CPUs"
@@ -32,16 +32,18 @@ echo "== start $(date -u '+%Y-%m-%d %H:%M UTC'), load:$(uptime | sed 's/.*load a
 for round in $(seq "$rounds"); do
   for isa in $isas; do
     for arch in $archs; do
-      for build in "$build_3" "$build_2"; do
-        tag="$(basename "$build")"
-        json="$out/$arch-$isa-$tag-$round.json"
+      for version in 3 2; do
+        build="$build_3"
+        [ "$version" = 3 ] || build="$build_2"
+        tag="onednn$version"
+        json="$out/${arch}_${isa}_${tag}_$round.json"
         env_isa=()
         [ "$isa" = native ] || env_isa=(ONEDNN_MAX_CPU_ISA="${isa^^}" DNNL_MAX_CPU_ISA="${isa^^}")
         env "${env_isa[@]}" "$build/apps/bench_cifar" --modes single --devices 1 --arch "$arch" \
-          --precision fp32,bf16 --allow-slow-bf16 --batch-sizes 128 --threads "$threads" --repeats 1 \
+          --precision fp32,bf16 --allow-slow-bf16 --batch-sizes "$batch" --threads "$threads" --repeats 1 \
           --steps "$(per_arch "$steps" "$arch")" --warmup "$(per_arch "$warmup" "$arch")" \
-          --json "$json" >"$out/$arch-$isa-$tag-$round.log" 2>&1 ||
-          { echo "error: $tag $arch $isa failed:" >&2; tail -5 "$out/$arch-$isa-$tag-$round.log" >&2; exit 1; }
+          --json "$json" >"${json%.json}.log" 2>&1 ||
+          { echo "error: $tag $arch $isa failed:" >&2; tail -5 "${json%.json}.log" >&2; exit 1; }
         echo "   round $round $isa $arch $tag: $(python3 -c 'import json, sys
 j = json.load(open(sys.argv[1]))
 print(", ".join("%s %.1f img/s" % (r["precision"], r["images_per_s"] or 0) for r in j["rows"]), "load %.2f" % j["load_average"])' "$json")"
@@ -51,12 +53,12 @@ print(", ".join("%s %.1f img/s" % (r["precision"], r["images_per_s"] or 0) for r
 done
 echo "== end $(date -u '+%Y-%m-%d %H:%M UTC'), load:$(uptime | sed 's/.*load average//')"
 
-python3 - "$out" "$(basename "$build_3")" "$(basename "$build_2")" <<'EOF'
+python3 - "$out" <<'EOF'
 import glob, json, os, statistics, sys
-out, tag3, tag2 = sys.argv[1:]
+out, tag3, tag2 = sys.argv[1], "onednn3", "onednn2"
 runs = {}
 for path in glob.glob(os.path.join(out, "*.json")):
-    arch, isa, tag, _ = os.path.basename(path)[:-5].rsplit("-", 3)
+    arch, isa, tag, _ = os.path.basename(path)[:-5].split("_")
     for row in json.load(open(path))["rows"]:
         runs.setdefault((arch, isa, row["precision"], tag), []).append(row["images_per_s"])
 print("\n| model | precision | ISA | oneDNN 3.2 img/s | oneDNN 2.6 img/s | 3.2 / 2.6 | runs |")

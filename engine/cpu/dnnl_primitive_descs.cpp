@@ -49,28 +49,6 @@ dnnl::convolution_backward_weights::primitive_desc conv_backward_weights_pd(
 #endif
 }
 
-dnnl::batch_normalization_forward::primitive_desc batch_norm_forward_pd(
-    dnnl::prop_kind kind, const memory::desc& x, float eps, dnnl::normalization_flags flags,
-    const dnnl::primitive_attr& attr) {
-#if TANDEM_ONEDNN_3
-  return {engine(), kind, x, x, eps, flags, attr};
-#else
-  return {{kind, x, eps, flags}, attr, engine()};
-#endif
-}
-
-dnnl::batch_normalization_backward::primitive_desc batch_norm_backward_pd(
-    const memory::desc& x, float eps, dnnl::normalization_flags flags,
-    const dnnl::primitive_attr& attr,
-    const dnnl::batch_normalization_forward::primitive_desc& hint) {
-  const auto kind = dnnl::prop_kind::backward;
-#if TANDEM_ONEDNN_3
-  return {engine(), kind, x, x, x, eps, flags, hint, attr};
-#else
-  return {{kind, x, x, eps, flags}, attr, engine(), hint};
-#endif
-}
-
 dnnl::matmul::primitive_desc matmul_pd(const memory::desc& a, const memory::desc& b,
                                        const memory::desc& c, const dnnl::primitive_attr& attr) {
 #if TANDEM_ONEDNN_3

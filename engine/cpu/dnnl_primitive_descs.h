@@ -33,18 +33,6 @@ dnnl::convolution_backward_weights::primitive_desc conv_backward_weights_pd(
     const dnnl::memory::desc& y, const ConvGeometry& geometry, const dnnl::primitive_attr& attr,
     const dnnl::convolution_forward::primitive_desc& hint);
 
-/// x and y (and their gradients) in one layout.
-dnnl::batch_normalization_forward::primitive_desc batch_norm_forward_pd(
-    dnnl::prop_kind kind, const dnnl::memory::desc& x, float eps, dnnl::normalization_flags flags,
-    const dnnl::primitive_attr& attr);
-dnnl::batch_normalization_backward::primitive_desc batch_norm_backward_pd(
-    const dnnl::memory::desc& x, float eps, dnnl::normalization_flags flags,
-    const dnnl::primitive_attr& attr,
-    const dnnl::batch_normalization_forward::primitive_desc& hint);
-/// Whether batch norm's backward takes the shift among its inputs: 2.6 insists on it although the
-/// gradients do not depend on it; 3.x refuses it ("bad number of inputs").
-inline constexpr bool kBatchNormBackwardTakesShift = DNNL_VERSION_MAJOR < 3;
-
 /// c = a b (a: (M, K), b: (K, N), c: (M, N)).
 dnnl::matmul::primitive_desc matmul_pd(const dnnl::memory::desc& a, const dnnl::memory::desc& b,
                                        const dnnl::memory::desc& c,
