@@ -8,7 +8,7 @@
 # and --out is written.
 #
 # Here (Debian 12, package access), once; the check fails when what travels passes 64 MiB:
-#   scripts/offline_bundle.sh                # ./offline-bundle: 19 .debs, 8.7 MiB
+#   scripts/offline_bundle.sh                # ./offline-bundle: 14 .debs (one packs oneDNN 3.2), 8.8 MiB
 #   scripts/cifar_subset.sh                  # ./cifar-subset: 10,000 + 2,000 CIFAR-10 images, 35 MiB
 #   scripts/gpu_node.sh --check-carry --bundle offline-bundle --cifar cifar-subset
 # There, the device tool's run, with carry ["offline-bundle", "cifar-subset"] and timeout_s 600:
