@@ -2,11 +2,12 @@
 //
 //   tandem-run --nproc-per-node 2 -- ./train_cifar --mode ddp
 //
-// The logic lives in parallel/comm/launcher.h; this file only reads the flags.
+// The logic lives in parallel/launch/launcher.h; this file only reads the flags.
 
 #include <CLI/CLI.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@
 #include "apps/common/run_main.h"
 #include "apps/common/version.h"
 #include "engine/error.h"
-#include "parallel/comm/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace {
 

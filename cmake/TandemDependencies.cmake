@@ -50,6 +50,27 @@ if(NOT Gloo_FOUND OR NOT TARGET gloo)
 endif()
 tandem_report("Gloo" TRUE "${GLOO_VERSION}")
 
+# OpenSSL's libcrypto: HMAC-SHA256 and random nonces for the rendezvous store's handshake
+# (Note [Store handshake] in parallel/comm/rendezvous/store_auth.h), MD5 for the data files' check
+# (Note [md5 stamps] in data/integrity.h).
+find_package(OpenSSL QUIET COMPONENTS Crypto)
+if(NOT OpenSSL_FOUND)
+  tandem_report("OpenSSL" FALSE "missing: apt-get install libssl-dev")
+  tandem_print_summary()
+  message(FATAL_ERROR "OpenSSL's libcrypto (the rendezvous store's job token handshake, the data files' md5 check) is required: apt-get install libssl-dev")
+endif()
+# Debian's libssl-dev keeps openssl/configuration.h in the multiarch folder
+# (include/x86_64-linux-gnu), which the compiler searches only under /usr. Unpacked into a
+# private prefix (the GPU node's offline bundle), that folder must be named, or the compiler
+# takes the system's copy, or none ("requested API level higher than the configured").
+set(_tandem_openssl_arch_include "${OPENSSL_INCLUDE_DIR}/${CMAKE_LIBRARY_ARCHITECTURE}")
+if(CMAKE_LIBRARY_ARCHITECTURE AND NOT OPENSSL_INCLUDE_DIR STREQUAL "/usr/include"
+   AND EXISTS "${_tandem_openssl_arch_include}/openssl/configuration.h")
+  set_property(TARGET OpenSSL::Crypto APPEND PROPERTY
+    INTERFACE_INCLUDE_DIRECTORIES "${_tandem_openssl_arch_include}")
+endif()
+tandem_report("OpenSSL" TRUE "${OPENSSL_VERSION}")
+
 find_package(CLI11 CONFIG QUIET)
 if(NOT CLI11_FOUND)
   tandem_report("CLI11" FALSE "missing: apt-get install libcli11-dev")

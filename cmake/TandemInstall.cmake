@@ -22,8 +22,9 @@ set(TANDEM_INSTALL_INCLUDEDIR "${CMAKE_INSTALL_INCLUDEDIR}/tandem")
 # into include/tandem/, which is the include directory the exported targets carry.
 # Public are the headers of the five libraries except the backends' insides: engine/cpu,
 # engine/no_cuda and engine/cuda (they include oneDNN, cuDNN, kernel bodies), NCCL's insides
-# parallel/comm/nccl_{api,work,call}.h, the Gloo group's gloo_{point_to_point,reduce_scatter}.h and
-# the MPI group's mpi_{engine,group,datatypes}.h (they include <mpi.h>).
+# parallel/comm/nccl/nccl_{api,work,call}.h, the Gloo group's gloo/gloo_{waiters,reduce_scatter}.h
+# and the MPI group's mpi/mpi_{engine,group,datatypes}.h (they include <mpi.h>). The launcher's
+# library (parallel/launch/) is the programs' own and is not installed.
 # The CUDA backend adds its runtime headers (devices, streams, allocators, CUDA_CHECK), which name
 # only CUDA's runtime and cuBLAS types: the engine links both
 # publicly for them. Every header is found by a glob, so a new one is installed without a line
@@ -33,7 +34,7 @@ function(tandem_public_headers target)
   list(TRANSFORM arg_GLOBS PREPEND "${PROJECT_SOURCE_DIR}/")
   file(GLOB headers CONFIGURE_DEPENDS RELATIVE "${PROJECT_SOURCE_DIR}" ${arg_GLOBS})
   list(FILTER headers EXCLUDE REGEX
-       "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/(nccl_(api|work|call)|gloo_(point_to_point|reduce_scatter)|mpi_(engine|group|datatypes))\\.h$")
+       "^engine/(cpu|cuda|no_cuda)/|^parallel/comm/(nccl/nccl_(api|work|call)|gloo/gloo_(waiters|reduce_scatter)|mpi/mpi_(engine|group|datatypes))\\.h$")
   list(APPEND headers ${arg_EXTRA})
   list(TRANSFORM headers PREPEND "${PROJECT_SOURCE_DIR}/")
   target_sources(${target} PUBLIC FILE_SET HEADERS BASE_DIRS "${PROJECT_SOURCE_DIR}" FILES ${headers})
@@ -48,8 +49,9 @@ tandem_public_headers(tandem_engine GLOBS engine/*.h engine/autograd/*.h engine/
                       EXTRA ${_tandem_cuda_runtime_headers})
 tandem_public_headers(tandem_nn GLOBS nn/*.h)
 tandem_public_headers(tandem_data GLOBS data/*.h)
-tandem_public_headers(tandem_comm GLOBS parallel/comm/*.h)
-tandem_public_headers(tandem_parallel GLOBS parallel/*.h)
+tandem_public_headers(tandem_comm GLOBS parallel/comm/*.h parallel/comm/gloo/*.h parallel/comm/nccl/*.h
+                      parallel/comm/mpi/*.h parallel/comm/rendezvous/*.h)
+tandem_public_headers(tandem_parallel GLOBS parallel/*.h parallel/zero/*.h)
 
 # Tandem::engine, Tandem::nn, ... both installed and in this build (ALIAS), so a project that
 # adds Tandem with add_subdirectory or FetchContent links the same names; Tandem::tandem is all

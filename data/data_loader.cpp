@@ -16,12 +16,6 @@ Tensor in_format(const Tensor& inputs, MemoryFormat format) {
 
 }  // namespace
 
-DataLoader::DataLoader(std::shared_ptr<const CifarDataset> dataset,
-                       std::shared_ptr<const Sampler> sampler, const DataLoaderConfig& config)
-    : DataLoader(dataset ? std::make_shared<CifarImages>(std::move(dataset), config.transform)
-                         : std::shared_ptr<const Dataset>(),
-                 std::move(sampler), config) {}
-
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset,
                        std::shared_ptr<const Sampler> sampler, const DataLoaderConfig& config)
     : dataset_(std::move(dataset)), sampler_(std::move(sampler)), config_(config) {
@@ -141,31 +135,6 @@ std::optional<Batch> DataLoader::next() {
   if (!slot.upload) return std::move(*slot.batch);
   std::vector<Tensor> on_device = slot.upload->wait();
   return Batch{in_format(on_device[0], config_.memory_format), std::move(on_device[1])};
-}
-
-CifarDataset synthetic_cifar10(int64_t size, uint64_t seed) {
-  TANDEM_CHECK(size >= 1, "[synthetic_cifar10] size must be >= 1");
-  CifarDataset data{empty({size, 3, 32, 32}, {.dtype = DType::UInt8}),
-                    empty({size}, {.dtype = DType::Int64})};
-  Generator generator(seed);
-  uint8_t* pixels = data.images.data<uint8_t>();
-  int64_t* labels = data.labels.data<int64_t>();
-  constexpr int64_t kPlane = 32 * 32;
-  for (int64_t i = 0; i < size; ++i) {
-    const int64_t label = static_cast<int64_t>(generator.next_u64() % kCifarClasses);
-    labels[i] = label;
-    // Each class has its own mean colour under heavy noise: learnable, so a short run shows the
-    // loss falling, yet not trivially separable pixel by pixel.
-    for (int64_t channel = 0; channel < 3; ++channel) {
-      const int64_t mean = 48 + 16 * ((label * (channel + 3) + channel) % kCifarClasses);
-      uint8_t* plane = pixels + i * kCifarImageBytes + channel * kPlane;
-      for (int64_t p = 0; p < kPlane; ++p) {
-        const int64_t noise = static_cast<int64_t>(generator.next_u64() % 129) - 64;
-        plane[p] = static_cast<uint8_t>(std::clamp<int64_t>(mean + noise, 0, 255));
-      }
-    }
-  }
-  return data;
 }
 
 }  // namespace tandem::data

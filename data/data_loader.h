@@ -4,7 +4,7 @@
 ///
 /// Note [Loader determinism]: batch k of epoch e holds the sampler's indices k·B … k·B + B − 1
 /// for epoch e, and each image is augmented by a generator of (seed, e, the image) alone (Note
-/// [Augmentation per image] in transforms.h), whichever worker builds it, so a run is
+/// [Augmentation per image] in dataset.h), whichever worker builds it, so a run is
 /// reproducible for any number of workers, and batches arrive strictly in order.
 ///
 /// For a device other than cpu:0 the workers also start the batch's upload (Note [Uploads] in
@@ -32,9 +32,6 @@ struct DataLoaderConfig {
   int workers = 2;         ///< 0: batches are built on the consumer's thread
   int prefetch = 4;        ///< batches built ahead of the consumer, at most
   bool drop_last = false;  ///< drop a short last batch
-  /// CIFAR-10's transforms, for the constructor that takes a CifarDataset (a Dataset of one's
-  /// own applies its own in get()).
-  TransformOptions transform{};
   uint64_t seed = 0;
   Device device = Device::cpu();  ///< where next() delivers the batch (see Note [Uploads])
   /// Of the delivered inputs (4-dimensional batches only): ChannelsLast batches are converted by
@@ -48,11 +45,9 @@ int64_t batch_count(int64_t samples, int64_t batch_size, bool drop_last);
 
 class DataLoader {
  public:
-  /// Batches of any data set (dataset.h); `sampler` orders its indices per epoch.
+  /// Batches of any data set (dataset.h; CIFAR-10's is a CifarImages, cifar10.h, which applies
+  /// the transforms); `sampler` orders its indices per epoch.
   DataLoader(std::shared_ptr<const Dataset> dataset, std::shared_ptr<const Sampler> sampler,
-             const DataLoaderConfig& config);
-  /// CIFAR-10 through config.transform (a CifarImages).
-  DataLoader(std::shared_ptr<const CifarDataset> dataset, std::shared_ptr<const Sampler> sampler,
              const DataLoaderConfig& config);
   /// Stops the workers, also in the middle of an epoch.
   ~DataLoader();
@@ -96,10 +91,5 @@ class DataLoader {
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
-
-/// Random images and labels with CIFAR-10's shapes, for benchmarks and smoke runs: the same
-/// loader path as the real data. Each class has its own mean colour under heavy noise, so a model
-/// can learn it and a short run's loss falls.
-CifarDataset synthetic_cifar10(int64_t size, uint64_t seed);
 
 }  // namespace tandem::data

@@ -24,12 +24,12 @@ void check_fits(const Tensor& value, const Shape& shape, DType dtype, int64_t in
                "): a batch stacks examples of one shape and dtype");
 }
 
+}  // namespace
+
 void check_index(const Dataset& dataset, int64_t index) {
   TANDEM_CHECK(index >= 0 && index < dataset.size(), "[make_batch] index ", index,
                " outside a data set of ", dataset.size());
 }
-
-}  // namespace
 
 ExampleLayout Dataset::layout() const {
   TANDEM_CHECK(size() >= 1, "[Dataset] an empty data set has no examples to batch");
@@ -47,31 +47,6 @@ void Dataset::write_example(int64_t index, Generator& generator, Tensor& input,
   check_fits(example.target, target.shape(), target.dtype(), index, "target");
   input.copy_(example.input);
   target.copy_(example.target);
-}
-
-CifarImages::CifarImages(std::shared_ptr<const CifarDataset> images, TransformOptions transform)
-    : images_(std::move(images)), transform_(transform) {
-  TANDEM_CHECK(images_ != nullptr, "[CifarImages] needs images");
-}
-
-ExampleLayout CifarImages::layout() const {
-  return {{3, 32, 32}, DType::Float32, {}, DType::Int64};
-}
-
-Example CifarImages::get(int64_t index, Generator& generator) const {
-  Example example{empty({3, 32, 32}), empty({}, {.dtype = DType::Int64})};
-  write_example(index, generator, example.input, example.target);
-  return example;
-}
-
-void CifarImages::write_example(int64_t index, Generator& generator, Tensor& input,
-                                Tensor& target) const {
-  check_index(*this, index);
-  TANDEM_CHECK(input.shape() == Shape({3, 32, 32}) && target.numel() == 1,
-               "[CifarImages] writes (3, 32, 32) float32 images and one int64 label each");
-  const uint8_t* pixels = images_->images.data<uint8_t>() + index * kCifarImageBytes;
-  transform_image(pixels, input.data<float>(), transform_, generator);
-  *target.data<int64_t>() = images_->labels.data<int64_t>()[index];
 }
 
 Batch empty_batch(const ExampleLayout& layout, int64_t count, const HostAllocation& allocate) {
@@ -113,12 +88,12 @@ void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices,
   }
 }
 
-Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, uint64_t augmentation_seed) {
-  // Not owned: the images outlive this call.
-  const CifarImages images(std::shared_ptr<const CifarDataset>(std::shared_ptr<void>(), &dataset),
-                           options);
-  return make_batch(images, indices, augmentation_seed);
+Generator image_generator(uint64_t augmentation_seed, int64_t index) {
+  // SplitMix64's finaliser spreads neighbouring indices over unrelated Mersenne Twister seeds.
+  uint64_t key = augmentation_seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(index) + 1);
+  key = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ull;
+  key = (key ^ (key >> 27)) * 0x94D049BB133111EBull;
+  return Generator(key ^ (key >> 31));
 }
 
 }  // namespace tandem::data

@@ -13,14 +13,13 @@
 ///   };
 ///   data::DataLoader loader(std::make_shared<Squares>(), sampler, {.batch_size = 32});
 ///
-/// CIFAR-10 is one data set among others: CifarImages, its images through the transforms.
+/// This header is the interface alone and includes only the engine; CIFAR-10 is one data set
+/// beneath it, CifarImages (cifar10.h): its images through the transforms.
 
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "data/cifar10.h"
-#include "data/transforms.h"
 #include "engine/random.h"
 #include "engine/tensor.h"
 
@@ -58,21 +57,17 @@ class Dataset {
                              Tensor& target) const;
 };
 
-/// CIFAR-10 images as the training (or test) code sees them: transformed (transforms.h) into
-/// (3, 32, 32) float32, with the class as a () int64 target.
-class CifarImages final : public Dataset {
- public:
-  CifarImages(std::shared_ptr<const CifarDataset> images, TransformOptions transform);
-  int64_t size() const override { return images_->size(); }
-  Example get(int64_t index, Generator& generator) const override;
-  ExampleLayout layout() const override;
-  void write_example(int64_t index, Generator& generator, Tensor& input,
-                     Tensor& target) const override;
+/// Throws "[make_batch] index 12 outside a data set of 10" unless 0 <= index < dataset.size():
+/// what a write_example() of one's own checks before it writes.
+void check_index(const Dataset& dataset, int64_t index);
 
- private:
-  std::shared_ptr<const CifarDataset> images_;
-  TransformOptions transform_;
-};
+/// The generator that augments example `index` of a data set under `augmentation_seed` (one per
+/// epoch: DataLoader derives it from its seed and the epoch). Note [Augmentation per image]: an
+/// image's crop and flip (any example's random draws) depend on the seed, the epoch and the
+/// example alone, not on the batch, the rank or the worker that builds it, so one process,
+/// DataParallel and DDP with any number of ranks train on the same augmented global batches, and
+/// no two ranks share their draws.
+Generator image_generator(uint64_t augmentation_seed, int64_t index);
 
 /// A batch: every example's input stacked into `images` (B, …input shape) and its target into
 /// `labels` (B, …target shape). The names are CIFAR-10's, the common case.
@@ -95,9 +90,5 @@ Batch make_batch(const Dataset& dataset, const std::vector<int64_t>& indices,
 /// The same into `out`: contiguous host tensors of the batch's shapes, allocated by the caller.
 void fill_batch(const Dataset& dataset, const std::vector<int64_t>& indices,
                 uint64_t augmentation_seed, Batch& out);
-
-/// CIFAR-10 batches without a CifarImages of one's own (benchmarks, tests).
-Batch make_batch(const CifarDataset& dataset, const std::vector<int64_t>& indices,
-                 const TransformOptions& options, uint64_t augmentation_seed);
 
 }  // namespace tandem::data

@@ -35,12 +35,4 @@ void transform_image(const uint8_t* src, float* dst, const TransformOptions& opt
   crop_flip_normalize(src, dst, padding, top, left, flip, options.normalize);
 }
 
-Generator image_generator(uint64_t augmentation_seed, int64_t index) {
-  // SplitMix64's finaliser spreads neighbouring indices over unrelated Mersenne Twister seeds.
-  uint64_t key = augmentation_seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(index) + 1);
-  key = (key ^ (key >> 30)) * 0xBF58476D1CE4E5B9ull;
-  key = (key ^ (key >> 27)) * 0x94D049BB133111EBull;
-  return Generator(key ^ (key >> 31));
-}
-
 }  // namespace tandem::data

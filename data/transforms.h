@@ -3,9 +3,8 @@
 /// RandomCrop(32, padding=4) → RandomHorizontalFlip() → ToTensor() → Normalize(mean, std).
 /// Every random choice comes from the Generator passed in: seeded and reproducible.
 
-#include <vector>
+#include <cstdint>
 
-#include "data/cifar10.h"
 #include "engine/random.h"
 
 namespace tandem::data {
@@ -36,12 +35,5 @@ void crop_flip_normalize(const uint8_t* src, float* dst, int64_t padding, int64_
 /// Draws the crop and flip from `generator`, then calls crop_flip_normalize.
 void transform_image(const uint8_t* src, float* dst, const TransformOptions& options,
                      Generator& generator);
-
-/// The generator that augments image `index` of the data set under `augmentation_seed` (one per
-/// epoch: DataLoader derives it from its seed and the epoch). Note [Augmentation per image]: an
-/// image's crop and flip depend on the seed, the epoch and the image alone, not on the batch,
-/// the rank or the worker that builds it, so one process, DataParallel and DDP with any number of
-/// ranks train on the same augmented global batches, and no two ranks share their draws.
-Generator image_generator(uint64_t augmentation_seed, int64_t index);
 
 }  // namespace tandem::data

@@ -1,7 +1,7 @@
 #pragma once
-/// Errors: every failed check in Tandem throws tandem::Error carrying the
-/// failing expression, file:line and a message that starts with the op name,
-/// e.g. "[conv2d] weight has 3 dims, expected 4".
+/// Errors: every failed check in Tandem throws tandem::Error with a message that starts with the op
+/// name, e.g. "[conv2d] weight has 3 dims, expected 4"; under TANDEM_DEBUG=1 (Note [Error
+/// locations] in error.cpp) its what() also names the failing expression and file:line.
 
 #include <sstream>
 #include <stdexcept>
@@ -23,8 +23,8 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
-/// What to show a user for `error`: a tandem::Error's message() (no file:line), else what().
-/// Also what to quote when wrapping a lower layer's error in a message of one's own.
+/// What to show a user for `error`: what() (a tandem::Error's message; under TANDEM_DEBUG, with its
+/// file:line). Also what to quote when wrapping a lower layer's error in a message of one's own.
 std::string message_of(const std::exception& error);
 
 namespace detail {

@@ -7,8 +7,13 @@
 namespace tandem {
 
 int64_t shape_numel(const Shape& shape) {
+  // A zero anywhere makes the count 0, even where the others would overflow (review S9).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
-  for (int64_t size : shape) n *= size;
+  for (int64_t size : shape) {
+    TANDEM_CHECK(!__builtin_mul_overflow(n, size, &n), "[shape] ", shape_str(shape),
+                 " has more elements than fit in 64 bits");
+  }
   return n;
 }
 
@@ -17,7 +22,9 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t stride = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= std::max<int64_t>(shape[i], 1);
+    // A zero dimension counts as 1, so the strides of an empty tensor still multiply the others.
+    TANDEM_CHECK(!__builtin_mul_overflow(stride, std::max<int64_t>(shape[i], 1), &stride),
+                 "[shape] the strides of ", shape_str(shape), " overflow 64 bits");
   }
   return strides;
 }

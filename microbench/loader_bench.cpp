@@ -7,6 +7,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/device_runtime.h"
 
@@ -16,7 +17,8 @@ using namespace tandem::data;
 
 // Delivers batches of a loader to `device` for as long as the benchmark runs; images/s counted.
 void deliver(benchmark::State& state, tandem::Device device) {
-  const auto dataset = std::make_shared<const CifarDataset>(synthetic_cifar10(10000, 0));
+  const auto dataset = std::make_shared<const CifarImages>(
+      std::make_shared<CifarDataset>(synthetic_cifar10(10000, 0)));
   const auto sampler = std::make_shared<RandomSampler>(10000, 0);
   DataLoader loader(dataset, sampler,
                     {.batch_size = 128,

@@ -3,7 +3,8 @@
 /// - `path`: weights and buffers in safetensors, with state_dict names, so PyTorch users can
 ///   `model.load_state_dict(safetensors.torch.load_file(path))`;
 /// - `path + ".state"` (the sidecar, also safetensors): the optimizer's momentum buffers, named
-///   "momentum.<parameter name>", and the training state as metadata.
+///   "momentum.<parameter name>", and the training state as metadata (a gradient scaler's state
+///   under "grad_scaler.*" keys, when the run has one: Note [Scaler in the sidecar]).
 /// Both carry the same random checkpoint id; loading refuses a pair from different saves.
 ///
 /// Note [Checkpoint atomicity]: each file is written to a temporary and renamed, so neither is
@@ -13,8 +14,10 @@
 /// refuses, and load_checkpoint() then falls back to the previous pair, one save older, and
 /// says so. At every moment one of the two pairs is complete.
 
+#include <optional>
 #include <string>
 
+#include "nn/grad_scaler.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 
@@ -25,6 +28,9 @@ struct TrainingState {
   int64_t step = 0;         ///< optimizer steps taken (LR schedules are functions of it)
   std::string rng_state{};  ///< Generator::state() of the run's generator
   Metadata extra{};         ///< anything else the caller wants back (architecture, flags)
+  /// GradScaler::state_dict() of a run that scales its loss; none otherwise, and when loaded from
+  /// a checkpoint saved without one (which loads as before).
+  std::optional<GradScalerState> grad_scaler{};
   /// Set by load_checkpoint() when `path` was unusable and the previous pair was loaded: why.
   std::string fell_back_because{};
 };
@@ -40,6 +46,11 @@ TrainingState load_checkpoint(const std::string& path, Module& model, Sgd& optim
 /// Whether load_checkpoint(path) has a complete pair to load: `path`'s, or the previous one. An
 /// interrupted first save leaves neither (`--resume auto` then starts afresh).
 bool has_checkpoint(const std::string& path);
+
+/// Why the pair at `path` (itself, not the previous one) cannot load: "PATH is missing", the
+/// reader's one line for a damaged file, or "PATH and PATH.state come from different saves";
+/// "" when it can.
+std::string checkpoint_problem(const std::string& path);
 
 /// The sidecar's metadata (the training state and the caller's extra keys) of the pair that
 /// load_checkpoint(path) loads: `path`'s when its two files come from one save, else the previous

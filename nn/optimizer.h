@@ -4,6 +4,9 @@
 /// each rank stepping its part of the model) is another.
 
 #include <cstddef>
+#include <vector>
+
+#include "engine/tensor.h"
 
 namespace tandem::nn {
 
@@ -12,6 +15,10 @@ class Optimizer {
   virtual ~Optimizer() = default;
   /// Updates the parameters from their gradients.
   virtual void step() = 0;
+  /// The gradients step() would read now, as tensors sharing their memory (a gradient scaler
+  /// unscales them in place): every defined gradient of a parameter, or under sharding this
+  /// rank's part of the reduced gradients.
+  virtual std::vector<Tensor> gradients() const = 0;
   /// Drops the gradients (set to none), so the next backward starts afresh.
   virtual void zero_grad() = 0;
   virtual float lr() const = 0;

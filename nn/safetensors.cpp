@@ -24,6 +24,12 @@ namespace {
 // other writers, which lack it, load as before. The key never reaches the caller's metadata.
 constexpr const char* kChecksumKey = "tandem.data_crc32";
 
+// Note [Header limits]: the reference reader refuses headers over 100 MB (MAX_HEADER_SIZE), so no
+// writer makes one; Tandem refuses them too, before reading, and headers nested deeper than a
+// checkpoint's, while parsing.
+constexpr uint64_t kMaxHeaderSize = 100000000;
+constexpr int kMaxHeaderDepth = 3;
+
 uint32_t crc32_update(uint32_t crc, const void* data, size_t size) {
   static const auto table = [] {
     std::array<uint32_t, 256> t{};
@@ -88,12 +94,29 @@ void write_all(int fd, const void* data, size_t size, const std::string& path) {
 // [2^62, 4] multiplied to 0 and matched an empty range, then asked for 2^64 bytes).
 uint64_t byte_size(const Shape& shape, DType dtype, uint64_t limit) {
   uint64_t bytes = dtype_size(dtype);
+  int64_t span = 1;  // the product of the nonzero dimensions: what the strides reach
   for (int64_t dim : shape) {
     TANDEM_CHECK(dim >= 0, "[safetensors] negative dimension in shape ", shape_str(shape));
+    // A zero dimension makes the tensor empty whatever the others, but a tensor's strides are
+    // still their product: [0, 2^62, 2^62] would overflow them (S9).
+    TANDEM_CHECK(dim == 0 || !__builtin_mul_overflow(span, dim, &span), "[safetensors] shape ",
+                 shape_str(shape), " is too large: its dimensions multiply past 2^63");
     if (dim != 0 && bytes > limit / static_cast<uint64_t>(dim)) return limit + 1;
     bytes *= static_cast<uint64_t>(dim);
   }
   return bytes;
+}
+
+// Creates `path` afresh: O_EXCL, so a symlink planted at the predictable temporary name is never
+// followed (review S8). A file left there by a crashed writer of the same pid goes first.
+int create_new(const std::string& path) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) {
+    fd = ::open(path.c_str(), kFlags, 0644);
+  }
+  TANDEM_CHECK(fd >= 0, "[safetensors] cannot create ", path, ": ", std::strerror(errno));
+  return fd;
 }
 
 std::string build_header(const NamedTensors& tensors, const Metadata& metadata) {
@@ -130,8 +153,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   with_checksum[kChecksumKey] = hex32(crc);
   const std::string header = build_header(tensors, with_checksum);
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TANDEM_CHECK(fd >= 0, "[safetensors] cannot create ", temporary, ": ", std::strerror(errno));
+  const int fd = create_new(temporary);
   try {
     const uint64_t header_size = header.size();
     write_all(fd, &header_size, sizeof(header_size), temporary);
@@ -175,14 +197,24 @@ std::pair<json, uint64_t> read_header(std::ifstream& in, const std::string& path
   uint64_t header_size = 0;
   TANDEM_CHECK(file_size >= 8 && in.read(reinterpret_cast<char*>(&header_size), 8),
                "[safetensors] ", path, " is truncated: no header length");
+  TANDEM_CHECK(header_size <= kMaxHeaderSize, "[safetensors] ", path, ": header of ", header_size,
+               " bytes is over the ", kMaxHeaderSize / 1000000,
+               " MB limit (safetensors' own); not a checkpoint");
   TANDEM_CHECK(header_size <= file_size - 8, "[safetensors] ", path,
                " is truncated or not safetensors: header of ", header_size, " bytes in a ",
                file_size, "-byte file");
   std::string text(header_size, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_size));
   json header;
+  // The header nests three deep ({name: {"shape": [...]}}); a deeper one is no checkpoint, and
+  // its parse tree would cost some 40 bytes per byte of text (review S11).
+  const json::parser_callback_t shallow = [&](int depth, json::parse_event_t, json&) {
+    TANDEM_CHECK(depth <= kMaxHeaderDepth, "[safetensors] ", path,
+                 ": the header nests deeper than ", kMaxHeaderDepth, " levels; not a checkpoint");
+    return true;
+  };
   try {
-    header = json::parse(text);
+    header = json::parse(text, shallow);
   } catch (const json::exception& e) {
     TANDEM_FAIL("[safetensors] ", path, " has a malformed header: ", e.what());
   }
@@ -270,7 +302,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   return file;
 }
 
-void load_state_dict(Module& module, const NamedTensors& state) {
+void check_state_dict(const Module& module, const NamedTensors& state) {
   const NamedTensors own = module.state_dict();
   std::map<std::string, Tensor> given;
   for (const auto& [name, tensor] : state) given.emplace(name, tensor);
@@ -289,8 +321,14 @@ void load_state_dict(Module& module, const NamedTensors& state) {
     TANDEM_CHECK(expected.count(name) == 1, "[load_state_dict] unexpected key '", name, "' for ",
                  module.describe());
   }
+}
+
+void load_state_dict(Module& module, const NamedTensors& state) {
+  check_state_dict(module, state);
+  std::map<std::string, Tensor> given;
+  for (const auto& [name, tensor] : state) given.emplace(name, tensor);
   NoGradGuard no_grad;
-  for (const auto& [name, tensor] : own) {
+  for (const auto& [name, tensor] : module.state_dict()) {
     Tensor target = tensor;
     target.copy_(given.at(name).to(target.device()));
   }

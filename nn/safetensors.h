@@ -31,7 +31,11 @@ struct SafetensorsFile {
 SafetensorsFile load_safetensors(const std::string& path);
 
 /// Copies `state` into the module's parameters and buffers. Everything is checked before anything
-/// is copied (missing or unexpected keys, shapes, dtypes), so a failed load changes nothing.
+/// is copied (check_state_dict), so a failed load changes nothing.
 void load_state_dict(Module& module, const NamedTensors& state);
+
+/// Throws what load_state_dict(module, state) would for keys missing or unexpected, shapes and
+/// dtypes, and changes nothing.
+void check_state_dict(const Module& module, const NamedTensors& state);
 
 }  // namespace tandem::nn

@@ -24,6 +24,20 @@ void Sgd::set_lr(float lr) {
   config_.lr = lr;
 }
 
+SgdStepOptions step_options(const SgdConfig& config, const Tensor& parameter, bool first_step) {
+  const bool decay = !(config.no_decay_for_bn_and_bias && parameter.dim() <= 1);
+  return {.lr = config.lr,
+          .momentum = config.momentum,
+          .dampening = config.dampening,
+          .weight_decay = decay ? config.weight_decay : 0.0f,
+          .nesterov = config.nesterov,
+          .first_step = first_step};
+}
+
+bool same_step(const SgdStepOptions& a, const SgdStepOptions& b) {
+  return a.weight_decay == b.weight_decay && a.first_step == b.first_step;
+}
+
 namespace {
 
 // Parameters that one sgd_step_multi call updates: the same device and the same options
@@ -47,16 +61,9 @@ void Sgd::step() {
     if (!grad.defined()) continue;
     const bool first_step = !buffers_[i].defined();
     if (first_step && config_.momentum != 0.0f) buffers_[i] = empty_like(parameter);
-    const bool decay = !(config_.no_decay_for_bn_and_bias && parameter.dim() <= 1);
-    const SgdStepOptions options{.lr = config_.lr,
-                                 .momentum = config_.momentum,
-                                 .dampening = config_.dampening,
-                                 .weight_decay = decay ? config_.weight_decay : 0.0f,
-                                 .nesterov = config_.nesterov,
-                                 .first_step = first_step};
+    const SgdStepOptions options = step_options(config_, parameter, first_step);
     auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) {
-      return g.device == parameter.device() && g.options.weight_decay == options.weight_decay &&
-             g.options.first_step == options.first_step;
+      return g.device == parameter.device() && same_step(g.options, options);
     });
     if (group == groups.end()) {
       groups.push_back(Group{.device = parameter.device(), .options = options, .tensors = {}});
@@ -71,6 +78,14 @@ size_t Sgd::state_bytes() const {
   size_t bytes = 0;
   for (const Tensor& buffer : buffers_) bytes += buffer.defined() ? buffer.nbytes() : 0;
   return bytes;
+}
+
+std::vector<Tensor> Sgd::gradients() const {
+  std::vector<Tensor> gradients;
+  for (const Tensor& parameter : parameters_) {
+    if (Tensor grad = parameter.grad(); grad.defined()) gradients.push_back(grad);
+  }
+  return gradients;
 }
 
 void Sgd::zero_grad() {

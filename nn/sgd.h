@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "engine/ops/optim.h"
 #include "nn/module.h"
 #include "nn/optimizer.h"
 
@@ -21,6 +22,14 @@ struct SgdConfig {
   bool no_decay_for_bn_and_bias = false;
 };
 
+/// The options of one parameter's step under `config` (the rule nn::Sgd and
+/// parallel::ShardedSgd both step by): no weight decay for a 1-D parameter under
+/// no_decay_for_bn_and_bias; `first_step` when its momentum buffer does not exist yet.
+SgdStepOptions step_options(const SgdConfig& config, const Tensor& parameter, bool first_step);
+/// Steps with these options can share one sgd_step_multi call (the rest of the options come
+/// from one config).
+bool same_step(const SgdStepOptions& a, const SgdStepOptions& b);
+
 class Sgd final : public Optimizer {
  public:
   Sgd(std::vector<Tensor> parameters, const SgdConfig& config);
@@ -28,6 +37,8 @@ class Sgd final : public Optimizer {
   /// Updates every parameter that has a gradient; parameters without one are left alone.
   /// One sgd_step_multi call per device and set of options.
   void step() override;
+  /// The parameters' defined gradients, in parameter order.
+  std::vector<Tensor> gradients() const override;
   /// Drops gradients (set to none).
   void zero_grad() override;
 

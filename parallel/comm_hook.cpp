@@ -1,3 +1,12 @@
+// DDP's communication hooks (comm_hook.h): the built-in all-reduce and the 16-bit compressions.
+//
+// Their place: parallel/, DDP's side, not parallel/comm/. A hook is how the Reducer reduces a
+// GradBucket; it calls the process group, and the group knows nothing of buckets, DDP or the
+// Reducer (tandem_comm links only the engine, so bench_collectives needs no DDP). PyTorch keeps
+// them the same way, in torch/distributed/algorithms/ddp_comm_hooks/, apart from c10d. The name
+// beside parallel/comm/ misleads, so the files are to be called ddp_comm_hook.{h,cpp}; that move
+// waits for the Reducer's split into parallel/zero/ (#54 item 2), which rewrites the include
+// blocks of reducer.h and distributed_data_parallel.h, the two headers that include this one.
 #include "parallel/comm_hook.h"
 
 #include "engine/device_runtime.h"

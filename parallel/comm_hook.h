@@ -19,8 +19,8 @@
 ///   lose bits as subnormals or flush to zero. Better precision where gradients are well scaled.
 /// Both are deterministic: every rank decompresses the same 16-bit sum, so replicas stay equal.
 ///
-/// Note [Sharded reductions]: with gradients sharded (ZeRO stage 2, parallel/sharded_sgd.h) the
-/// Reducer asks its hook for reduce_scatter() instead of reduce(): the same reduction, except
+/// Note [Sharded reductions]: with gradients sharded (ZeRO stage 2, parallel/zero/sharded_sgd.h)
+/// the Reducer asks its hook for reduce_scatter() instead of reduce(): the same reduction, except
 /// that each rank keeps only its part of the sum (Note [Shards per bucket] in shard_layout.h).
 /// The built-in hooks do both, the compression hooks with the same 16-bit casts around the
 /// reduce-scatter; a hook of one's own that has no reduce_scatter() is refused in one line.

@@ -7,6 +7,7 @@
 #include "engine/ops/factory.h"
 #include "parallel/join.h"
 #include "parallel/sync_batch_norm.h"
+#include "parallel/zero/sharded_buckets.h"
 
 namespace tandem::parallel {
 namespace {
@@ -116,20 +117,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     trained.push_back(tensor);
     trained_names_.push_back(name);
   }
+  options_.reducer = sharded_reducer_options(options_.sharding, options_.reducer);
+  buckets_ = sharded_bucket_storage(options_.sharding, group_->size());
+  reducer_ = std::make_unique<Reducer>(trained, trained_names_, group_, options_.reducer, buckets_);
   if (options_.sharding != Sharding::None) {
-    // A parameter no rank used keeps its .grad in DDP and plain SGD skips it; the sharded step
-    // cannot tell, and would move it by its momentum and weight decay.
-    TANDEM_CHECK(!options_.reducer.find_unused_parameters,
-                 "[ZeRO] find_unused_parameters is not supported with sharding (",
-                 sharding_name(options_.sharding),
-                 "): every parameter must take part in every step's loss");
-    // Note [Shards per bucket]: the shards follow the buckets, which therefore never change.
-    options_.reducer.rebuild_buckets = false;
-    options_.reducer.shard_gradients = options_.sharding == Sharding::Gradients;
-  }
-  reducer_ = std::make_unique<Reducer>(trained, trained_names_, group_, options_.reducer);
-  if (options_.sharding != Sharding::None) {
-    flat_ = std::make_unique<FlatParameters>(trained, reducer_->shard_layout());
+    // Note [Shards per bucket]: the Reducer's buckets as shards of this rank.
+    std::vector<int64_t> numels;
+    numels.reserve(trained.size());
+    for (const Tensor& p : trained) numels.push_back(p.numel());
+    ShardLayout layout(reducer_->bucket_assignment(), numels, group_->size(), group_->rank());
+    flat_ = std::make_unique<FlatParameters>(trained, std::move(layout));
   }
 }
 
@@ -140,12 +137,12 @@ ModelStateBytes DistributedDataParallel::model_state_bytes(size_t optimizer_byte
     if (!flat_ || !p.requires_grad()) bytes.parameters += p.nbytes();
   }
   if (flat_) bytes.parameters += flat_->bytes();
-  const GradientMemory memory = reducer_->gradient_memory();
+  const GradientMemory memory = buckets_->memory();
   bytes.gradients = memory.kept_bytes + memory.peak_transient_bytes;
   // .grad tensors of their own: not views of the buckets (gradient_as_bucket_view).
   std::vector<const Storage*> bucket_storage;
   for (size_t k = 0; k < reducer_->bucket_assignment().size(); ++k) {
-    const Tensor reduced = reducer_->reduced_gradients(k);
+    const Tensor reduced = buckets_->reduced(k);
     if (reduced.defined()) bucket_storage.push_back(reduced.storage().get());
   }
   for (const auto& [name, p] : module_->named_parameters()) {

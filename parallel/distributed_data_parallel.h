@@ -17,13 +17,15 @@
 /// require_forward_param_sync: so the first no_grad forward after training and the first
 /// no_sync micro-step broadcast, the later ones and the synchronised step after no_sync ones do
 /// not. Evaluating uneven shards through the wrapper under no_grad thus runs one broadcast on
-/// every rank, not one per batch (which hung: review 2026-11-26, N1). Under a Join the round
+/// every rank, not one per batch: ranks with fewer batches would leave the others waiting in a
+/// broadcast. Under a Join the round
 /// carries whether this step broadcasts, and from which rank (Note [Join protocol]).
 ///
-/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/sharded_sgd.h): with
+/// Sharded data parallel (ZeRO; Note [Sharded data parallel] in parallel/zero/sharding.h): with
 /// options.sharding the buckets are fixed at construction and the trained parameters move into
 /// one flat buffer per bucket (FlatParameters), which a ShardedSgd steps a part of and
-/// all-gathers; with Sharding::Gradients the Reducer reduce-scatters (Note [Sharded gradients]).
+/// all-gathers; with Sharding::Gradients the Reducer's buckets are a ShardedBuckets, which
+/// reduce-scatters them (Note [Sharded gradients] in parallel/zero/sharded_buckets.h).
 ///
 /// DDP is a Joinable (parallel/joinable.h): under a Join, its forward drives the rounds, and its
 /// hook shadows a step's buffer broadcast and gradient reductions on a joined rank, and ends by
@@ -32,11 +34,13 @@
 #include <memory>
 
 #include "nn/module.h"
+#include "parallel/bucket_storage.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
-#include "parallel/flat_parameters.h"
 #include "parallel/joinable.h"
 #include "parallel/reducer.h"
+#include "parallel/zero/flat_parameters.h"
+#include "parallel/zero/sharding.h"
 
 namespace tandem::parallel {
 
@@ -47,12 +51,12 @@ struct DdpOptions {
   bool broadcast_buffers = true;
   /// What is split across the ranks (ZeRO's stage): with Optimizer or Gradients the buckets are
   /// fixed (reducer.rebuild_buckets is turned off) and the parameters flattened per bucket; with
-  /// Gradients the Reducer also shards the gradients (reducer.shard_gradients). Step the model
-  /// with a parallel::ShardedSgd.
+  /// Gradients the buckets also shard the gradients (ShardedBuckets). Step the model with a
+  /// parallel::ShardedSgd.
   Sharding sharding = Sharding::None;
 };
 
-/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/sharded_sgd.h).
+/// Bytes of the model state a rank holds (Note [Counted memory] in parallel/zero/sharding.h).
 struct ModelStateBytes {
   size_t parameters = 0;  ///< the module's parameters (flat buffers, padding included)
   size_t gradients = 0;   ///< .grad tensors, gradient buckets or shards, at their peak in a step
@@ -71,6 +75,8 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   ProcessGroup& process_group() { return *group_; }
   Reducer& reducer() { return *reducer_; }
   const Reducer& reducer() const { return *reducer_; }
+  /// The Reducer's buckets (bucket_storage.h): what the last step reduced, for ShardedSgd.
+  BucketStorage& bucket_storage() { return *buckets_; }
   Sharding sharding() const { return options_.sharding; }
   /// The flat parameter buffers (Sharding::Optimizer, Gradients), else null.
   const FlatParameters* flat_parameters() const { return flat_.get(); }
@@ -134,6 +140,7 @@ class DistributedDataParallel final : public nn::Module, public Joinable {
   std::shared_ptr<nn::Module> module_;
   std::shared_ptr<ProcessGroup> group_;
   DdpOptions options_;
+  std::shared_ptr<BucketStorage> buckets_;  ///< the Reducer's (sharded at ZeRO stage 2)
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<FlatParameters> flat_;  ///< sharding only
   std::vector<std::string> trained_names_;

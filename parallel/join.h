@@ -20,7 +20,7 @@
 /// who still trains. A joined rank then runs each joinable's main hook, which does what the step
 /// of the others does: for DDP the buffer broadcast when there is one, from the lowest rank
 /// still training (it has the newest statistics), and one zero-filled reduction per gradient
-/// bucket (Note [Joined ranks] in reducer.h). When a round finds no rank training, every rank
+/// bucket (Note [Joined ranks] in reducer.cpp). When a round finds no rank training, every rank
 /// runs the post hooks and finish() returns.
 ///
 /// Note [Join final model]: a joined rank skipped the optimizer steps the others took after it

@@ -52,11 +52,14 @@ void check_parameters_device(const ProcessGroup& group, Device parameters_device
 }
 
 Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
-                 std::shared_ptr<ProcessGroup> group, ReducerOptions options)
+                 std::shared_ptr<ProcessGroup> group, ReducerOptions options,
+                 std::shared_ptr<BucketStorage> storage)
     : parameters_(std::move(parameters)),
       names_(std::move(names)),
       group_(std::move(group)),
-      options_(options) {
+      options_(options),
+      storage_(storage ? std::move(storage) : std::make_shared<DenseBuckets>()),
+      timer_(group_ ? group_->backend_name() : std::string()) {
   TANDEM_CHECK(group_ != nullptr, "[DDP] no process group");
   TANDEM_CHECK(names_.size() == parameters_.size(), "[DDP] ", names_.size(), " names for ",
                parameters_.size(), " parameters");
@@ -65,7 +68,10 @@ Reducer::Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
                " and bucket_cap_mb ", options_.bucket_cap_mb);
   // The first bucket is the small one, so it never gets more than the others, as in PyTorch.
   options_.first_bucket_mb = std::min(options_.first_bucket_mb, options_.bucket_cap_mb);
-  check_sharding_options();
+  // A storage that keeps no gradients lays out its parts by the buckets (ZeRO).
+  TANDEM_CHECK(storage_->keeps_gradients() || !options_.rebuild_buckets,
+               "[DDP] a bucket storage that keeps no gradients needs the buckets fixed "
+               "(rebuild_buckets = false)");
   rebuilt_ = !options_.rebuild_buckets;  // never rebuilt: as if done already
   device_ = parameters_.empty() ? group_->tensor_device() : parameters_.front().device();
   check_parameters_device(*group_, device_);
@@ -126,6 +132,11 @@ void Reducer::rebuild_buckets() {
   arrival_order_.clear();
 }
 
+// Note [Unfinished reduction]: a backward pass that marked gradients ready but never reached
+// finalize() (it threw on this rank and the caller went on) leaves this rank's buckets a step
+// behind the others'; every later all-reduce would pair different steps and still succeed. So the
+// next DDP forward refuses to start, as PyTorch does ("Expected to have finished reduction in
+// the prior iteration"): the job must restart, since the ranks cannot agree to skip the step.
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   std::lock_guard lock(mutex_);
   // Note [Unfinished reduction]
@@ -157,6 +168,15 @@ bool Reducer::rebuild_due() const {
   return !rebuilt_ && synced_steps_ > 0;
 }
 
+// Note [Unused parameters] (find_unused_parameters): DDP's forward finds the parameters its
+// output does not reach, and the first gradient hook of the backward marks them ready, so a
+// forward that is not followed by a backward (an evaluation in grad mode) launches nothing, as
+// in PyTorch.
+// An unused parameter contributes its .grad when it has one (gradients accumulated under
+// no_sync()) and zero otherwise; gradient hooks record use even under no_sync(), and that record
+// is cleared only by the synchronised step's finalize(). The ranks then all-reduce who used what
+// (launched with the last bucket, read in finalize()): a parameter some rank used gets the
+// average, one no rank used keeps its .grad.
 void Reducer::find_unused_parameters(const std::vector<Tensor>& outputs) {
   const auto reached = reachable_nodes(outputs);
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -184,6 +204,8 @@ void Reducer::mark_ready(size_t index) {
   mark_ready_locked(index, true);
 }
 
+// Note [Averaging]: each gradient is scaled by 1/world_size on its way into the bucket and the
+// bucket is summed, as PyTorch does, so the all-reduce yields the average without a second pass.
 void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   TANDEM_CHECK(!ready_[index], "[DDP] parameter ", names_[index],
                " got its gradient twice in one step: backward ran twice after one forward, or "
@@ -193,7 +215,7 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   if (has_gradient) used_[index] = true;
   arrival_order_.push_back(index);
   Bucket& bucket = buckets_[locators_[index].bucket];
-  if (options_.shard_gradients && !bucket.flat.defined()) allocate_flat(bucket);
+  if (!bucket.flat.defined()) take_buffer(bucket, locators_[index].bucket);
   Tensor view = bucket.views[locators_[index].slot];
   const Tensor grad = parameters_[index].grad();
   // An unused parameter's .grad, when it has one, holds what it accumulated under no_sync()
@@ -207,14 +229,17 @@ void Reducer::mark_ready_locked(size_t index, bool has_gradient) {
   } else {
     view.zero_();
   }
-  // Note [Sharded gradients]: the bucket holds it now, and only this rank's part will stay.
-  if (options_.shard_gradients) parameters_[index].set_grad(Tensor());
+  // The bucket holds it now; a storage that keeps no gradients keeps only its reduction.
+  if (!storage_->keeps_gradients()) parameters_[index].set_grad(Tensor());
   if (--bucket.pending == 0) {
-    bucket.ready_at = Clock::now();
+    timer_.bucket_ready(locators_[index].bucket);
     if (options_.overlap) launch_ready_buckets();
   }
 }
 
+// Note [Launch order]: every rank must submit the same all-reduces in the same order (Note
+// [Collective order]), so bucket k launches only once buckets 0 … k-1 have launched, even when
+// it is ready earlier.
 void Reducer::launch_ready_buckets() {
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     launch(next_to_launch_++);
@@ -256,13 +281,10 @@ void Reducer::launch(size_t index) {
   Bucket& bucket = buckets_[index];
   const GradBucket handed{
       .index = index, .buffer = bucket.flat, .last = index + 1 == buckets_.size()};
-  if (options_.shard_gradients) {
-    // Note [Sharded gradients]: a shard the optimizer has not consumed takes the new one added.
-    if (reduced_) bucket.incoming = zeros_like(bucket.shard);
-    bucket.work = hook_->reduce_scatter(*group_, handed, reduced_ ? bucket.incoming : bucket.shard);
-    release_flat(bucket);
-  } else {
-    bucket.work = hook_->reduce(*group_, handed);
+  bucket.work = storage_->reduce(*hook_, *group_, handed);
+  if (!storage_->keeps_gradients()) {  // the collective holds the buffer from here on
+    bucket.flat = Tensor();
+    bucket.views.clear();
   }
   TANDEM_CHECK(bucket.work != nullptr, "[DDP] communication hook '", hook_->name(),
                "' returned no Work for bucket ", index);
@@ -300,19 +322,17 @@ void Reducer::finalize() {
   launch_ready_buckets();  // with overlap off, all of them; with it on, none are left
   wait_for_buckets();
   runtime_for(device_).wait_for(grad_stream_);  // .grad tensors were last written by the worker
-  if (options_.shard_gradients) {
-    add_incoming_shards();
-    retire_completed();
-  } else {
-    write_back();
-  }
-  record_step(backward_end);
-  reduced_ = true;
+  storage_->end_step();
+  if (storage_->keeps_gradients()) write_back();
+  end_timing(backward_end);
   std::fill(used_.begin(), used_.end(), false);  // Note [Unused parameters]
   require_finalize_ = false;
   ++synced_steps_;
 }
 
+// Note [Communication hooks]: each bucket is reduced by the Reducer's CommHook (comm_hook.h):
+// the plain all-reduce unless register_comm_hook() chose another, such as bf16 compression.
+// The hook sees the bucket already scaled (Note [Averaging]), so it only has to sum.
 void Reducer::register_comm_hook(std::shared_ptr<CommHook> hook) {
   std::lock_guard lock(mutex_);
   TANDEM_CHECK(hook != nullptr, "[DDP] register_comm_hook: no hook");
@@ -333,8 +353,15 @@ void Reducer::set_divisor(int divisor) {
   divisor_ = divisor;
 }
 
-// Note [Joined ranks]: the collectives of one backward pass, in the order finalize()'s
-// would come on a rank that trains, with zero gradients. Nothing is written back to .grad
+// Note [Joined ranks]: under parallel::Join a rank that has run out of data calls
+// shadow_backward() once for every backward pass the other ranks still run: it launches the
+// same bucket reductions (through the same hook) with zeros, and the same used-parameter
+// counts, so the others' collectives are answered and nothing hangs. set_divisor() lets the
+// average cover only the ranks that still train. Buckets are rebuilt (Note [Bucket ordering])
+// at the first forward after one synchronised step, counted alike by ranks that train and
+// ranks that shadow, so all of them rebuild in the same step.
+// Here: the collectives of one backward pass, in the order finalize()'s would come on a rank
+// that trains, with zero gradients. Nothing is written back to .grad
 // (with gradient_as_bucket_view the .grad tensors are the buckets, and end up holding the
 // others' average: harmless, a joined rank takes no optimizer step).
 void Reducer::shadow_backward() {
@@ -344,14 +371,14 @@ void Reducer::shadow_backward() {
                "its last backward pass has ended");
   if (rebuild_due()) rebuild_buckets();
   forward_stream_ = grad_stream_ = runtime_for(device_).current_stream(device_);
-  reduced_ = false;  // a joined rank has no gradient of its own to add to
+  storage_->clear_reduced();  // a joined rank has no gradient of its own to add to
   for (size_t k = 0; k < buckets_.size(); ++k) {
-    if (options_.shard_gradients) {
-      allocate_flat(buckets_[k]);  // zeros
-    } else {
+    if (buckets_[k].flat.defined()) {
       buckets_[k].flat.zero_();
+    } else {
+      take_buffer(buckets_[k], k);  // zeros
     }
-    buckets_[k].ready_at = Clock::now();
+    timer_.bucket_ready(k);
     launch(k);
   }
   if (options_.find_unused_parameters) {
@@ -361,9 +388,21 @@ void Reducer::shadow_backward() {
   wait_for_buckets();
   if (used_work_) used_work_->synchronize();
   used_work_.reset();
-  retire_completed();
-  reduced_ = true;
+  storage_->end_step();
   ++synced_steps_;
+}
+
+void Reducer::end_timing(Clock::time_point backward_end) {
+  std::vector<BucketTiming> sizes;
+  std::vector<std::shared_ptr<Work>> works;
+  for (size_t k = 0; k < buckets_.size(); ++k) {
+    const int64_t numel = storage_->numel(k);  // padding included
+    sizes.push_back({.parameters = buckets_[k].parameters.size(),
+                     .bytes = static_cast<size_t>(numel) * dtype_size(DType::Float32),
+                     .payload_bytes = hook_->payload_bytes(numel)});
+    works.push_back(buckets_[k].work);
+  }
+  timer_.end_step(backward_end, std::move(sizes), std::move(works));
 }
 
 void Reducer::write_back() {

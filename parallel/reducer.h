@@ -15,81 +15,26 @@
 /// hold up to bucket_cap_mb. After the first step the buckets are rebuilt once in the order the
 /// gradients actually arrived on rank 0, broadcast so that every rank builds the same buckets.
 ///
-/// Note [Bucket order on resume]: with 3 or more ranks a bucket's all-reduce (Gloo's ring, NCCL's)
-/// adds each element's values in an order that depends on its place in the bucket, so the same
-/// gradients summed in other buckets differ in the last bits. A job resumed from a checkpoint
-/// would reduce its first step with the initial buckets where the uninterrupted job used the
-/// rebuilt ones. So bucket_order() is saved with a checkpoint and restore_bucket_order() resumes
-/// with it: the resumed job reduces every step exactly as the uninterrupted one (its rebuild
-/// already done). Two ranks add a + b = b + a, bit-exact in any layout.
-///
-/// Note [Launch order]: every rank must submit the same all-reduces in the same order (Note
-/// [Collective order]), so bucket k launches only once buckets 0 … k-1 have launched, even when
-/// it is ready earlier.
-///
-/// Note [Averaging]: each gradient is scaled by 1/world_size on its way into the bucket and the
-/// bucket is summed, as PyTorch does, so the all-reduce yields the average without a second pass.
-///
-/// Note [Unused parameters] (find_unused_parameters): DDP's forward finds the parameters its
-/// output does not reach, and the first gradient hook of the backward marks them ready, so a
-/// forward that is not followed by a backward (an evaluation in grad mode) launches nothing, as
-/// in PyTorch.
-/// An unused parameter contributes its .grad when it has one (gradients accumulated under
-/// no_sync()) and zero otherwise; gradient hooks record use even under no_sync(), and that record
-/// is cleared only by the synchronised step's finalize(). The ranks then all-reduce who used what
-/// (launched with the last bucket, read in finalize()): a parameter some rank used gets the
-/// average, one no rank used keeps its .grad.
-///
-/// Note [Communication hooks]: each bucket is reduced by the Reducer's CommHook (comm_hook.h):
-/// the plain all-reduce unless register_comm_hook() chose another, such as bf16 compression.
-/// The hook sees the bucket already scaled (Note [Averaging]), so it only has to sum.
-///
-/// Note [Joined ranks]: under parallel::Join a rank that has run out of data calls
-/// shadow_backward() once for every backward pass the other ranks still run: it launches the
-/// same bucket reductions (through the same hook) with zeros, and the same used-parameter
-/// counts, so the others' collectives are answered and nothing hangs. set_divisor() lets the
-/// average cover only the ranks that still train. Buckets are rebuilt (Note [Bucket ordering])
-/// at the first forward after one synchronised step, counted alike by ranks that train and
-/// ranks that shadow, so all of them rebuild in the same step.
-///
-/// Note [Unfinished reduction]: a backward pass that marked gradients ready but never reached
-/// finalize() (it threw on this rank and the caller went on) leaves this rank's buckets a step
-/// behind the others'; every later all-reduce would pair different steps and still succeed. So the
-/// next DDP forward refuses to start, as PyTorch does ("Expected to have finished reduction in
-/// the prior iteration"): the job must restart, since the ranks cannot agree to skip the step.
-///
-/// Note [Reducer on CUDA] (in reducer.cpp, above launch()): how the Reducer orders its work on
-/// CUDA streams without blocking the host; on Gloo the same code runs with no-op stream steps.
-///
-/// Note [Sharded gradients] (shard_gradients, ZeRO stage 2; parallel/sharded_sgd.h): the buckets
-/// keep their order from construction (rebuild_buckets off: the shards are laid out by them,
-/// Note [Shards per bucket] in shard_layout.h), and what a bucket keeps between steps is only
-/// `shard`, this rank's part of its reduced gradients (1/world of it, padding included). Its
-/// flat buffer, padded to a multiple of the world size, is allocated when the bucket's first
-/// gradient of the step arrives, filled as above, handed to the hook's reduce_scatter() (Note
-/// [Sharded reductions] in comm_hook.h) and dropped at once: the process group holds it until
-/// the collective has run (NCCL: record_stream), then it is freed. Each parameter's .grad is
-/// dropped as soon as it has been copied into its bucket, so after the step a rank holds no
-/// gradient but its shard. The overlap with backward is DDP's: buckets launch as they fill, in
-/// order (Note [Launch order]), and last_step() times them alike. Under no_sync() .grad
-/// accumulates full-size as in DDP (as under FSDP's no_sync()); a synchronised backward whose
-/// shard was not consumed (clear_reduced_gradients()) adds the new shard to it, as .grad adds up.
-/// gradient_memory() counts the bytes: the shards, and the most bucket bytes alive at once (a
-/// bucket counts from its allocation until this Reducer sees its collective completed, an
-/// upper bound of when the group frees it).
+/// The other notes sit above the code they explain: [Launch order], [Averaging] and [Unused
+/// parameters] above mark_ready_locked() and its neighbours, [Unfinished reduction] above
+/// prepare_for_backward(), [Communication hooks] above register_comm_hook(), [Joined ranks] above
+/// shadow_backward(), [Reducer on CUDA] above launch() (reducer.cpp); [Bucket order on resume]
+/// above bucket_order() (reducer_buckets.cpp). The buffers and their reduction are a
+/// BucketStorage's (bucket_storage.h; ZeRO stage 2's in parallel/zero/sharded_buckets.h), the
+/// step's timings a ReducerTimer's (reducer_timer.h).
 
 #include <chrono>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/device_runtime.h"
 #include "engine/tensor.h"
+#include "parallel/bucket_storage.h"
 #include "parallel/comm/process_group.h"
 #include "parallel/comm_hook.h"
-#include "parallel/shard_layout.h"
+#include "parallel/reducer_timer.h"
 
 namespace tandem::parallel {
 
@@ -110,48 +55,6 @@ struct ReducerOptions {
   /// being rebuilt in arrival order after the first step (sharded data parallel lays its shards
   /// out by them).
   bool rebuild_buckets = true;
-  /// ZeRO stage 2: reduce-scatter each bucket and keep only this rank's part (Note [Sharded
-  /// gradients]). Needs rebuild_buckets off; refuses find_unused_parameters and
-  /// gradient_as_bucket_view.
-  bool shard_gradients = false;
-};
-
-/// The gradient memory a Reducer holds, in bytes (Note [Sharded gradients]).
-struct GradientMemory {
-  size_t kept_bytes = 0;            ///< kept between steps: the buckets, or the shards (stage 2)
-  size_t peak_transient_bytes = 0;  ///< stage 2: most bucket bytes alive at once, so far
-};
-
-/// Where one bucket's time went in the last step, in ms relative to the end of backward
-/// (negative: before it ended).
-struct BucketTiming {
-  size_t parameters = 0;
-  size_t bytes = 0;          ///< the bucket's float32 gradients
-  size_t payload_bytes = 0;  ///< what its hook handed to collectives (compression: fewer)
-  double ready_ms = 0;       ///< its last gradient arrived
-  double started_ms = 0;     ///< its all-reduce started running
-  double ended_ms = 0;       ///< its all-reduce finished
-};
-
-/// What a finished step leaves for its timings (Reducer::take_step_record): sizes and arrival
-/// times now, the collectives' times once they have run.
-struct ReducerStepRecord {
-  using Clock = std::chrono::steady_clock;
-  Clock::time_point backward_end;            ///< when finalize() started
-  Clock::time_point finalized;               ///< when finalize() returned
-  std::vector<BucketTiming> buckets;         ///< sizes and ready_ms so far
-  std::vector<std::shared_ptr<Work>> works;  ///< per bucket
-
-  /// Every bucket's collective has ended (never blocks): stats_of() then waits for nothing.
-  bool collectives_done() const;
-};
-
-struct ReducerStepStats {
-  std::vector<BucketTiming> buckets;
-  double comm_ms = 0;          ///< time all-reduces ran, summed over buckets
-  double hidden_fraction = 0;  ///< share of comm_ms that ran before backward ended
-  double wait_ms = 0;          ///< how long finalize() waited after backward ended
-  size_t payload_bytes = 0;    ///< gradient bytes handed to collectives, summed over buckets
 };
 
 /// Buckets (lists of indices into `bytes`) for parameters taken in `order`: a bucket closes when
@@ -168,9 +71,11 @@ void check_parameters_device(const ProcessGroup& group, Device parameters_device
 class Reducer {
  public:
   /// parameters: the model's parameters in registration order (float32, on the group's
-  /// tensor_device()), all ranks alike; names are for messages.
+  /// tensor_device()), all ranks alike; names are for messages. `storage` holds the buckets and
+  /// starts their reductions (bucket_storage.h); null: DenseBuckets, plain DDP's.
   Reducer(std::vector<Tensor> parameters, std::vector<std::string> names,
-          std::shared_ptr<ProcessGroup> group, ReducerOptions options);
+          std::shared_ptr<ProcessGroup> group, ReducerOptions options,
+          std::shared_ptr<BucketStorage> storage = nullptr);
   ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
@@ -194,18 +99,6 @@ class Reducer {
 
   /// The parameter indices of each bucket, in bucket (= launch) order.
   std::vector<std::vector<size_t>> bucket_assignment() const;
-  /// The buckets as shards of this rank (Note [Shards per bucket]); with rebuild_buckets off they
-  /// never change.
-  ShardLayout shard_layout() const;
-  /// Bucket k's reduced gradients as the last finalize() or shadow_backward() left them: its flat
-  /// buffer (element order of shard_layout(), without the padding), or with shard_gradients this
-  /// rank's part of it. For the sharded optimizer, which steps from them.
-  Tensor reduced_gradients(size_t bucket) const;
-  /// A finalize() or shadow_backward() has reduced gradients since the last
-  /// clear_reduced_gradients() (the sharded optimizer's zero_grad()).
-  bool has_reduced_gradients() const;
-  void clear_reduced_gradients();
-  GradientMemory gradient_memory() const;
   /// The parameters in the order of the buckets the next step reduces with (Note [Bucket order
   /// on resume]): the rebuilt buckets', or, while the rebuild is due at the next forward, the
   /// order it will build from (this rank's arrival order; rank 0's is the one every rank takes);
@@ -216,30 +109,20 @@ class Reducer {
   /// skips the rebuild after the first step. Every rank alike, before the first backward pass.
   /// Without rebuild_buckets it does nothing: those buckets (and ZeRO's shards) never change.
   void restore_bucket_order(const std::vector<size_t>& order);
-  /// Timings of the last finished step. On NCCL, whose all-reduces may still be running on the
-  /// device when backward() returns, this first waits for them (Work::synchronize()).
-  ReducerStepStats last_step() const;
-  /// The last finished step's record, taken without waiting for anything; nullopt when no step
-  /// finished since the last take (or last_step()). For timed loops that must not wait for the
-  /// device every step (Note [Phase timing] in apps/bench_cifar/timed_steps.h): they read it
-  /// with stats_of() once record.collectives_done(), or after synchronising the device.
-  std::optional<ReducerStepRecord> take_step_record() const;
-  /// The timings of `record`, waiting for its collectives first (Work::synchronize()).
-  static ReducerStepStats stats_of(const ReducerStepRecord& record);
+  /// The timings of the steps (bench_cifar's overlap columns).
+  const ReducerTimer& timer() const { return timer_; }
 
  private:
   using Clock = std::chrono::steady_clock;
 
   struct Bucket {
-    Tensor flat;        ///< the bucket's gradients back to back, reduced in one call
-    int64_t numel = 0;  ///< of `flat` (stage 2: padded; kept while `flat` is not)
-    Tensor shard;  ///< stage 2: this rank's part of the reduced bucket (Note [Sharded gradients])
-    Tensor incoming;  ///< stage 2: the reduction's target while `shard` holds an unused gradient
+    /// The bucket's gradients back to back, reduced in one call: storage_'s buffer, held from
+    /// the bucket's first gradient (or for good, when the storage keeps gradients).
+    Tensor flat;
     std::vector<size_t> parameters;  ///< indices into parameters_, in bucket order
     std::vector<Tensor> views;       ///< views of `flat`, one per parameter, their shapes
     size_t pending = 0;              ///< gradients still to arrive this step
     std::shared_ptr<Work> work;      ///< this step's all-reduce, once launched
-    Clock::time_point ready_at;      ///< when `pending` reached 0
   };
 
   /// Where parameter i's gradient lives.
@@ -249,7 +132,8 @@ class Reducer {
   };
 
   void build_buckets(const std::vector<size_t>& order);
-  void make_views(Bucket& bucket) const;  ///< views of `flat` per parameter
+  void take_buffer(Bucket& bucket, size_t index);  ///< `flat` from storage_, and its views
+  void make_views(Bucket& bucket) const;           ///< views of `flat` per parameter
   void rebuild_buckets();
   /// What rebuild_buckets() sends from rank 0: the last step's arrival order when it saw every
   /// parameter, else the current buckets' order.
@@ -264,22 +148,17 @@ class Reducer {
   void wait_for_buckets();
   bool rebuild_due() const;
 
-  void record_step(Clock::time_point backward_end);
-  // Note [Sharded gradients]
-  void check_sharding_options() const;
-  void allocate_flat(Bucket& bucket);
-  void release_flat(Bucket& bucket);
-  void retire_completed();
-  void add_incoming_shards();
+  void end_timing(Clock::time_point backward_end);  ///< the step's record, to timer_
   std::string names_of_pending() const;
 
   std::vector<Tensor> parameters_;
   std::vector<std::string> names_;
   std::shared_ptr<ProcessGroup> group_;
   ReducerOptions options_;
-  Device device_ = Device::cpu();   ///< the parameters' (and the buckets') device
-  std::shared_ptr<CommHook> hook_;  ///< reduces each bucket (Note [Communication hooks])
-  bool custom_hook_ = false;        ///< register_comm_hook() was called
+  Device device_ = Device::cpu();           ///< the parameters' (and the buckets') device
+  std::shared_ptr<BucketStorage> storage_;  ///< the buckets' buffers, their reductions
+  std::shared_ptr<CommHook> hook_;          ///< reduces each bucket (Note [Communication hooks])
+  bool custom_hook_ = false;                ///< register_comm_hook() was called
   std::vector<int> hook_ids_;
 
   mutable std::mutex mutex_;  // guards everything below (hooks run on the backward thread)
@@ -302,20 +181,10 @@ class Reducer {
   std::vector<size_t> arrival_order_;  ///< first step: the order gradients arrived in
   bool rebuilt_ = false;               ///< buckets already rebuilt from arrival_order_
   int64_t synced_steps_ = 0;           ///< finalized or shadowed steps (Note [Joined ranks])
-  bool reduced_ = false;               ///< has_reduced_gradients()
-  /// Stage 2: bucket buffers whose collective may still run, and their bytes.
-  std::vector<std::pair<std::shared_ptr<Work>, size_t>> in_flight_;
-  size_t transient_bytes_ =
-      0;  ///< stage 2: bucket bytes alive (allocated, collective not seen done)
-  size_t peak_transient_bytes_ = 0;
-  int divisor_ = 1;           ///< ranks the gradients are averaged over
-  StreamRef forward_stream_;  ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
-  StreamRef grad_stream_;     ///< the stream the gradient hooks ran on this step
-  /// The last step, until last_step() or take_step_record() reads it; turned into
-  /// ReducerStepStats on demand, when every all-reduce has ended (on NCCL only once the device
-  /// has run them).
-  mutable std::optional<ReducerStepRecord> step_record_;
-  mutable ReducerStepStats last_step_;
+  int divisor_ = 1;                    ///< ranks the gradients are averaged over
+  StreamRef forward_stream_;           ///< prepare_for_backward()'s stream (Note [Reducer on CUDA])
+  StreamRef grad_stream_;              ///< the stream the gradient hooks ran on this step
+  ReducerTimer timer_;
 };
 
 }  // namespace tandem::parallel

@@ -1,6 +1,7 @@
 // The Reducer's buckets (reducer.h, Note [Bucket ordering]): which parameters share a bucket, the
 // flat buffer and its per-parameter views, and the order a checkpoint keeps so that a resumed run
-// reduces in the same buckets as the run it continues (Note [Bucket order on resume] in reducer.h).
+// reduces in the same buckets as the run it continues (Note [Bucket order on resume], above
+// bucket_order()).
 #include <vector>
 
 #include "engine/autograd/grad_mode.h"
@@ -44,23 +45,28 @@ void Reducer::build_buckets(const std::vector<size_t>& order) {
                      static_cast<size_t>(options_.bucket_cap_mb * kMegabyte));
   buckets_.clear();
   locators_.assign(parameters_.size(), {});
-  const int64_t world = group_->size();
+  std::vector<int64_t> numels;
   for (const std::vector<size_t>& members : assignment) {
     Bucket bucket;
     bucket.parameters = members;
+    int64_t numel = 0;
     for (size_t slot = 0; slot < members.size(); ++slot) {
       locators_[members[slot]] = {buckets_.size(), slot};
-      bucket.numel += parameters_[members[slot]].numel();
+      numel += parameters_[members[slot]].numel();
     }
-    if (options_.shard_gradients) {  // Note [Sharded gradients]: the flat buffer comes later
-      bucket.numel = (bucket.numel + world - 1) / world * world;
-      bucket.shard = zeros({bucket.numel / world}, {.device = device_});
-    } else {
-      bucket.flat = zeros({bucket.numel}, {.device = device_});  // Note [Reducer on CUDA]
-      make_views(bucket);
-    }
+    numels.push_back(numel);
     buckets_.push_back(std::move(bucket));
   }
+  storage_->build(numels, device_);
+  // Kept buffers are there from the start (gradients that are views of them move in at a
+  // rebuild); the others come with each step's first gradient.
+  if (!storage_->keeps_gradients()) return;
+  for (size_t k = 0; k < buckets_.size(); ++k) take_buffer(buckets_[k], k);
+}
+
+void Reducer::take_buffer(Bucket& bucket, size_t index) {
+  bucket.flat = storage_->buffer(index);
+  make_views(bucket);
 }
 
 void Reducer::make_views(Bucket& bucket) const {
@@ -96,6 +102,13 @@ std::vector<std::vector<size_t>> Reducer::bucket_assignment() const {
   return out;
 }
 
+// Note [Bucket order on resume]: with 3 or more ranks a bucket's all-reduce (Gloo's ring, NCCL's)
+// adds each element's values in an order that depends on its place in the bucket, so the same
+// gradients summed in other buckets differ in the last bits. A job resumed from a checkpoint
+// would reduce its first step with the initial buckets where the uninterrupted job used the
+// rebuilt ones. So bucket_order() is saved with a checkpoint and restore_bucket_order() resumes
+// with it: the resumed job reduces every step exactly as the uninterrupted one (its rebuild
+// already done). Two ranks add a + b = b + a, bit-exact in any layout.
 std::vector<size_t> Reducer::bucket_order() const {
   std::lock_guard lock(mutex_);
   // Without the rebuild (and so under ZeRO) every run builds the same buckets: nothing to keep.

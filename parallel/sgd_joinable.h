@@ -9,8 +9,8 @@
 /// only on the ranks that trained on. broadcast_optimizer_state() first broadcasts which tensors
 /// the source holds (and their sizes); a rank creates those it lacks, every rank skips those the
 /// source lacks, and if the lists still differ (another optimizer, other parameters) every rank
-/// throws the same [Join] error instead of a broadcast of mismatched sizes (review 2026-11-26,
-/// N2).
+/// throws the same [Join] error: a broadcast of mismatched sizes would hang or corrupt memory, so
+/// none is started.
 
 #include <memory>
 #include <vector>

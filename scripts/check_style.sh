@@ -13,7 +13,8 @@
 # checked. TANDEM_TIDY_CACHE names the folder (default ~/.cache/tandem/clang-tidy; empty: none).
 #
 # Shell scripts pass shellcheck at its warning level (errors and warnings; its info and style notes
-# are advice, e.g. "A && B || C is not if-then-else" where that is meant).
+# are advice, e.g. "A && B || C is not if-then-else" where that is meant). Every C++ file names
+# <cstdint> and <cstdio> where it uses them (scripts/check_includes.py, review H11).
 #
 #   scripts/check_style.sh [BUILD_DIR]        # default ./build; all three checks
 #   scripts/check_style.sh --format-only      # clang-format alone, no build needed
@@ -61,6 +62,8 @@ if ! clang-format --dry-run -Werror "${sources[@]}" 2>"$report"; then
 fi
 [ $format_only -eq 1 ] && exit 0
 check_shell
+# Review H11: <cstdint> and <cstdio> named where used (no GCC 13 here to find them missing).
+python3 "$root/scripts/check_includes.py" "$root" || exit 1
 
 [ -f "$build/compile_commands.json" ] || {
   echo "error: no $build/compile_commands.json: configure the build first (cmake -S . -B $build)" >&2

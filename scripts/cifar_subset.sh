@@ -7,6 +7,8 @@
 #   DIR/batches.meta.txt   the class names
 #   DIR/subset.txt         the marker that lets train_cifar and bench_cifar read a folder with
 #                          fewer and shorter files (Note [CIFAR-10 subsets] in data/cifar10.cpp)
+#   DIR/subset.md5         the two .bin files' md5 sums, which the readers check them against
+#                          (Note [CIFAR-10 md5 check]), as they check a whole data set's
 # `train_cifar --data-dir DIR --subset 10000` then trains on all of it and tests on the 2,000.
 #
 #   scripts/cifar_subset.sh [--test-images N] [DIR]    # DIR defaults to ./cifar-subset (git-ignored)
@@ -39,7 +41,7 @@ dir="${dir:-$root/cifar-subset}"
 record_bytes=3073
 marker="CIFAR-10 subset (scripts/cifar_subset.sh): data_batch_1.bin, 10000 training images; test_batch.bin, the first $test_images of the 10000 test images"
 
-if [ -f "$dir/subset.txt" ] && [ "$(cat "$dir/subset.txt")" = "$marker" ] &&
+if [ -f "$dir/subset.txt" ] && [ "$(cat "$dir/subset.txt")" = "$marker" ] && [ -f "$dir/subset.md5" ] &&
    [ "$(stat -c %s "$dir/test_batch.bin" 2>/dev/null)" = $((test_images * record_bytes)) ] &&
    [ "$(stat -c %s "$dir/data_batch_1.bin" 2>/dev/null)" = $((10000 * record_bytes)) ]; then
   echo "CIFAR-10 subset: already at $dir"
@@ -74,6 +76,7 @@ fi
 mkdir "$scratch/subset"
 mv "$scratch/cifar-10-batches-bin/data_batch_1.bin" "$scratch/cifar-10-batches-bin/batches.meta.txt" "$scratch/subset/"
 head -c $((test_images * record_bytes)) "$scratch/cifar-10-batches-bin/test_batch.bin" >"$scratch/subset/test_batch.bin"
+(cd "$scratch/subset" && md5sum data_batch_1.bin test_batch.bin >subset.md5)
 echo "$marker" >"$scratch/subset/subset.txt"
 rm -rf "$dir"
 mv "$scratch/subset" "$dir"

@@ -20,7 +20,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-20}"
 build_dir="${BUILD_DIR:-$root/build-fuzz}"
 jobs="${JOBS:-$(nproc)}"
-targets=(safetensors checkpoint cifar10 store_request launch_env)
+targets=(safetensors checkpoint cifar10 store_request store_session launch_env file_store_records)
 
 "$root/scripts/install_deps.sh"
 source "$root/scripts/build_env.sh"

@@ -14,6 +14,7 @@ packages=(
   libgloo-dev          # Gloo: the CPU process group (DDP over TCP)
   libopenmpi-dev openmpi-bin  # Open MPI: the mpi process group (--backend mpi) and mpirun
   libcli11-dev         # CLI11: train_cifar's flags
+  libssl-dev           # OpenSSL's libcrypto: HMAC-SHA256 for the rendezvous store's job token
   nlohmann-json3-dev   # safetensors headers
   libgtest-dev libgmock-dev
   libbenchmark-dev

@@ -12,19 +12,19 @@
 # DIR/manifest.tsv: one line per package: package, version, sha256, size in bytes, file.
 #
 # Note [Bundle contents]: the roots are what CMakeLists.txt finds with find_package (Gloo, CLI11,
-# nlohmann-json, GoogleTest/GMock, Google Benchmark); the rest is their Depends closure (apt-cache
-# depends --recurse) minus what a machine with a compiler and CMake has (the closure of
-# build-essential and cmake), less what linking and running Tandem do not need: the system
-# packages libibverbs1's maintainer scripts pull in (adduser, passwd, PAM, debconf),
-# ibverbs-providers (RDMA drivers, loaded only on RDMA hardware) and the -dev packages of Gloo's
-# own dependencies (no Gloo header Tandem includes includes them). oneDNN is the build's default,
-# 3.2 from PyPI (Note [oneDNN from PyPI] in scripts/install_onednn.sh): no Debian package has it,
-# so the prefix install_onednn.sh fills is packed here into a .deb of its own (its files under
-# usr/, xz: 7 MiB where the wheel is 37), listed in the manifest with its own checksum, and
-# travels and unpacks as the others do; Debian's oneDNN 2.6 and the OpenCL packages its CMake
-# config asks for are no longer bundled. The offline test (tests/scripts/offline_build_test.sh)
-# checks the list is enough: it builds and tests Tandem with these packages' files (and the
-# oneDNN 3.2 prefix) hidden from the system, supplied by the bundle alone.
+# nlohmann-json, OpenSSL's libcrypto, GoogleTest/GMock, Google Benchmark); the rest is their Depends
+# closure (apt-cache depends --recurse) minus what a machine with a compiler and CMake has (the
+# closure of build-essential and cmake), less what linking and running Tandem do not need: the
+# system packages libibverbs1's maintainer scripts pull in (adduser, passwd, PAM, debconf),
+# ibverbs-providers (RDMA drivers, loaded only on RDMA hardware) and the -dev packages of Gloo's own
+# dependencies (no Gloo header Tandem includes includes them). oneDNN is the build's default, 3.2
+# from PyPI (Note [oneDNN from PyPI] in scripts/install_onednn.sh): no Debian package has it, so the
+# prefix install_onednn.sh fills is packed here into a .deb of its own (its files under usr/, xz: 7
+# MiB where the wheel is 37), listed in the manifest with its own checksum, and travels and unpacks
+# as the others do; Debian's oneDNN 2.6 and the OpenCL packages its CMake config asks for are no
+# longer bundled. The offline test (tests/scripts/offline_build_test.sh) checks the list is enough:
+# it builds and tests Tandem with these packages' files (and the oneDNN 3.2 prefix) hidden from the
+# system, supplied by the bundle alone.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,6 +38,7 @@ dir="${1:-$root/offline-bundle}"
 packages=(
   libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200  # Gloo
   libcli11-dev nlohmann-json3-dev                       # flags, checkpoint headers
+  libssl-dev libssl3                                    # the store's job token (HMAC-SHA256)
   libgtest-dev libgmock-dev googletest                  # tests
   libbenchmark-dev libbenchmark1debian                  # microbench/
 )

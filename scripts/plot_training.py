@@ -27,20 +27,36 @@ from plot_common import pyplot
 MARKED_EPOCHS = 20
 
 
+# What draw() reads from each epoch record.
+EPOCH_FIELDS = ("epoch", "test_accuracy", "train_loss")
+
+
 def read_epochs(path):
-    """{epoch: record} of a JSON-lines log; a line that is not JSON is an error naming it."""
+    """{epoch: record} of a JSON-lines log. A missing or unreadable file, a line that is not
+    JSON and an epoch record without the fields drawn are each one line naming the file."""
+    try:
+        with open(path, encoding="utf-8") as log:
+            lines = log.readlines()
+    except UnicodeDecodeError:
+        raise SystemExit(f"plot_training: {path} is not text (a train_cifar --log-json file?)")
+    except OSError as error:
+        raise SystemExit(f"plot_training: cannot read {path}: {error.strerror}")
     epochs = {}
-    with open(path, encoding="utf-8") as log:
-        for number, line in enumerate(log, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise SystemExit(f"plot_training: {path}:{number}: not JSON ({error.msg})")
-            if record.get("type") == "epoch":
-                epochs[int(record["epoch"])] = record
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise SystemExit(f"plot_training: {path}:{number}: not JSON ({error.msg})")
+        if not isinstance(record, dict) or record.get("type") != "epoch":
+            continue
+        missing = [field for field in EPOCH_FIELDS if not isinstance(record.get(field), (int, float))]
+        if missing:
+            raise SystemExit(f"plot_training: {path}:{number}: an epoch record without a number "
+                             f"in {', '.join(missing)}")
+        epochs[int(record["epoch"])] = record
     if not epochs:
         raise SystemExit(f"plot_training: {path} holds no epoch records (a train_cifar --log-json file?)")
     return epochs

@@ -133,7 +133,7 @@ def make_optimizer(network, zero, world):
 
 def model_state_bytes(ddp, network, optimizer):
     """The bytes of model state this rank holds after a step, counted as Tandem counts them
-    (Note [Counted memory] in parallel/sharded_sgd.h): the parameters, the gradients (the .grad
+    (Note [Counted memory] in parallel/zero/sharding.h): the parameters, the gradients (the .grad
     tensors and DDP's gradient buckets, which are separate copies unless
     gradient_as_bucket_view) and the optimizer's state (this rank's part under ZeRO)."""
     import torch

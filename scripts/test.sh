@@ -105,7 +105,7 @@ elif [ "$sanitize" = "thread" ]; then
   suites+="|Store|TorchStore|StoreMultiprocess|DdpMultiprocess|DdpJoinMultiprocess|CommHookMultiprocess|ContinuedWork"
   suites+="|Stores/StoreInterface|FileStore|FileStoreMultiprocess|InitMethodMultiprocess"  # the rendezvous
   suites+="|CudaHost[A-Za-z]*"  # the CUDA host code on the fake runtime (tests/engine/cuda/runtime)
-  suites+="|NcclStateMachine|NcclCollectives"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/fake_nccl)
+  suites+="|NcclStateMachine|NcclCollectives"  # the NCCL group on fake NCCL and CUDA (tests/parallel/comm/nccl/fake_nccl)
   # Gloo's point-to-point waiter threads, sub-groups' threads, the consistency check's exchange
   # (the many-collective jobs GlooCollectivesMultiprocess add no thread of their own).
   suites+="|GlooOneRank|GlooPointToPointMultiprocess|GlooSubgroupMultiprocess|GlooConsistencyMultiprocess"

@@ -34,9 +34,10 @@ void add_shape_flags(CLI::App& app, BenchOptions& o) {
   add_choice_flag(app, "--device-type", o.device_type, kDeviceTypeSpellings,
                   "where every mode runs: cuda (GPUs; ddp over nccl), cpu (CPU devices; ddp over "
                   "gloo) or auto (cuda where CUDA can run, else cpu)");
-  add_optional_choice_flag(app, "--backend", o.backend, kBackendSpellings,
-                           "ddp's process group: nccl, gloo or mpi (CPUs; bench_cifar starts the "
-                           "ranks with mpirun); default: nccl on cuda, gloo on cpu");
+  add_backend_flag(app, o.backend,
+                   "ddp's process group: " + parallel::backend_choices() +
+                       " (bench_cifar starts the ranks with mpirun); default: nccl on cuda, gloo "
+                       "on cpu");
   app.add_option("--batch-sizes", o.batch_sizes,
                  "global batch sizes, split over the devices or processes")
       ->delimiter(',')
@@ -93,6 +94,7 @@ void add_variant_flags(CLI::App& app, BenchOptions& o) {
 void add_input_output_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--real", o.real, "real CIFAR-10 images from --data-dir instead of synthetic ones");
   add_data_dir_flag(app, o.data_dir);
+  add_no_verify_data_flag(app, o.verify_data);
   app.add_option("--seed", o.setup.seed, "seed of the weights and the synthetic images")
       ->check(non_negative_number())
       ->capture_default_str();
@@ -277,10 +279,11 @@ std::vector<std::string> worker_arguments(const BenchOptions& o, const BenchConf
       {"--precision", nn::precision_name(c.precision)}};
   std::vector<std::string> args;
   for (const auto& [flag, value] : flags) args.insert(args.end(), {flag, value});
-  if (o.backend) args.insert(args.end(), {"--backend", backend_name(*o.backend)});
+  if (o.backend) args.insert(args.end(), {"--backend", o.backend->name});
   if (o.setup.allow_slow_bf16) args.push_back("--allow-slow-bf16");
   if (o.phase_sync) args.push_back("--phase-sync");
   if (o.real) args.insert(args.end(), {"--real", "--data-dir", o.data_dir});
+  if (o.real && !o.verify_data) args.push_back("--no-verify-data");
   if (!o.profile_dir.empty()) args.insert(args.end(), {"--profile", o.profile_dir});
   return args;
 }

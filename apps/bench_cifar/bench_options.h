@@ -13,7 +13,8 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/backends.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 
@@ -60,8 +61,9 @@ struct BenchOptions {
   std::vector<Mode> modes{Mode::Single, Mode::DataParallel, Mode::Distributed};
   std::vector<int> devices{1, 2};  ///< dp: devices; ddp: processes
   DeviceType device_type = DeviceType::Auto;
-  /// ddp's process group; nullopt: nccl on GPUs, else gloo. mpi: mpirun starts the ranks.
-  std::optional<Backend> backend{};
+  /// ddp's process group, a row of parallel::backends(); null: nccl on GPUs, else gloo. mpi:
+  /// mpirun starts the ranks.
+  const parallel::BackendInfo* backend = nullptr;
   std::vector<int64_t> batch_sizes{128};  ///< global
   /// What every row builds, bound straight from the flags (Note [Options bound once]): --arch,
   /// --seed (which also seeds the synthetic images), --memory-format, --bucket-cap-mb,
@@ -85,7 +87,8 @@ struct BenchOptions {
   std::vector<Replicas> dp_replicas{Replicas::Persistent};        ///< dp: a row for each
   std::vector<nn::Precision> precisions{nn::Precision::Float32};  ///< a row for each
   bool real = false;
-  std::string data_dir;  ///< --data-dir; empty: the default places (Note [Default data folder])
+  std::string data_dir;     ///< --data-dir; empty: the default places (Note [Default data folder])
+  bool verify_data = true;  ///< --real: check the files' md5 sums (--no-verify-data: do not)
   std::string json;
   /// --profile: a folder for each configuration's profile (apps/bench_cifar/profiled_steps.h)
   std::string profile_dir;

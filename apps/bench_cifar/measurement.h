@@ -67,7 +67,7 @@ struct Measurement {
   double peak_rss_mb = 0;  ///< peak resident set (MiB); ddp: the largest rank's
   double parameter_bytes = 0;
   /// ddp: bytes of parameters, gradients (at their peak in a step) and optimizer state that a
-  /// rank holds, counted (Note [Counted memory] in parallel/sharded_sgd.h); the largest rank's
+  /// rank holds, counted (Note [Counted memory] in parallel/zero/sharding.h); the largest rank's
   double state_bytes = 0;
   double final_loss = 0;  ///< the last step's loss: a sanity check, not a metric
   std::vector<BucketStat> buckets;

@@ -10,7 +10,7 @@
 /// and latency is a fixed cost per collective. One GPU communicates nothing.
 ///
 /// Note [Bucket schedule]: DDP launches the buckets' all-reduces in bucket order, one at a time
-/// (Note [Launch order] in parallel/reducer.h): bucket k starts at max(its ready time, the end of
+/// (Note [Launch order] in parallel/reducer.cpp): bucket k starts at max(its ready time, the end of
 /// bucket k−1). Times are relative to the end of backward (ready times ≤ 0); whatever runs past
 /// 0 is exposed, the rest is hidden behind backward.
 ///

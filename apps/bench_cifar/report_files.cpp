@@ -47,7 +47,7 @@ ordered_json options_to_json(const BenchOptions& o) {
   return {{"modes", modes},
           {"devices", o.devices},
           {"device_type", name_in(kDeviceTypeSpellings, o.device_type)},
-          {"backend", o.backend ? backend_name(*o.backend) : "auto"},
+          {"backend", o.backend ? o.backend->name : "auto"},
           {"batch_sizes", o.batch_sizes},
           {"arch", o.setup.arch},
           {"warmup", o.warmup},

@@ -11,7 +11,8 @@
 #include "apps/bench_cifar/repeats.h"
 #include "apps/bench_cifar/worker.h"
 #include "engine/error.h"
-#include "parallel/comm/launcher.h"
+#include "parallel/comm/backends.h"
+#include "parallel/launch/launcher.h"
 
 namespace tandem::apps::bench {
 namespace {
@@ -72,7 +73,8 @@ parallel::LaunchOptions launch_options(const BenchOptions& o, const BenchConfig&
   launch.master_port = 0;
   launch.host_store = config.mode == Mode::Distributed;
   // --backend mpi: one mpirun, which starts the ranks (and meets them without a store).
-  if (config.mode == Mode::Distributed && o.backend == Backend::Mpi) {
+  if (config.mode == Mode::Distributed && o.backend &&
+      o.backend->start == parallel::RankStart::Mpirun) {
     launch.nproc_per_node = 1;
     launch.host_store = false;
     launch.command = {"mpirun", "--oversubscribe",    "--bind-to", "none",

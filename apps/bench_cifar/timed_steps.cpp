@@ -79,7 +79,7 @@ void take_wrapper_timings(const TrainingSetup& s, TimedStep& step) {
     step.host.gather_ms = t.gather_ms;
     step.host.reduce_ms = t.reduce_ms;
   }
-  if (s.ddp) step.ddp_record = s.ddp->reducer().take_step_record();
+  if (s.ddp) step.ddp_record = s.ddp->reducer().timer().take_step_record();
 }
 
 // Reads the DDP records of steps [*next, end) in order, as long as their all-reduces have ended
@@ -89,7 +89,7 @@ void read_ddp_records(std::vector<TimedStep>& steps, size_t& next, size_t end, b
     TimedStep& step = steps[next];
     if (!step.ddp_record) continue;
     if (!wait && !step.ddp_record->collectives_done()) return;
-    step.ddp = parallel::Reducer::stats_of(*step.ddp_record);
+    step.ddp = parallel::ReducerTimer::stats_of(*step.ddp_record);
     step.ddp_record.reset();  // its Works hold the compressed buckets of a comm hook
   }
 }

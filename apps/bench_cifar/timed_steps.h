@@ -13,7 +13,7 @@
 /// last device has run it, so a boundary's time is the largest, over the devices, of the time
 /// from the device's mark at the start of the timed steps. On the CPU a mark is the host clock,
 /// which gives what timing with the host clock did. DDP's per-step bucket timings are taken
-/// without waiting (Reducer::take_step_record) and read once their all-reduces have ended, at
+/// without waiting (ReducerTimer::take_step_record) and read once their all-reduces have ended, at
 /// the latest after the second synchronisation. The last step's loss is read after it too.
 /// --phase-sync synchronises after every phase as well: the phase times are then the host's,
 /// the pre-2026-11-27 way, for comparing with old reports.

@@ -15,7 +15,8 @@
 #include "engine/error.h"
 #include "engine/tandem.h"
 #include "nn/flop_count.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/backends.h"
+#include "parallel/comm/init_process_group.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
 
@@ -37,7 +38,8 @@ std::vector<data::Batch> make_pool(const BenchOptions& o, const BenchConfig& con
                           std::max<int64_t>(1, kCifarTrainImages / config.batch));
   const int64_t images = batches * config.batch;
   const data::CifarDataset dataset =
-      o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train, images)
+      o.real ? data::read_cifar10(o.data_dir, data::CifarSplit::Train,
+                                  {.limit = images, .verify = o.verify_data})
              : data::synthetic_cifar10(images, o.setup.seed);
   TANDEM_CHECK(dataset.size() >= images, "[bench_cifar] ", o.data_dir, " holds ", dataset.size(),
                " training images, fewer than the ", images, " needed");
@@ -114,11 +116,13 @@ Measurement measure(const BenchOptions& o, int& rank) {
   std::shared_ptr<parallel::ProcessGroup> group;
   int world = 1;
   if (config.mode == Mode::Distributed) {
-    const std::string backend = o.backend ? backend_name(*o.backend) : (gpus ? "nccl" : "gloo");
-    const parallel::DistributedEnv env =
-        backend == "mpi" ? parallel::mpi_environment() : parallel::from_environment();
+    const parallel::BackendInfo& backend =
+        o.backend
+            ? *o.backend
+            : parallel::default_backend(gpus ? tandem::DeviceType::CUDA : tandem::DeviceType::CPU);
+    const parallel::DistributedEnv env = backend.environment();
     rank = env.rank;  // known before the rendezvous, which may fail
-    group = parallel::init_process_group(backend, env);
+    group = parallel::init_process_group(backend.name, env);
     rank = group->rank(), world = group->size();
     TANDEM_CHECK(world == config.devices, "[bench_cifar] a ddp worker for ", config.devices,
                  " processes runs in a job of ", world);

@@ -21,14 +21,16 @@
 #include "apps/bench_collectives/byte_sizes.h"
 #include "apps/bench_collectives/collective_case.h"
 #include "apps/common/flag_errors.h"
+#include "apps/common/output_paths.h"
 #include "apps/common/parse_command_line.h"
 #include "apps/common/run_main.h"
 #include "engine/elapsed.h"
 #include "engine/ops/factory.h"
 #include "engine/tandem.h"
-#include "parallel/comm/launch_env.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/backends.h"
+#include "parallel/comm/init_process_group.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 
 namespace {
 
@@ -37,7 +39,7 @@ using namespace tandem::apps;
 using namespace tandem::parallel;
 
 struct Options {
-  std::string backend = "gloo";
+  std::string backend = "gloo";          // a name of parallel::backends()
   std::vector<std::string> collectives;  // empty: all
   std::vector<std::string> sizes = {"4K", "64K", "1M", "16M", "64M"};
   int warmup = 5;
@@ -122,9 +124,10 @@ bool parse(Options& o, int argc, char** argv) {
   CLI::App app{
       "Time and bandwidth of a process group's collectives (run under tandem-run or mpirun)",
       "bench_collectives"};
-  app.add_option("--backend", o.backend,
-                 "gloo (host memory), nccl (each rank's GPU) or mpi (host memory; under mpirun)")
-      ->check(CLI::IsMember({"gloo", "nccl", "mpi"}))
+  std::vector<std::string> backend_names;
+  for (const BackendInfo& backend : backends()) backend_names.emplace_back(backend.name);
+  app.add_option("--backend", o.backend, backend_choices())
+      ->check(CLI::IsMember(backend_names))
       ->capture_default_str();
   app.add_option("--collectives", o.collectives,
                  "comma-separated; default all: all_reduce, broadcast, reduce, all_gather, "
@@ -144,7 +147,8 @@ bool parse(Options& o, int argc, char** argv) {
   app.add_flag("!--no-consistency-check", o.check_consistency,
                "skip Gloo's and MPI's comparison of the ranks' calls before each collective (Note "
                "[Collective consistency]), to see what it costs");
-  app.add_option("--json", o.json, "also write the rows to this file (rank 0)");
+  app.add_option("--json", o.json,
+                 "also write the rows to this file (rank 0; checked before the benchmark starts)");
   return parse_command_line(app, argc, argv, "bench_collectives");
 }
 
@@ -157,7 +161,10 @@ int run(int argc, char** argv) {
   std::vector<int64_t> sizes;
   for (const std::string& text : o.sizes) sizes.push_back(parse_byte_size(text));
 
-  const DistributedEnv env = o.backend == "mpi" ? mpi_environment() : from_environment();
+  const DistributedEnv env = find_backend(o.backend).environment();
+  // Before the rendezvous and the benchmark: a --json path that cannot be written is one line
+  // now, not after minutes of measuring (rank 0 writes it; a launcher stops the other ranks).
+  if (env.rank == 0 && !o.json.empty()) check_output_path("bench_collectives", "--json", o.json);
   auto group = init_process_group(o.backend, env, {.check_consistency = o.check_consistency});
   std::vector<Row> rows;
   for (const Collective collective : collectives) {

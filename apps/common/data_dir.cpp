@@ -51,6 +51,15 @@ DataDirChoice choose_data_dir(const std::string& program, const std::string& giv
             .notice = program + ": reading CIFAR-10 from its old place " + place + "; move it to " +
                       places.front() + " (found from any folder)"};
   }
+  // The usual mistake (read_cifar10 names it for --data-dir): TANDEM_DATA_DIR naming the
+  // cifar-10-batches-bin folder itself rather than the folder that holds it.
+  if (auto mine = non_empty(environment, "TANDEM_DATA_DIR")) {
+    TANDEM_CHECK(!std::filesystem::exists(*mine + "/test_batch.bin"), "[", program,
+                 "] no CIFAR-10 at ", places.front(), ", but TANDEM_DATA_DIR=", *mine,
+                 " holds its files: did you mean TANDEM_DATA_DIR=",
+                 std::filesystem::path(*mine).parent_path().string(),
+                 "? (it names the folder that holds cifar-10-batches-bin)");
+  }
   std::string looked = places.front();
   if (places.size() > 1) looked += " (nor at the old " + places.back() + ")";
   TANDEM_FAIL("[", program, "] no CIFAR-10 at ", looked, ": run scripts/get_cifar10.sh, or ",

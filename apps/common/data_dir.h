@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 
 namespace tandem::apps {
 

@@ -1,8 +1,8 @@
 #pragma once
-/// Flag errors a user can act on (the UX review's cases 1–4): an unknown flag names the closest
-/// real one ("--epoch: unknown flag; did you mean --epochs?", also for torchrun's underscore
-/// spellings such as --batch_size), and --lr and friends say "must be > 0" instead of CLI11's
-/// 309-digit range.
+/// Flag errors a user can act on, each saying what to type instead: an unknown flag names the
+/// closest real one ("--epoch: unknown flag; did you mean --epochs?", also for torchrun's
+/// underscore spellings such as --batch_size), and --lr and friends say "must be > 0" instead of
+/// CLI11's 309-digit range.
 
 #include <string>
 #include <vector>

@@ -115,6 +115,18 @@ void add_grad_compression_flag(CLI::App& app, parallel::GradCompression& compres
                   kCompressionHelp);
 }
 
+void add_backend_flag(CLI::App& app, const parallel::BackendInfo*& backend,
+                      const std::string& help) {
+  std::vector<Spelling<const parallel::BackendInfo*>> table;
+  for (const parallel::BackendInfo& row : parallel::backends()) table.emplace_back(row.name, &row);
+  CLI::Option* option =
+      app.add_option_function<std::string>(
+             "--backend",
+             [&backend, table](const std::string& word) { backend = value_in(table, word); }, help)
+          ->transform(spelling_check(table));
+  if (backend != nullptr) option->default_str(backend->name);
+}
+
 void add_grad_compression_flag(CLI::App& app,
                                std::vector<parallel::GradCompression>& compressions) {
   add_choices_flag(app, "--grad-compression", compressions, compression_spellings(),
@@ -145,6 +157,13 @@ void add_data_dir_flag(CLI::App& app, std::string& data_dir) {
                  "CIFAR-10 binary folder (default: $TANDEM_DATA_DIR/cifar-10-batches-bin, else "
                  "${XDG_DATA_HOME:-~/.local/share}/tandem/cifar-10-batches-bin, where "
                  "scripts/get_cifar10.sh puts it)");
+}
+
+void add_no_verify_data_flag(CLI::App& app, bool& verify_data) {
+  app.add_flag_callback(
+      "--no-verify-data", [&verify_data] { verify_data = false; },
+      "read the --data-dir files without checking their md5 sums against the official "
+      "CIFAR-10's (for a data set of one's own in its format)");
 }
 
 }  // namespace tandem::apps

@@ -2,7 +2,9 @@
 /// The flags that train_cifar and bench_cifar share, defined once so that they read, check and
 /// default alike in both programs: --mode (train_cifar) or --modes (bench_cifar, a list), --arch,
 /// --memory-format, --precision (one, or a row for each), --bucket-cap-mb and --first-bucket-mb,
-/// --grad-compression (one choice, or a row for each), --threads and --data-dir. Each parses
+/// --grad-compression (one choice, or a row for each), --threads, --data-dir and
+/// --no-verify-data; --backend, which
+/// bench_collectives takes too. Each parses
 /// into its enum at the flag (Note [Typed options] in spellings.h).
 ///
 /// Note [Options bound once]: a flag that sets a library option binds straight to that option's
@@ -21,9 +23,10 @@
 #include "apps/common/mode.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm_hook.h"
-#include "parallel/flat_parameters.h"
 #include "parallel/reducer.h"
+#include "parallel/zero/sharding.h"
 
 namespace CLI {
 class App;
@@ -54,11 +57,19 @@ void add_zero_flag(CLI::App& app, std::vector<parallel::Sharding>& shardings);
 /// "0", "1", "2": the stage as --zero spells it.
 const char* zero_stage_name(parallel::Sharding sharding);
 void add_grad_compression_flag(CLI::App& app, std::vector<parallel::GradCompression>& compressions);
+/// --backend NAME: a row of the table of process-group backends (parallel/comm/backends.h, Note
+/// [Backend table]), its name in any case; `help` lists them with parallel::backend_choices().
+/// Left out, `backend` keeps its value (null: the program chooses; otherwise --help shows it).
+void add_backend_flag(CLI::App& app, const parallel::BackendInfo*& backend,
+                      const std::string& help);
 /// --threads N: CPU threads for kernels; `how_shared` (may be empty) adds how this program shares
 /// them out.
 void add_threads_flag(CLI::App& app, int& threads, const std::string& how_shared);
 /// --data-dir DIR; left empty, the program looks in the default places (Note [Default data
 /// folder] in data_dir.h).
 void add_data_dir_flag(CLI::App& app, std::string& data_dir);
+/// --no-verify-data: sets `verify_data` false, so the files are read without their md5 check
+/// (Note [CIFAR-10 md5 check] in data/cifar10.cpp): a data set of one's own in CIFAR-10's format.
+void add_no_verify_data_flag(CLI::App& app, bool& verify_data);
 
 }  // namespace tandem::apps

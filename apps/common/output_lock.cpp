@@ -56,9 +56,12 @@ OutputLock::OutputLock(const std::string& program, const std::string& flag, cons
     return;
   }
   for (int attempt = 0; attempt < 100; ++attempt) {
-    const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    // O_NOFOLLOW: a symlink planted at the lock's name must not have its target truncated and
+    // overwritten with this run's name (review S8).
+    const int fd = ::open(lock_path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
     TANDEM_CHECK(fd >= 0, "[", program, "] ", flag, " ", path, ": cannot create its lock file ",
-                 lock_path_, " (", std::strerror(errno), ")");
+                 lock_path_, " (",
+                 errno == ELOOP ? "it is a symbolic link; remove it" : std::strerror(errno), ")");
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int why = errno;
       ::close(fd);

@@ -20,9 +20,9 @@ bool gpus_by_default() {
   return false;
 }
 
-Backend ddp_backend(std::optional<Backend> requested) {
-  if (requested) return *requested;
-  return gpus_by_default() ? Backend::Nccl : Backend::Gloo;
+const parallel::BackendInfo& ddp_backend(const parallel::BackendInfo* requested) {
+  if (requested != nullptr) return *requested;
+  return parallel::default_backend(gpus_by_default() ? DeviceType::CUDA : DeviceType::CPU);
 }
 
 std::vector<Device> first_devices(int count, bool gpus) {

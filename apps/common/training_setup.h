@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "apps/common/mode.h"
-#include "apps/common/spellings.h"
 #include "engine/device.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
 #include "nn/sgd.h"
+#include "parallel/comm/backends.h"
 #include "parallel/comm_hook.h"
 #include "parallel/data_parallel.h"
 #include "parallel/distributed_data_parallel.h"
-#include "parallel/sharded_sgd.h"
+#include "parallel/zero/sharded_sgd.h"
 
 namespace tandem::apps {
 
@@ -32,23 +32,14 @@ namespace tandem::apps {
 std::vector<Device> first_devices(int count, bool gpus);
 
 /// Whether device defaults go to GPUs: true when CUDA can run. Where a GPU is present but CUDA
-/// cannot use it (a driver older than the build's CUDA needs), defaults must not quietly fall back
-/// to the CPU (the CUDA review's D2): that throws, naming the driver and what is needed.
+/// cannot use it (a driver older than the build's CUDA needs), defaults never quietly fall back to
+/// the CPU, where the run would be many times slower: that throws, naming the driver and the fix.
 bool gpus_by_default();
 
-/// A ddp rank's process group (--backend), named as parallel::init_process_group takes it.
-/// mpi: ranks started by mpirun (parallel/comm/mpi_process_group.h); a build without MPI says
-/// how to get it when the group is made.
-enum class Backend { Nccl, Gloo, Mpi };
-inline constexpr Spelling<Backend> kBackendSpellings[] = {
-    {"nccl", Backend::Nccl}, {"gloo", Backend::Gloo}, {"mpi", Backend::Mpi}};
-inline const char* backend_name(Backend backend) {
-  return name_in(kBackendSpellings, backend);
-}
-
-/// The process group of a ddp rank: `requested` (--backend), else nccl where CUDA can run
-/// (gpus_by_default()), else gloo, as a PyTorch script picks it.
-Backend ddp_backend(std::optional<Backend> requested);
+/// The process group of a ddp rank: `requested` (--backend, a row of parallel::backends()), else
+/// the table's first for the devices defaults go to (gpus_by_default()): nccl where CUDA can run,
+/// else gloo, as a PyTorch script picks it.
+const parallel::BackendInfo& ddp_backend(const parallel::BackendInfo* requested);
 
 /// The devices of a `mode` process given --devices `requested` (empty: the default):
 /// - single: the one device named, else cuda:0 when there is a GPU, else the CPU;

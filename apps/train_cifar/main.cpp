@@ -23,12 +23,12 @@
 #include "engine/device_runtime.h"
 #include "engine/error.h"
 #include "engine/threads.h"
-#include "parallel/comm/init_method.h"
-#include "parallel/comm/launch_env.h"
-#include "parallel/comm/launcher.h"
-#include "parallel/comm/mpi_process_group.h"
-#include "parallel/comm/nccl_process_group.h"
-#include "parallel/comm/rendezvous.h"
+#include "parallel/comm/backends.h"
+#include "parallel/comm/init_process_group.h"
+#include "parallel/comm/rendezvous/init_method.h"
+#include "parallel/comm/rendezvous/launch_env.h"
+#include "parallel/comm/rendezvous/rendezvous.h"
+#include "parallel/launch/launcher.h"
 
 namespace {
 
@@ -50,11 +50,12 @@ void on_signal(int sig) {
   std::signal(sig, SIG_DFL);  // a second Ctrl-C (or SIGTERM) stops at once
 }
 
-// ddp on one machine without a launcher: the same command line, once per rank. NCCL ranks that
-// the GPUs cannot hold one each stop here, in one line, before any rank starts.
+// ddp on one machine without a launcher: the same command line, once per rank. Ranks of a
+// backend of CUDA tensors (NCCL) that the GPUs cannot hold one each stop here, in one line,
+// before any rank starts.
 int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv) {
   apps::validate(options, options.nproc);  // here once, rather than once by every rank
-  if (apps::ddp_backend(options.backend) == apps::Backend::Nccl) {
+  if (apps::ddp_backend(options.backend).devices == DeviceType::CUDA) {
     const int visible = cuda_available() ? cuda_runtime().device_count() : 0;
     const std::string problem = apps::local_ranks_gpu_problem(options.nproc, visible);
     TANDEM_CHECK(problem.empty(), problem);
@@ -68,12 +69,15 @@ int launch_local_ranks(const apps::TrainOptions& options, int argc, char** argv)
 }
 
 // --backend mpi: mpirun starts the ranks, and MPI says where this one sits (no store). Outside
-// mpirun this process is an MPI job of one; more ranks need mpirun.
-parallel::DistributedEnv mpi_job(const apps::TrainOptions& options) {
-  TANDEM_CHECK(options.nproc == 1 || parallel::launched_distributed() || !parallel::mpi_available(),
-               "[train_cifar] --backend mpi: mpirun starts the ranks, not --nproc: mpirun -np ",
-               options.nproc, " train_cifar --mode ddp --backend mpi ...");
-  return parallel::mpi_environment();
+// mpirun this process is an MPI job of one; more ranks need mpirun. A build without the backend
+// says so first, when it reads the environment.
+parallel::DistributedEnv mpirun_job(const apps::TrainOptions& options,
+                                    const parallel::BackendInfo& backend) {
+  TANDEM_CHECK(options.nproc == 1 || parallel::launched_distributed() || !backend.available(),
+               "[train_cifar] --backend ", backend.name,
+               ": mpirun starts the ranks, not --nproc: mpirun -np ", options.nproc,
+               " train_cifar --mode ddp --backend ", backend.name, " ...");
+  return backend.environment();
 }
 
 // A ddp rank joins its job: a launcher's (env://) or, started by hand, the one at
@@ -84,7 +88,7 @@ parallel::DistributedEnv mpi_job(const apps::TrainOptions& options) {
 std::shared_ptr<parallel::ProcessGroup> join_job(const apps::TrainOptions& options,
                                                  int& local_ranks) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000));
-  const std::string backend = apps::backend_name(apps::ddp_backend(options.backend));
+  const parallel::BackendInfo& backend = apps::ddp_backend(options.backend);
   const auto share_cores = [&](const parallel::DistributedEnv& found) {
     local_ranks = found.local_world_size;
     if (options.threads == 0 && std::getenv("TANDEM_NUM_THREADS") == nullptr) {
@@ -92,20 +96,21 @@ std::shared_ptr<parallel::ProcessGroup> join_job(const apps::TrainOptions& optio
       set_num_threads(parallel::threads_per_local_rank(found, cores));
     }
   };
-  if (backend == "mpi") {
-    const parallel::DistributedEnv env = mpi_job(options);
+  if (backend.start == parallel::RankStart::Mpirun) {
+    const parallel::DistributedEnv env = mpirun_job(options, backend);
     share_cores(env);
-    return parallel::init_process_group(backend, env, {.timeout = timeout});
+    return parallel::init_process_group(backend.name, env, {.timeout = timeout});
   }
   const parallel::DistributedEnv env = parallel::rendezvous_env(apps::init_options(options));
   if (env.local_ranks_known()) {
     share_cores(env);
-    return parallel::init_process_group(backend, env, {.timeout = timeout});
+    return parallel::init_process_group(backend.name, env, {.timeout = timeout});
   }
-  if (backend == "nccl") parallel::check_nccl_device(env.rank, 0);  // before the others wait
+  // Before the others wait (NCCL: a GPU is there); with the local ranks unknown it binds none.
+  if (backend.before_meeting) backend.before_meeting(env);
   parallel::Rendezvous met = parallel::meet(env, timeout);
   share_cores(met.env);
-  return parallel::init_process_group(backend, std::move(met), {.timeout = timeout});
+  return parallel::init_process_group(backend.name, std::move(met), {.timeout = timeout});
 }
 
 int run(int argc, char** argv) {
@@ -115,8 +120,8 @@ int run(int argc, char** argv) {
   std::shared_ptr<parallel::ProcessGroup> group;
   int local_ranks = 1;
   if (options.setup.mode == apps::Mode::Distributed) {
-    const bool mpi = apps::ddp_backend(options.backend) == apps::Backend::Mpi;
-    if (!mpi && !apps::started_by_hand(options) && !parallel::launched_distributed()) {
+    const bool mpirun = apps::ddp_backend(options.backend).start == parallel::RankStart::Mpirun;
+    if (!mpirun && !apps::started_by_hand(options) && !parallel::launched_distributed()) {
       return launch_local_ranks(options, argc, argv);
     }
     group = join_job(options, local_ranks);

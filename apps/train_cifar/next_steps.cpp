@@ -23,7 +23,9 @@ std::string continue_command(const TrainOptions& options) {
       ++i;  // and its value
       continue;
     }
-    command += " " + shell_word(args[i]);
+    // Appended in two steps: GCC 12 warns of a false overlap in `" " + std::string&&` (-Wrestrict).
+    command += ' ';
+    command += shell_word(args[i]);
   }
   return command + " --resume " + shell_word(options.save);
 }
@@ -36,8 +38,32 @@ std::string evaluate_command(const TrainOptions& options) {
   } else if (!options.data_dir.empty()) {
     command += " --data-dir " + shell_word(options.data_dir);
   }
+  if (!options.synthetic && !options.verify_data) command += " --no-verify-data";
   if (options.subset > 0) command += " --subset " + std::to_string(options.subset);
   return command;
+}
+
+namespace {
+
+// The checkout's plotting script by its absolute path, so the printed line runs from anywhere:
+// the first folder above the program that holds it (a build folder may sit at any depth of the
+// checkout: build/, build/offline/). Relative when none does (an installed program).
+std::string plot_script() {
+  constexpr const char* script = "scripts/plot_training.py";
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return script;
+  for (std::filesystem::path folder = self.parent_path(); folder.has_relative_path();
+       folder = folder.parent_path()) {
+    if (std::filesystem::is_regular_file(folder / script, error)) return (folder / script).string();
+  }
+  return script;
+}
+
+}  // namespace
+
+std::string plot_command(const TrainOptions& options) {
+  return shell_word(plot_script()) + " " + shell_word(options.log_json);
 }
 
 }  // namespace tandem::apps

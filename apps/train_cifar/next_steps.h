@@ -21,4 +21,9 @@ std::string continue_command(const TrainOptions& options);
 /// run's --data-dir (or --synthetic) and --subset.
 std::string evaluate_command(const TrainOptions& options);
 
+/// Drawing the run's --log-json: scripts/plot_training.py by its absolute path where this program
+/// runs from a build folder of Tandem's checkout (build/apps/train_cifar: the script is two folders
+/// up), else by its path in the checkout; the log in shell quotes where it needs them.
+std::string plot_command(const TrainOptions& options);
+
 }  // namespace tandem::apps

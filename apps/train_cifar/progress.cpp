@@ -1,5 +1,6 @@
 #include "apps/train_cifar/progress.h"
 #include "engine/elapsed.h"
+#include "engine/error.h"
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -7,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace tandem::apps {
 namespace {
@@ -62,11 +65,31 @@ int terminal_columns() {
   return from_environment > 0 ? from_environment : 80;
 }
 
-std::string fit_to_width(const std::string& text, double done, int columns) {
+namespace {
+
+std::string joined(const std::vector<std::string>& fields) {
+  std::string text;
+  for (const std::string& field : fields) text += (text.empty() ? "" : " ") + field;
+  return text;
+}
+
+}  // namespace
+
+std::string fit_to_width(const std::vector<std::string>& fields, double done, int columns) {
+  const std::string text = joined(fields);
   // One column stays free: a line that fills the last column wraps on some terminals.
   const int room = std::max(1, columns - 1);
   const int bar = std::min(kBarWidth, room - static_cast<int>(text.size()) - 3);  // "[" "] "
-  if (bar < 4) return text.substr(0, static_cast<size_t>(room));
+  if (bar < 4) {
+    std::string fitting;
+    for (const std::string& field : fields) {
+      const std::string longer = fitting + (fitting.empty() ? "" : " ") + field;
+      if (static_cast<int>(longer.size()) > room) break;
+      fitting = longer;
+    }
+    // A first field wider than the terminal is still cut: something must show.
+    return fitting.empty() ? text.substr(0, static_cast<size_t>(room)) : fitting;
+  }
   const int filled = static_cast<int>(bar * std::clamp(done, 0.0, 1.0));
   return "[" + std::string(static_cast<size_t>(filled), '#') +
          std::string(static_cast<size_t>(bar - filled), '.') + "] " + text;
@@ -86,17 +109,21 @@ std::string EpochProgress::line(const StepProgress& p) const {
   std::string run_left;
   if (options_.run != nullptr && options_.run->later_epochs()) {
     run_left =
-        " (run " +
+        "(run " +
         format_duration(options_.run->left(epoch_left, per_step * static_cast<double>(steps))) +
         ")";
   }
-  char text[256];
-  std::snprintf(text, sizeof text, "epoch %d/%d %lld/%lld loss %.4f acc %.1f%% eta %s%s %.0f img/s",
-                options_.epoch, options_.epochs, static_cast<long long>(p.step),
-                static_cast<long long>(steps), p.loss, 100.0 * p.accuracy,
-                format_duration(epoch_left).c_str(), run_left.c_str(), p.images_per_second);
-  if (!options_.bar_columns) return text;
-  return fit_to_width(text, static_cast<double>(p.step) / static_cast<double>(steps),
+  char loss[32], accuracy[32], speed[32];
+  std::snprintf(loss, sizeof loss, "loss %.4f", p.loss);
+  std::snprintf(accuracy, sizeof accuracy, "acc %.1f%%", 100.0 * p.accuracy);
+  std::snprintf(speed, sizeof speed, "%.0f img/s", p.images_per_second);
+  std::vector<std::string> fields{detail::concat("epoch ", options_.epoch, "/", options_.epochs),
+                                  detail::concat(p.step, "/", steps), loss, accuracy,
+                                  "eta " + format_duration(epoch_left)};
+  if (!run_left.empty()) fields.push_back(run_left);
+  fields.emplace_back(speed);
+  if (!options_.bar_columns) return joined(fields);
+  return fit_to_width(fields, static_cast<double>(p.step) / static_cast<double>(steps),
                       *options_.bar_columns);
 }
 

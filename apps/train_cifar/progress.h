@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tandem::apps {
 
@@ -22,8 +23,10 @@ struct StepProgress {
 int terminal_columns();
 
 /// A bar line redrawn with '\r' must fit the terminal: a wrapped one leaves a stale line at
-/// every redraw. The bar shrinks first (from 24 cells to none), then the text is cut.
-std::string fit_to_width(const std::string& text, double done, int columns);
+/// every redraw. The bar shrinks first (from 24 cells to none), then the last fields go whole
+/// ("loss 2.3026", "1234 img/s": a field is never cut, so no number is left half shown).
+/// `fields` are joined with one space.
+std::string fit_to_width(const std::vector<std::string>& fields, double done, int columns);
 
 /// The run's clock (this invocation's): its elapsed time, and the time left estimated from the
 /// mean wall time of the epochs it finished (training, evaluation and checkpoint), or, before the

@@ -109,7 +109,26 @@ std::string resume_source(const TrainOptions& options) {
     }
     return path;
   }
-  return nn::has_checkpoint(options.save) ? options.save : "";
+  return automatic_resume_source(options.save);
+}
+
+// Note [Resume auto never starts over]: --resume auto is what a job script passes on every
+// (re)start, so it must tell "nothing saved yet" from "something saved that cannot be loaded".
+// The weights file is renamed into place last (Note [Checkpoint atomicity]), so a weights file at
+// PATH or PATH.prev means a save completed there once: if neither pair loads now (a flipped bit,
+// a truncated file, a pair mixed from two runs), starting afresh would redo the run and its
+// first save would replace the files, so it refuses and changes nothing. A sidecar alone is an
+// interrupted first save: nothing finished, so the run starts afresh, as before.
+std::string automatic_resume_source(const std::string& save) {
+  if (nn::has_checkpoint(save)) return save;
+  const std::string previous = nn::previous_path(save);
+  if (!std::filesystem::exists(save) && !std::filesystem::exists(previous)) return "";
+  std::string why = nn::checkpoint_problem(save);
+  if (std::filesystem::exists(previous)) why += "; " + nn::checkpoint_problem(previous);
+  TANDEM_FAIL("[train_cifar] --resume auto: the checkpoint at ", save,
+              " cannot be loaded and there is no usable earlier one (", why,
+              "); nothing was changed. To keep it, move it away or --save elsewhere; to start "
+              "afresh over it, run without --resume and with --overwrite");
 }
 
 nn::TrainingState training_state_at(const RunPosition& position, const TrainOptions& options,

@@ -11,7 +11,7 @@
 /// loader at that batch gives exactly the batches, augmentations and updates the uninterrupted
 /// run would have given, and ends with bit-identical weights (on the CPU, whose kernels are
 /// deterministic; at any rank count, as a ddp checkpoint also carries the gradient buckets' order,
-/// Note [Bucket order on resume] in parallel/reducer.h). Saves fall
+/// Note [Bucket order on resume] in parallel/reducer_buckets.cpp). Saves fall
 /// only between optimizer steps (never inside an --accumulate group), in ddp on every rank after
 /// the same step (K counts the run's steps, which every rank takes together), and with uneven
 /// shares (Note [Join protocol]) only while no rank has joined. The epoch's training metrics so
@@ -60,9 +60,14 @@ struct RunPosition {
 };
 
 /// The checkpoint a run resumes from: --resume's path (PATH for PATH.state, the pair's sidecar);
-/// for `--resume auto` --save's when it holds a complete checkpoint (nn::has_checkpoint), else ""
-/// (start afresh), as a restarted worker needs; "" without --resume.
+/// for `--resume auto`, automatic_resume_source(--save); "" without --resume.
 std::string resume_source(const TrainOptions& options);
+
+/// --resume auto's checkpoint: `save` when it holds a complete checkpoint (nn::has_checkpoint),
+/// "" (start afresh) when no save ever completed there, as a restarted worker needs; throws one
+/// line naming the file and why when a checkpoint is there but neither it nor the previous pair
+/// loads (Note [Resume auto never starts over] in run_position.cpp).
+std::string automatic_resume_source(const std::string& save);
 
 /// The checkpoint's training state for `position` (its extra metadata also names the run: arch,
 /// mode, precision, and for a mid-epoch position its batch layout).

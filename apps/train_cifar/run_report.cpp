@@ -24,6 +24,11 @@ std::string thousands(int64_t n) {
   return out;
 }
 
+// --zero's stage: Sharding's values are ZeRO's stages in order (0 plain DDP, 1, 2).
+int zero_stage(const TrainOptions& options) {
+  return static_cast<int>(options.setup.ddp.sharding);
+}
+
 // Where the header says the run trains: its devices, or its ranks and how they reduce.
 std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   const TrainingSetup& setup = *run.setup;
@@ -32,6 +37,10 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
   }
   if (options.setup.mode != Mode::Distributed) return setup.device().str();
   return counted(run.world, "rank") + ", " + run.backend + " on " + setup.device().str() +
+         (zero_stage(options) > 0
+              ? detail::concat(", ZeRO stage ", zero_stage(options), " (",
+                               parallel::sharding_name(options.setup.ddp.sharding), " sharded)")
+              : "") +
          (options.setup.sync_bn ? ", SyncBatchNorm" : "") +
          (options.setup.grad_compression != parallel::GradCompression::None
               ? ", " +
@@ -41,13 +50,39 @@ std::string where_it_runs(const TrainOptions& options, const RunShape& run) {
          (run.shares.uneven ? ", uneven shares joined" : "");
 }
 
+// A resumed run appends; --overwrite, and --resume auto with nothing to resume (the job's own
+// first attempt, or one killed before its first save), replace; any other run creates its log.
+LogOpening log_opening(const TrainOptions& options, bool resumed) {
+  if (resumed) return LogOpening::Append;
+  if (options.overwrite || options.resume.automatic) return LogOpening::Replace;
+  return LogOpening::Create;
+}
+
+// Batch-norm statistics come from each device's share of the batch, so a share of a few images
+// is noisy, in one device's whole batch as in a rank's part of one. "" when the shares are large
+// enough, or --sync-bn pools them.
+std::string few_images_warning(const TrainOptions& options, int64_t sharers, bool ddp) {
+  constexpr int64_t kFewImages = 8;
+  const int64_t each = options.batch_size / sharers;
+  if (each >= kFewImages || (sharers > 1 && options.setup.sync_bn)) return "";
+  const std::string batch = "--batch-size " + std::to_string(options.batch_size);
+  if (sharers == 1) {
+    return "train_cifar: warning: " + batch + " is " + std::to_string(each) +
+           " images on one device: batch-norm statistics of so few are noisy (raise --batch-size)";
+  }
+  return "train_cifar: warning: " + batch + " over " + counted(sharers, ddp ? "rank" : "device") +
+         " is " + std::to_string(each) +
+         " images each: batch-norm statistics of so few are noisy (" +
+         (ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size") + ")";
+}
+
 }  // namespace
 
 RunReport::RunReport(const TrainOptions& options, int world, bool enabled, bool append_log)
     : options_(options),
       world_(world),
       enabled_(enabled),
-      log_(enabled ? options.log_json : "", append_log) {}
+      log_(enabled ? options.log_json : "", log_opening(options, append_log)) {}
 
 void RunReport::print_header(const RunShape& run, const RunPosition& start) const {
   if (!enabled_) return;
@@ -78,9 +113,9 @@ void RunReport::print_header(const RunShape& run, const RunPosition& start) cons
   std::fflush(stdout);
 }
 
-// The UX review's cases 41 and 42: more busy threads than cores, or a rank's share of the batch
-// down to a few images, run (people try such things) but far slower than they expect, or with
-// noisy batch-norm statistics.
+// A run that works but disappoints is warned of before it starts: more busy threads than cores,
+// or a device's batch (or its share of one) down to a few images, run (people try such things)
+// but far slower than they expect, or with noisy batch-norm statistics.
 void RunReport::print_warnings(const RunShape& run) const {
   if (!enabled_) return;
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -98,16 +133,8 @@ void RunReport::print_warnings(const RunShape& run) const {
                  ddp ? "fewer ranks" : ("--threads " + std::to_string(cores)).c_str());
   }
   const int64_t sharers = ddp ? run.world : static_cast<int64_t>(run.setup->devices.size());
-  constexpr int64_t kFewImages = 8;
-  if (sharers > 1 && options_.batch_size / sharers < kFewImages && !options_.setup.sync_bn) {
-    std::fprintf(stderr,
-                 "train_cifar: warning: --batch-size %lld over %s is %lld images each: batch-norm "
-                 "statistics of so few are noisy (%s)\n",
-                 static_cast<long long>(options_.batch_size),
-                 counted(sharers, ddp ? "rank" : "device").c_str(),
-                 static_cast<long long>(options_.batch_size / sharers),
-                 ddp ? "--sync-bn pools them, or raise --batch-size" : "raise --batch-size");
-  }
+  const std::string few_images = few_images_warning(options_, sharers, ddp);
+  if (!few_images.empty()) std::fprintf(stderr, "%s\n", few_images.c_str());
 }
 
 void RunReport::warn(const std::string& line) const {
@@ -235,13 +262,14 @@ void RunReport::print_summary(const RunSummary& summary, int last_epoch) {
               {"interrupted", summary.interrupted},
               {"mode", mode_name(options_.setup.mode)},
               {"world_size", world_},
+              {"zero_stage", zero_stage(options_)},
               {"precision", nn::precision_name(options_.setup.precision)},
               {"arch", options_.setup.arch}});
   print_next_steps(summary, last_epoch);
 }
 
 // Note [What to do next]: the end of a run (finished, stopped by --run-epochs or interrupted)
-// says what it wrote and how to go on from it, as the review of a newcomer's first run asked. The
+// says what it wrote and how to go on from it, so that nobody has to guess the next command. The
 // commands paste as they are (next_steps.h): the program's path, quoted paths, the run's data.
 void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) const {
   const std::string log = options_.log_json.empty() ? "" : shell_word(options_.log_json);
@@ -257,8 +285,7 @@ void RunReport::print_next_steps(const RunSummary& summary, int last_epoch) cons
     }
     std::printf("evaluate: %s\n", evaluate_command(options_).c_str());
   }
-  if (!options_.log_json.empty())
-    std::printf("plot:     scripts/plot_training.py %s\n", log.c_str());
+  if (!options_.log_json.empty()) std::printf("plot:     %s\n", plot_command(options_).c_str());
   std::fflush(stdout);
 }
 

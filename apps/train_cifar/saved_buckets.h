@@ -1,8 +1,9 @@
 #pragma once
 /// The DDP gradient buckets a checkpoint carries, so a resumed job reduces its gradients exactly as
-/// the job it continues (Note [Bucket order on resume] in parallel/reducer.h): the Reducer's
-/// bucket_order() as the sidecar's "ddp_bucket_order" metadata, parameter indices separated by
-/// commas. Absent when the checkpoint was not written by ddp, or before the first step.
+/// the job it continues (Note [Bucket order on resume] in parallel/reducer_buckets.cpp): the
+/// Reducer's bucket_order() as the sidecar's "ddp_bucket_order" metadata, parameter indices
+/// separated by commas. Absent when the checkpoint was not written by ddp, or before the first
+/// step.
 
 #include <string>
 

@@ -11,7 +11,7 @@
 #include "apps/common/wording.h"
 #include "engine/error.h"
 #include "nn/checkpoint.h"
-#include "parallel/comm/nccl_process_group.h"
+#include "parallel/comm/nccl/nccl_process_group.h"
 
 namespace tandem::apps {
 
@@ -30,10 +30,9 @@ void add_launch_flags(CLI::App& app, TrainOptions& o) {
                  "process joins)")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
-  add_optional_choice_flag(
-      app, "--backend", o.backend, kBackendSpellings,
-      "ddp: nccl (GPUs), gloo (CPUs) or mpi (CPUs, ranks started by mpirun); default: nccl "
-      "when there are GPUs, else gloo");
+  add_backend_flag(
+      app, o.backend,
+      "ddp: " + parallel::backend_choices() + "; default: nccl when there are GPUs, else gloo");
   app.add_option("--init-method", o.init_method,
                  "ddp: how the ranks meet: env:// (a launcher's variables, or --nproc), "
                  "tcp://HOST:PORT (rank 0 hosts the store at that port) or file:///PATH (a file "
@@ -83,6 +82,7 @@ void add_data_flags(CLI::App& app, TrainOptions& o) {
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   add_data_dir_flag(app, o.data_dir);
+  add_no_verify_data_flag(app, o.verify_data);
   app.add_option("--subset", o.subset,
                  "train on the first N images and test on the first N/5; 0: all")
       ->check(CLI::Range(int64_t{0}, int64_t{50000}))
@@ -107,10 +107,15 @@ void add_checkpoint_flags(CLI::App& app, TrainOptions& o) {
         o.resume = path == "auto" ? ResumeFlag{.automatic = true} : ResumeFlag{.path = path};
       },
       "continue from this checkpoint; auto: from --save's when it is there, else start afresh "
-      "(what a restarted worker needs: tandem-run/torchrun --max-restarts)");
+      "(what a restarted worker needs: tandem-run/torchrun --max-restarts); a checkpoint there "
+      "that cannot be loaded is refused, never started over");
   app.add_flag("--overwrite", o.overwrite,
-               "start afresh over the checkpoint at --save (without it, a run without --resume "
-               "refuses to replace one)");
+               "start afresh over the checkpoint at --save and the log at --log-json (without it, "
+               "a run without --resume refuses to replace either)")
+      // A job script passes --resume auto on every restart: were --overwrite beside it to mean
+      // "start afresh", each restart would throw the run away (Note [Resume auto never starts
+      // over] in run_position.cpp), so the two are refused together.
+      ->excludes("--resume");
   app.add_flag("--eval-only", o.eval_only,
                "evaluate the --resume checkpoint on the test set and stop");
 }
@@ -266,9 +271,10 @@ void validate_launch(const TrainOptions& o, const parallel::EnvLookup& environme
                mode_name(o.setup.mode), ": add --mode ddp");
   parallel::check_rank_and_world_size(parallel::parse_init_method(o.init_method), o.rank,
                                       o.world_size);
-  TANDEM_CHECK(!by_hand || o.backend != Backend::Mpi,
-               "[train_cifar] --backend mpi: mpirun starts the ranks and says where each sits; "
-               "drop --init-method, --rank and --world-size (or use --backend gloo)");
+  TANDEM_CHECK(!by_hand || o.backend == nullptr || o.backend->start != parallel::RankStart::Mpirun,
+               "[train_cifar] --backend ", o.backend ? o.backend->name : "",
+               ": mpirun starts the ranks and says where each sits; drop --init-method, --rank "
+               "and --world-size (or use --backend gloo)");
   TANDEM_CHECK(!by_hand || o.nproc == 1, "[train_cifar] --nproc ", o.nproc,
                " starts ranks on this machine through env://, but a rank started by hand (",
                o.init_method, ", --rank) is one process: start each rank with its own --rank");

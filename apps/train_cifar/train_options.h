@@ -13,8 +13,9 @@
 #include "apps/common/training_setup.h"
 #include "engine/memory_format.h"
 #include "nn/precision.h"
-#include "parallel/comm/init_method.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/backends.h"
+#include "parallel/comm/rendezvous/init_method.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/comm_hook.h"
 #include "parallel/reducer.h"
 
@@ -59,12 +60,13 @@ struct TrainOptions {
   std::string devices;  ///< single: one; dp: a list; empty: choose_devices' default
   int nproc = 1;        ///< ddp outside a launcher: local workers to start
   /// ddp: how the ranks meet, env:// (a launcher's, or --nproc's), tcp://HOST:PORT or
-  /// file:///PATH (parallel/comm/init_method.h)
+  /// file:///PATH (parallel/comm/rendezvous/init_method.h)
   std::string init_method = "env://";
   int rank = -1;        ///< ddp, a rank started by hand: its rank; -1: a launcher's
   int world_size = -1;  ///< ddp, a rank started by hand: the job's ranks; -1: a launcher's
-  std::optional<Backend> backend{};  ///< ddp; nullopt: nccl on GPUs, else gloo (ddp_backend)
-  int epochs = 10;                   ///< the schedule's length
+  /// ddp: a row of parallel::backends(); null: nccl on GPUs, else gloo (ddp_backend)
+  const parallel::BackendInfo* backend = nullptr;
+  int epochs = 10;           ///< the schedule's length
   int run_epochs = 0;        ///< epochs to run in this invocation (job chaining); 0: all left
   int64_t batch_size = 128;  ///< global: split over the devices (dp) or ranks (ddp)
   Schedule schedule = Schedule::MultiStep;
@@ -73,7 +75,9 @@ struct TrainOptions {
   std::string data_dir;    ///< --data-dir; empty: the default places (Note [Default data folder])
   int64_t subset = 0;      ///< use the first N training (and N/5 test) images; 0: all
   bool synthetic = false;  ///< random images of CIFAR's shape instead of the data set
-  std::string save;        ///< checkpoint written after every epoch
+  /// check the data files' md5 sums (--no-verify-data: do not; Note [CIFAR-10 md5 check])
+  bool verify_data = true;
+  std::string save;              ///< checkpoint written after every epoch
   int64_t save_every_steps = 0;  ///< also every this many optimizer steps; 0: at epoch ends only
   ResumeFlag resume;             ///< checkpoint to continue from
   bool overwrite = false;  ///< a run without --resume may replace --save's checkpoint (Note [New

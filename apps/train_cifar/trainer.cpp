@@ -81,7 +81,7 @@ void Trainer::build_data() {
   const auto test_sampler =
       std::make_shared<data::StridedSampler>(test_set_->size(), world_, rank_);
   train_loader_ = std::make_unique<data::DataLoader>(
-      train_set_, train_sampler,
+      std::make_shared<data::CifarImages>(train_set_), train_sampler,
       data::DataLoaderConfig{.batch_size = shares_.local_batch,
                              .workers = options_.workers,
                              .drop_last = options_.drop_last,
@@ -89,10 +89,9 @@ void Trainer::build_data() {
                              .device = setup_.device(),
                              .memory_format = setup_.memory_format});
   test_loader_ = std::make_unique<data::DataLoader>(
-      test_set_, test_sampler,
+      std::make_shared<data::CifarImages>(test_set_, data::eval_transform()), test_sampler,
       data::DataLoaderConfig{.batch_size = kEvalBatch,
                              .workers = options_.workers,
-                             .transform = data::eval_transform(),
                              .device = setup_.device(),
                              .memory_format = setup_.memory_format});
 }
@@ -110,9 +109,10 @@ void Trainer::read_data_sets() {
                         parallel::process_environment());
     if (!data.notice.empty()) report_.warn(data.notice);
     train_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(data.dir, data::CifarSplit::Train, options_.subset));
-    test_set_ = std::make_shared<data::CifarDataset>(
-        data::read_cifar10(data.dir, data::CifarSplit::Test, test_limit));
+        data::read_cifar10(data.dir, data::CifarSplit::Train,
+                           {.limit = options_.subset, .verify = options_.verify_data}));
+    test_set_ = std::make_shared<data::CifarDataset>(data::read_cifar10(
+        data.dir, data::CifarSplit::Test, {.limit = test_limit, .verify = options_.verify_data}));
   }
   TANDEM_CHECK(train_set_->size() >= world_, "[train_cifar] ", train_set_->size(),
                " training images cannot be shared by ", world_, " ranks");

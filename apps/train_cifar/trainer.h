@@ -15,6 +15,7 @@
 #include "apps/train_cifar/run_position.h"
 #include "apps/train_cifar/run_report.h"
 #include "apps/train_cifar/train_options.h"
+#include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "nn/lr_schedule.h"
 #include "parallel/comm/process_group.h"

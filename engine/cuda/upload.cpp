@@ -1,5 +1,13 @@
 // UploadStream for CUDA devices (Note [Uploads] in engine/upload.h): pinned staging memory and a
 // copy stream of its own; the consumer's stream waits for an event.
+//
+// Its place: the cuda/ root, built with the CUDA Backend, not runtime/ (tandem_cuda_runtime). An
+// upload makes a device tensor and copies into it through the ops (engine/ops/factory.h: empty(),
+// copy_()), which dispatch to the kernels, so it stands on the runtime and the kernels both; the
+// runtime sits beneath the ops, is brought up and tested before the kernels and includes nothing
+// of the kernel side (the layering test checks that), so an upload cannot live there. What it
+// needs of the runtime (streams, events, the pinned allocator) it takes through runtime/'s
+// headers, as the rest of this level does (docs/engine.md, the runtime apart from the kernels).
 
 #include "engine/upload.h"
 

@@ -2,8 +2,13 @@
 
 #include <string>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/backend/backend.h"
 #include "engine/ops/checks.h"
+#include "engine/ops/elementwise.h"
+#include "engine/ops/factory.h"
+#include "engine/ops/layout.h"
+#include "engine/ops/reduce.h"
 #include "engine/profiler.h"
 
 namespace tandem {
@@ -68,6 +73,37 @@ void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdStepOptions
                  ", param ", i, " on ", t.param.device());
   }
   backend_for(tensors[0].param.device()).sgd_step_multi(tensors, options);
+}
+
+// Note [Finding inf and NaN]: composed from ops every backend has, so that it runs on every device
+// without a kernel of its own: x * 0 is 0 for a finite x and NaN for inf or NaN, so the sum of
+// a gradient times 0 is NaN exactly when the gradient holds a non-finite element (the sum of the
+// gradient itself would also be inf when finite elements overflow it, which PyTorch does not
+// count). The sums of all gradients add up on the device into one value, NaN or 0, and
+// 1 - (v == v) turns it into the flag. It reads each gradient twice and writes it once, where
+// PyTorch's fused kernel reads it once; a kernel of its own is for when float16 training makes
+// it hot.
+void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& found_inf,
+                                   float inv_scale) {
+  constexpr const char* kOp = "non_finite_check_and_unscale_";
+  const profiler::RecordScope scope(kOp);
+  ops::check_dtype(kOp, "found_inf", found_inf, DType::Float32);
+  TANDEM_CHECK(found_inf.numel() == 1 && found_inf.is_dense(), "[", kOp,
+               "] found_inf must be one dense element, got ", shape_str(found_inf.shape()));
+  if (grads.empty()) return;
+  NoGradGuard no_grad;
+  Tensor poisoned = zeros({}, {.device = found_inf.device()});  // NaN once a gradient is not finite
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const std::string name = tensor_name("grad", static_cast<int64_t>(i));
+    ops::check_dtype(kOp, name.c_str(), grads[i], DType::Float32);
+    TANDEM_CHECK(grads[i].is_dense(), "[", kOp, "] ", name, " is not dense");
+    ops::check_same_device(kOp, {&found_inf, &grads[i]});
+    Tensor flat = ops::kernel_view(grads[i]).reshape({-1});  // its memory, in memory order
+    add_(poisoned, sum(mul(flat, 0.0f)));
+    if (inv_scale != 1.0f) mul_out(flat, inv_scale, flat);
+  }
+  Tensor found = add(neg(equal(poisoned, poisoned)), 1.0f).reshape(found_inf.shape());
+  add_(found_inf, found);
 }
 
 }  // namespace tandem

@@ -19,4 +19,13 @@ void sgd_step(Tensor& param, const Tensor& grad, Tensor& momentum_buffer,
 /// tensors instead of one per parameter (Note [Multi-tensor SGD] in cuda/kernels/elementwise.cu).
 void sgd_step_multi(const std::vector<SgdTensors>& tensors, const SgdStepOptions& options);
 
+/// What a gradient scaler's unscale runs (PyTorch's _amp_foreach_non_finite_check_and_unscale_):
+/// adds 1 to `found_inf` when any element of any gradient is inf or NaN (so a zeroed flag ends 0
+/// or 1, as PyTorch's), then multiplies every gradient by `inv_scale` in place (not at all when
+/// it is 1). The check looks at the gradients as given, before the multiply, as PyTorch's does.
+/// grads: float32, dense, on found_inf's device; found_inf: float32, one element. Never reads a
+/// value on the host. Note [Finding inf and NaN] in optim.cpp says how.
+void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& found_inf,
+                                   float inv_scale);
+
 }  // namespace tandem

@@ -25,8 +25,9 @@
 #include "nn/checkpoint.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/init_process_group.h"
 #include "parallel/comm/process_group.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 #include "parallel/distributed_data_parallel.h"
 
 using namespace tandem;
@@ -85,7 +86,7 @@ void train(int64_t steps, const std::string& checkpoint, const std::string& cifa
   auto sampler = std::make_shared<data::DistributedSampler>(
       dataset->size(),
       data::DistributedSamplerConfig{.num_replicas = world, .rank = rank, .seed = kSeed});
-  data::DataLoader loader(dataset, sampler,
+  data::DataLoader loader(std::make_shared<data::CifarImages>(dataset), sampler,
                           {.batch_size = kGlobalBatch / world, .seed = kSeed, .device = device});
   const int64_t per_epoch = loader.batches_per_epoch();
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
-#include "parallel/comm/process_group.h"
+#include "parallel/comm/types.h"
 
 namespace tandem::parallel {
 

@@ -1,6 +1,6 @@
 #include "parallel/comm/host_reduce.h"
 
-#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -31,22 +31,34 @@ HostReduceFunction elementwise(Combine combine) {
   };
 }
 
+// Integers are never NaN.
+template <typename C>
+bool is_nan(C x) {
+  if constexpr (std::is_floating_point_v<C>) {
+    return std::isnan(x);
+  } else {
+    return false;
+  }
+}
+
 template <typename T>
 HostReduceFunction function_for(ReduceOp op) {
-  // Min and max compare the values themselves: int64 as signed.
+  // Min and max compare the values themselves (int64 as signed) and return a NaN operand on
+  // either side (Note [NaN in min and max]); otherwise they are std::min and std::max, ties and
+  // signed zeros included (bit-equal to PyTorch's Gloo): b when take_b(a, b), else a.
   using Compare = std::conditional_t<kIsHalf<T>, float, T>;
+  const auto pick = [](auto take_b) {
+    return [take_b](auto x, auto y) {
+      const auto a = static_cast<Compare>(x), b = static_cast<Compare>(y);
+      return take_b(a, b) || is_nan(b) ? b : a;
+    };
+  };
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg: return elementwise<T>([](auto x, auto y) { return x + y; });
     case ReduceOp::Product: return elementwise<T>([](auto x, auto y) { return x * y; });
-    case ReduceOp::Min:
-      return elementwise<T>([](auto x, auto y) {
-        return std::min(static_cast<Compare>(x), static_cast<Compare>(y));
-      });
-    case ReduceOp::Max:
-      return elementwise<T>([](auto x, auto y) {
-        return std::max(static_cast<Compare>(x), static_cast<Compare>(y));
-      });
+    case ReduceOp::Min: return elementwise<T>(pick([](Compare a, Compare b) { return b < a; }));
+    case ReduceOp::Max: return elementwise<T>(pick([](Compare a, Compare b) { return a < b; }));
   }
   TANDEM_FAIL("[reduce] unknown reduce op");
 }

@@ -7,6 +7,14 @@
 /// Note [Half all-reduce]: a 16-bit reduction widens both operands to float, combines them and
 /// rounds back: one rounding per step, as NCCL's native bfloat16/float16 reductions do.
 /// int64 sums and products wrap around (two's complement), as they do on GPUs.
+///
+/// Note [NaN in min and max]: min and max of floating types return NaN when either operand is
+/// NaN, so a NaN on any rank gives NaN on every rank, as torch.maximum/minimum and numpy's
+/// maximum/minimum do. std::max (Gloo's own max, PyTorch's Gloo) and Open MPI's MPI_MAX keep or
+/// drop a NaN by which operand holds it, so their answer depends on the rank that held it and on
+/// the order the algorithm combines in. NCCL's ncclMax/ncclMin (fmaxf, __hmax) drop it, so the
+/// NCCL group reduces ordered integer keys instead (Note [NaN in NCCL min and max] in
+/// nccl/nccl_collectives.cpp); there the NaN that comes out is a quiet NaN, not the operand.
 
 #include <cstddef>
 #include <functional>

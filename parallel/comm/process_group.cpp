@@ -30,6 +30,8 @@ ProcessGroup::ProcessGroup(int rank, int size, ProcessGroupOptions options)
   TANDEM_CHECK(rank >= 0 && rank < size, "[process_group] rank ", rank, " is out of range for ",
                size, " ranks");
   TANDEM_CHECK(options_.timeout.count() > 0, "[process_group] timeout must be positive");
+  TANDEM_CHECK(options_.init_timeout.count() >= 0,
+               "[process_group] init_timeout must not be negative (0: the timeout)");
 }
 
 ProcessGroup::ProcessGroup(NonMember non_member, ProcessGroupOptions options)
@@ -96,32 +98,60 @@ std::shared_ptr<Work> ProcessGroup::barrier() {
 
 // --- point-to-point
 
+void ProcessGroup::check_point_to_point(const std::string& op, const Tensor& tensor, int peer,
+                                        int tag, bool receive) const {
+  const std::string backend = backend_name();
+  if (receive) {
+    TANDEM_CHECK(size() > 1, "[", backend, "] ", op,
+                 ": a group of one rank has no one to receive from");
+  }
+  check_tensors(op, {tensor}, nullptr);
+  TANDEM_CHECK(tensor.is_contiguous(), "[", backend, "] ", op, ": the tensor is not contiguous");
+  const char* peer_name = receive ? "src" : "dst";
+  TANDEM_CHECK((receive && peer == kAnySource) || (peer >= 0 && peer < size()), "[", backend, "] ",
+               op, ": ", peer_name, " ", peer, " is out of range for ", size(), " ranks",
+               receive ? " (kAnySource is -1)" : "");
+  TANDEM_CHECK(peer != rank(), "[", backend, "] ", op, ": ", peer_name, " ", peer,
+               " is this rank; a rank cannot ", receive ? "receive from" : "send to", " itself");
+  TANDEM_CHECK(tag >= 0, "[", backend, "] ", op, ": tag ", tag, " is negative");
+}
+
 std::shared_ptr<Work> ProcessGroup::isend(Tensor tensor, int dst, int tag) {
   check_member("isend");
-  check_tensors("isend", {tensor}, nullptr);
-  TANDEM_CHECK(tensor.is_contiguous(), "[", backend_name(),
-               "] isend: the tensor is not contiguous");
-  TANDEM_CHECK(dst >= 0 && dst < size(), "[", backend_name(), "] isend: dst ", dst,
-               " is out of range for ", size(), " ranks");
-  TANDEM_CHECK(dst != rank(), "[", backend_name(), "] isend: dst ", dst,
-               " is this rank; a rank cannot send to itself");
-  TANDEM_CHECK(tag >= 0, "[", backend_name(), "] isend: tag ", tag, " is negative");
+  check_point_to_point("isend", tensor, dst, tag, /*receive=*/false);
   return run_send(std::move(tensor), dst, tag);
 }
 
 std::shared_ptr<Work> ProcessGroup::irecv(Tensor tensor, int src, int tag) {
   check_member("irecv");
-  TANDEM_CHECK(size() > 1, "[", backend_name(),
-               "] irecv: a group of one rank has no one to receive from");
-  check_tensors("irecv", {tensor}, nullptr);
-  TANDEM_CHECK(tensor.is_contiguous(), "[", backend_name(),
-               "] irecv: the tensor is not contiguous");
-  TANDEM_CHECK(src == kAnySource || (src >= 0 && src < size()), "[", backend_name(),
-               "] irecv: src ", src, " is out of range for ", size(), " ranks (kAnySource is -1)");
-  TANDEM_CHECK(src != rank(), "[", backend_name(), "] irecv: src ", src,
-               " is this rank; a rank cannot receive from itself");
-  TANDEM_CHECK(tag >= 0, "[", backend_name(), "] irecv: tag ", tag, " is negative");
+  check_point_to_point("irecv", tensor, src, tag, /*receive=*/true);
   return run_recv(std::move(tensor), src, tag);
+}
+
+std::vector<std::shared_ptr<Work>> ProcessGroup::batch_isend_irecv(std::vector<P2POp> ops) {
+  const std::string op = "batch_isend_irecv";
+  check_member(op);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const P2POp& p2p = ops[i];
+    const bool receive = p2p.kind == P2POp::Kind::Recv;
+    TANDEM_CHECK(!receive || p2p.peer != kAnySource, "[", backend_name(), "] ", op, ": op ", i,
+                 " receives from any source; a batch names every peer");
+    check_point_to_point(detail::concat(op, " (op ", i, ", ", receive ? "irecv" : "isend", ")"),
+                         p2p.tensor, p2p.peer, p2p.tag, receive);
+  }
+  if (ops.empty()) return {};
+  return run_batch_isend_irecv(std::move(ops));
+}
+
+std::vector<std::shared_ptr<Work>> ProcessGroup::run_batch_isend_irecv(std::vector<P2POp> ops) {
+  std::vector<std::shared_ptr<Work>> works;
+  works.reserve(ops.size());
+  for (P2POp& p2p : ops) {
+    works.push_back(p2p.kind == P2POp::Kind::Send
+                        ? run_send(std::move(p2p.tensor), p2p.peer, p2p.tag)
+                        : run_recv(std::move(p2p.tensor), p2p.peer, p2p.tag));
+  }
+  return works;
 }
 
 void ProcessGroup::send(Tensor tensor, int dst, int tag) {
@@ -184,6 +214,9 @@ class NonMemberGroup final : public ProcessGroup {
   std::shared_ptr<Work> run_barrier(const std::string&) override { unreachable(); }
   std::shared_ptr<Work> run_send(Tensor, int, int) override { unreachable(); }
   std::shared_ptr<Work> run_recv(Tensor, int, int) override { unreachable(); }
+  std::vector<std::shared_ptr<Work>> run_batch_isend_irecv(std::vector<P2POp>) override {
+    unreachable();
+  }
   std::shared_ptr<ProcessGroup> make_subgroup(int, int, int, const std::vector<int>&) override {
     unreachable();
   }

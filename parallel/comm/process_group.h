@@ -22,6 +22,7 @@
 /// | all_to_all_single(out, in, os, is) | alltoall_single(output, input, os, is)              |
 /// | barrier()                          | barrier()                                           |
 /// | isend / irecv / send / recv        | isend / irecv / send / recv (with tags)             |
+/// | batch_isend_irecv(p2p_op_list)     | batch_isend_irecv(ops)                              |
 /// | new_group(ranks)                   | new_group(world, ranks) or world.new_group(ranks)   |
 ///
 /// Note [Collective order]: a group runs its collectives one at a time, in the order they were
@@ -53,35 +54,43 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
-#include "parallel/comm/launch_env.h"
+#include "parallel/comm/types.h"
 #include "parallel/comm/work.h"
 
 namespace tandem::parallel {
 
-enum class ReduceOp {
-  Sum,
-  Avg,      ///< sum / size; float tensors only
-  Product,  ///< products of 16-bit floats round once per multiplication
-  Min,
-  Max,
+/// One operation of batch_isend_irecv() (torch.distributed.P2POp): send `tensor` to rank
+/// `peer`, or receive into it from rank `peer` (never kAnySource), with `tag`.
+struct P2POp {
+  enum class Kind { Send, Recv };
+  Kind kind = Kind::Send;
+  Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+
+  static P2POp send(Tensor tensor, int dst, int tag = 0) {
+    return {Kind::Send, std::move(tensor), dst, tag};
+  }
+  static P2POp recv(Tensor tensor, int src, int tag = 0) {
+    return {Kind::Recv, std::move(tensor), src, tag};
+  }
 };
-
-/// "sum", "avg", "product", "min", "max".
-const char* reduce_op_name(ReduceOp op);
-/// Whether `op` reduces tensors of `dtype`: every op float32, bfloat16 and float16; every op
-/// but Avg int64 (whose sums and products wrap around on overflow); none uint8.
-bool reduce_op_supports(ReduceOp op, DType dtype);
-
-/// irecv()'s source for "whichever rank sends first" (PyTorch's recv with src=None).
-inline constexpr int kAnySource = -1;
 
 struct ProcessGroupOptions {
   /// Bounds every collective and the rendezvous: a dead or silent peer turns into an error after
   /// this long instead of a hang. Also the default of Work::wait().
   std::chrono::milliseconds timeout{300000};
+  /// NCCL: bounds, instead of `timeout`, what only sets the group up: the rendezvous, creating
+  /// the communicator (plugins, topology search, device memory, proxy threads: hundreds of ms,
+  /// more while other processes start NCCL too) and the connections NCCL makes inside the
+  /// ncclGroupEnd of the first operation with each peer. So a short `timeout` that catches a hung
+  /// collective does not also fail the start (Note [NCCL rendezvous]). Zero: `timeout`. Gloo and
+  /// MPI bound their set-up with `timeout`.
+  std::chrono::milliseconds init_timeout{0};
   /// Gloo: the network interface to use (e.g. "eth0"); overrides `hostname`.
   std::string interface {};
   /// Gloo: a hostname or address of this machine that the other ranks can reach. With neither
@@ -170,7 +179,8 @@ class ProcessGroup {
   /// Sends `tensor` (contiguous) to rank `dst` of this group; it must stay untouched until the
   /// Work completes. The receiver's irecv() with the same tag (≥ 0) and as many elements of the
   /// same dtype gets it; messages between two ranks with one tag arrive in the order sent.
-  /// NCCL ignores tags (it has none).
+  /// NCCL has no tags: it refuses any but 0, and matches by order alone (Note [NCCL
+  /// point-to-point]); a rank that must send and receive at once uses batch_isend_irecv().
   std::shared_ptr<Work> isend(Tensor tensor, int dst, int tag = 0);
   /// Receives into `tensor` (contiguous) from rank `src` of this group, or from whichever rank
   /// sends with `tag` first when `src` is kAnySource (Gloo and MPI; Work::source_rank() then
@@ -180,6 +190,15 @@ class ProcessGroup {
   void send(Tensor tensor, int dst, int tag = 0);
   /// irecv(tensor, src, tag)->wait(); returns the rank it came from.
   int recv(Tensor tensor, int src, int tag = 0);
+  /// Starts every send and receive of `ops` together and returns one Work per op, in order, as
+  /// torch.distributed.batch_isend_irecv does. On NCCL they are one ncclGroupStart/End, which
+  /// NCCL needs for operations that must progress together: two ranks that each isend() and
+  /// then irecv() one another hang there once a message outgrows NCCL's buffers, as each send
+  /// waits for a receive queued behind the peer's own send; every Work returned is then that
+  /// one group's (its source_rank() is -1: each op names its peer). On Gloo and MPI each op is
+  /// an isend() or irecv(). The checks are isend()'s and irecv()'s, and no receive from
+  /// kAnySource.
+  std::vector<std::shared_ptr<Work>> batch_isend_irecv(std::vector<P2POp> ops);
 
   // --- sub-groups
 
@@ -227,6 +246,8 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> run_send(Tensor tensor, int dst, int tag) = 0;
   /// src may be kAnySource; the Work sets its source_rank().
   virtual std::shared_ptr<Work> run_recv(Tensor tensor, int src, int tag) = 0;
+  /// One Work per op, in order; by default run_send() and run_recv() for each.
+  virtual std::vector<std::shared_ptr<Work>> run_batch_isend_irecv(std::vector<P2POp> ops);
   /// The member `rank` of `size` of the `index`-th sub-group of this group (new_group()
   /// counted it); its store keys go under a prefix of this group's own for that index.
   /// `ranks`: the members, ranks of this group in ascending order (MPI makes their
@@ -251,6 +272,9 @@ class ProcessGroup {
   void check_tensors(const std::string& op, const std::vector<Tensor>& tensors,
                      const ReduceOp* reduce_op) const;
   void check_root(const std::string& op, int root) const;
+  /// isend()'s and irecv()'s checks of `tensor`, the peer and the tag.
+  void check_point_to_point(const std::string& op, const Tensor& tensor, int peer, int tag,
+                            bool receive) const;
 
   const int rank_;
   const int size_;
@@ -270,17 +294,5 @@ std::shared_ptr<ProcessGroup> new_group(ProcessGroup& world, const std::vector<i
 /// tensors are ready for the calling thread. Every rank must pass tensors of the same dtypes and
 /// sizes in the same order.
 void broadcast_coalesced(ProcessGroup& group, const std::vector<Tensor>& tensors, int root);
-
-/// Creates the group of this process from `env` (see launch_env.h): connects to the rendezvous
-/// store at env.master_addr:master_port (hosting it on rank 0 unless the launcher does; a file
-/// under file://, rendezvous.h), then builds the backend's group. backend: "gloo" (CPU tensors)
-/// or "nccl" (CUDA tensors on cuda:<env.local_rank>; in a build without CUDA an error that says
-/// so), or "mpi" (ranks started by mpirun, which need no store: make_mpi_process_group() in
-/// mpi_process_group.h). The returned group keeps the store (and, on rank 0, the server) alive.
-/// The form of torch.distributed, with an init method (env://, tcp://, file://), is in
-/// init_method.h.
-std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
-                                                 const DistributedEnv& env,
-                                                 ProcessGroupOptions options = {});
 
 }  // namespace tandem::parallel

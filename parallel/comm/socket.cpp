@@ -1,5 +1,6 @@
 #include "parallel/comm/socket.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <netdb.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -265,6 +267,27 @@ bool resolves_to_loopback_only(const std::string& host) {
     }
   }
   return true;
+}
+
+bool can_bind(const std::string& host) {
+  AddrInfoList addresses;
+  if (!resolve(host, 0, /*passive=*/false, addresses).empty()) return false;
+  for (addrinfo* a = addresses.head; a != nullptr; a = a->ai_next) {
+    Socket socket(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
+    if (socket.valid() && ::bind(socket.fd(), a->ai_addr, a->ai_addrlen) == 0) return true;
+  }
+  return false;
+}
+
+std::string listen_host_for(const std::string& host) {
+  if (host.empty()) return host;
+  if (host == "localhost") return "127.0.0.1";
+  in_addr ip4{};
+  in6_addr ip6{};
+  const bool literal =
+      inet_pton(AF_INET, host.c_str(), &ip4) == 1 || inet_pton(AF_INET6, host.c_str(), &ip6) == 1;
+  if (resolves_to_loopback_only(host)) return literal ? host : "";
+  return can_bind(host) ? host : "";
 }
 
 void send_all(std::string_view tag, const Socket& socket, std::string_view bytes) {

@@ -23,11 +23,11 @@ using Clock = std::chrono::steady_clock;
 
 /// Store messages are keys and small values (addresses, NCCL ids, Gloo's per-rank address lists:
 /// tens of bytes per rank), so 16 MiB is far above any real one and bounds what a stray or
-/// hostile client can make the store hold (review D6; it was 1 GiB).
+/// hostile client can make the store hold (far below memory: any connection may send one).
 constexpr uint32_t kMaxFrameBytes = 16u << 20;
 
 /// now + timeout, saturating at the clock's end instead of overflowing: a timeout of
-/// milliseconds::max() means "no deadline", not one in the past (review D7).
+/// milliseconds::max() means "no deadline", never one in the past.
 Clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
 /// Owns one file descriptor; closes it on destruction.
@@ -79,6 +79,17 @@ std::string interface_with_address(const std::string& address);
 /// /etc/hosts maps to 127.0.1.1, as containers and cloud images often do). A name that does not
 /// resolve counts too: other machines cannot reach us by it either.
 bool resolves_to_loopback_only(const std::string& host);
+
+/// Note [Store address]: where a store listens for a job's address `host`. A loopback address
+/// (127.x, ::1, "localhost") stays on loopback: a one-machine job's store is not reachable from
+/// the network (review S1). An address of this machine, by number or by a name that resolves to
+/// one, is listened on alone. Every interface ("") otherwise: a name that maps to loopback only
+/// here (Debian's /etc/hosts maps the machine's own name to 127.0.1.1) still names this machine to
+/// the others through their resolver, and an address behind NAT is not this machine's.
+std::string listen_host_for(const std::string& host);
+
+/// Whether a socket can be bound to `host` here (it is one of this machine's addresses).
+bool can_bind(const std::string& host);
 
 /// Sends all of `bytes`; never raises SIGPIPE (a vanished peer is an error, not a dead process).
 void send_all(std::string_view tag, const Socket& socket, std::string_view bytes);

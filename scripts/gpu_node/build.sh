@@ -44,11 +44,20 @@ cuda_arch() {
   echo "$cap"
 }
 
+# The configure flags, one a line, for kernels of sm_ARCH with RPATH_LINK's linker flags. MPI is
+# off (review H8): the node's venv may bring an MPI whose runtime (UCX, ...) the loader path
+# lacks, and gtest's discovery would run an MPI-linked comm_tests at build time.
+configure_flags() {
+  printf '%s\n' -DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON -DTANDEM_MPI=OFF "-DCMAKE_CUDA_ARCHITECTURES=$1" \
+    "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_PREFIX_PATH=$prefix/usr" "-DCMAKE_EXE_LINKER_FLAGS=$2" \
+    "-DCMAKE_SHARED_LINKER_FLAGS=$2"
+}
+
 # K7: what the node has is in build.log before anything is compiled, so a failed build still
 # says which nvcc, wheels and libraries it met. Then the bundle, CMake (twice when the cuBLAS
 # beside the loader path's cuBLASLt is not the one found: G8) and the targets.
 step_build() {
-  environment_facts
+  environment_facts quick
   [ -n "$nvcc" ] || { echo "error: no nvcc (on PATH, \$CUDA_HOME/bin or /usr/local/cuda/bin): this needs the CUDA toolkit" >&2; return 1; }
   unpack_bundle
   export LD_LIBRARY_PATH
@@ -59,10 +68,9 @@ step_build() {
   source "$root/scripts/build_env.sh"  # Ninja and ccache, as every build (needs root, build_dir)
   local rpath_link="" dir
   for dir in $(libdirs); do rpath_link+="${rpath_link:+ }-Wl,-rpath-link,$dir"; done
-  local configure=(-DCMAKE_BUILD_TYPE=Release -DTANDEM_CUDA=ON "-DCMAKE_CUDA_ARCHITECTURES=$cuda_arch_value"
-                   "-DCMAKE_CUDA_COMPILER=$nvcc" "-DCMAKE_PREFIX_PATH=$prefix/usr"
-                   "-DCMAKE_EXE_LINKER_FLAGS=$rpath_link" "-DCMAKE_SHARED_LINKER_FLAGS=$rpath_link")
-  echo "== configure (CUDA on, sm_$cuda_arch_value) in $build_dir"
+  local configure=()
+  mapfile -t configure < <(configure_flags "$cuda_arch_value" "$rpath_link")
+  echo "== configure (CUDA on, MPI off, sm_$cuda_arch_value) in $build_dir"
   cmake -S "$root" -B "$build_dir" "${configure[@]}" "${cmake_speedups[@]}"
   LD_LIBRARY_PATH="$(runtime_library_path)"  # now with the cuDNN and NCCL configure found
   local cublas

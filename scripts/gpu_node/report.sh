@@ -93,10 +93,22 @@ write_report_json() {
   echo "}"
 }
 
-# Note [Report as it goes]: whole files, renamed into place.
+# Note [Report as it goes]: whole files, renamed into place. Once the run has started
+# (kept_report set), report.json is also kept in the logs folder, where the next call's
+# `--steps rest` reads what this one left undone.
 write_report() {
   write_report_md >"$out/report.md.part" && mv -f "$out/report.md.part" "$out/report.md"
   write_report_json >"$out/report.json.part" && mv -f "$out/report.json.part" "$out/report.json"
+  [ -z "${kept_report:-}" ] || { cp -f "$out/report.json" "$kept_report.part" && mv -f "$kept_report.part" "$kept_report"; }
+}
+
+# A failed step's note when it left none (review H9): the first compiler, CMake or program error
+# of its log (a build's last line is only "ninja: build stopped"), else its last line.
+first_error() {
+  local line
+  line="$(grep -m1 -E '(^|[^A-Za-z])error:|^CMake Error' "$1" || true)"
+  [ -n "$line" ] || line="$(grep -v '^\s*$' "$1" | tail -1)"
+  echo "$line"
 }
 
 # The device tool brings back files of up to 16 MiB: past 15, each log is cut to its last MiB.
@@ -162,6 +174,7 @@ start_report() {
   trap 'on_signal HUP 1' HUP
   trap on_exit EXIT
   rm -f "$out"/report.md "$out"/report.json "$out"/logs.tgz "$out"/*.part
+  kept_report="$logs/report.json"
   refresh_facts
   write_report
 }
@@ -189,7 +202,8 @@ run_step() {
     set_row "$i" skipped "$start" 0 "" "$skip"
     return
   fi
-  [ "$limit" -le "$left" ] || limit=$left
+  local cut=""
+  [ "$limit" -le "$left" ] || limit=$left cut="cut by the time budget: "
   local log="$logs/$name.log"
   rm -f "$logs/$name.note"
   { printf '$'; printf ' %q' "$@"; echo; } >"$log"
@@ -203,9 +217,9 @@ run_step() {
   [ ! -f "$logs/$name.note" ] || note="$(head -1 "$logs/$name.note")"
   rm -f "$logs/$name.note"
   if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
-    verdict=timeout note="stopped at its limit of $limit s${note:+; $note}"
+    verdict=timeout note="${cut}stopped at its limit of $limit s${note:+; $note}"
   elif [ "$status" -ne 0 ]; then
-    verdict=failed note="exit status $status: ${note:-$(grep -v '^\s*$' "$log" | tail -1)}"
+    verdict=failed note="exit status $status: ${note:-$(first_error "$log")}"
   fi
   [ "$verdict" = ok ] || failures=$((failures + 1))
   echo "   $verdict ($took s)${note:+: $note}"

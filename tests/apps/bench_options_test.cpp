@@ -227,6 +227,10 @@ TEST(BenchOptions, WorkerArgumentsDescribeTheirConfiguration) {
   BenchOptions synced = parent;
   synced.phase_sync = true;
   EXPECT_TRUE(parse(worker_arguments(synced, config, "r.json")).phase_sync);
+  EXPECT_TRUE(worker.verify_data);
+  BenchOptions own_data = parent;  // a data set of one's own in CIFAR-10's format
+  own_data.verify_data = false;
+  EXPECT_FALSE(parse(worker_arguments(own_data, config, "r.json")).verify_data);
   const BenchConfig single{.mode = Mode::Single, .devices = 1, .batch = 32};
   EXPECT_EQ(worker_config(parse(worker_arguments(parent, single, "r.json"))), single);
 }

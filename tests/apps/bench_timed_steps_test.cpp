@@ -10,10 +10,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "engine/device_syncs.h"
-#include "parallel/comm/gloo_process_group.h"
-#include "parallel/comm/store.h"
+#include "parallel/comm/gloo/gloo_process_group.h"
+#include "parallel/comm/rendezvous/store.h"
 
 namespace tandem::apps::bench {
 namespace {

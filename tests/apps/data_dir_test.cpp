@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "tests/support/error_message.h"
@@ -96,6 +97,21 @@ TEST_F(DataDir, NothingFoundNamesThePlacesAndTheFetch) {
               choose_data_dir("train_cifar", "", "x", environment({}));
             }).find("no CIFAR-10 at ./data/cifar-10-batches-bin: run"),
             std::string::npos);
+}
+
+TEST_F(DataDir, TandemDataDirNamingTheBatchesFolderItselfSaysWhatWasMeant) {
+  const std::string inner = make("mine/cifar-10-batches-bin");
+  std::ofstream(inner + "/test_batch.bin") << "x";
+  const std::string message = error_message([&] {
+    choose_data_dir("train_cifar", "", "x", environment({{"TANDEM_DATA_DIR", inner}}));
+  });
+  EXPECT_NE(message.find("TANDEM_DATA_DIR=" + inner +
+                         " holds its files: did you mean "
+                         "TANDEM_DATA_DIR=" +
+                         dir_.file("mine") + "?"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
 }
 
 TEST_F(DataDir, GivenFolderWinsAndIsChecked) {

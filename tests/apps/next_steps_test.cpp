@@ -29,6 +29,11 @@ TEST(NextSteps, EvaluateKeepsTheProgramPathAndTheRunsData) {
   EXPECT_EQ(evaluate_command(options), program +
                                            " --arch resnet32 --eval-only --resume 'my run.ckpt' "
                                            "--data-dir '/data/my cifar' --subset 5000");
+  options.verify_data = false;  // a data set of one's own stays unchecked
+  EXPECT_EQ(evaluate_command(options), program +
+                                           " --arch resnet32 --eval-only --resume 'my run.ckpt' "
+                                           "--data-dir '/data/my cifar' --no-verify-data "
+                                           "--subset 5000");
   options.synthetic = true;
   options.subset = 0;
   EXPECT_EQ(evaluate_command(options),

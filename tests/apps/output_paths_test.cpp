@@ -111,5 +111,26 @@ TEST(OutputLock, ASecondWriterIsRefusedAndTheLockGoesWithTheFirst) {
   EXPECT_FALSE(fs::exists("/dev/null.lock"));
 }
 
+// Review S8: a symlink planted at PATH.lock used to have its target truncated and overwritten
+// with the run's name; now the lock is refused, naming it, and the target is left alone.
+TEST(OutputLock, ASymlinkAtTheLockIsRefusedAndItsTargetUntouched) {
+  TempDir dir;
+  const std::string save = dir.file("run.ckpt"), victim = dir.file("victim.txt");
+  std::ofstream(victim) << "precious data";
+  fs::create_symlink(victim, OutputLock::lock_path(save));
+  std::string message;
+  try {
+    OutputLock lock("train_cifar", "--save", save);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("cannot create its lock file " + OutputLock::lock_path(save) +
+                         " (it is a symbolic link; remove it)"),
+            std::string::npos)
+      << message;
+  std::ifstream in(victim);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "precious data");
+}
+
 }  // namespace
 }  // namespace tandem::apps

@@ -17,13 +17,21 @@
 namespace tandem::apps {
 namespace {
 
-TEST(Progress, TheBarShrinksThenTheTextIsCutToTheWidth) {
+TEST(Progress, TheBarShrinksThenWholeFieldsGo) {
+  const std::vector<std::string> fields{"epoch 1/10", "5/391",       "loss 2.3026", "acc 10.0%",
+                                        "eta 1:02",   "(run 12:03)", "1234 img/s"};
   const std::string text = "epoch 1/10 5/391 loss 2.3026 acc 10.0% eta 1:02 (run 12:03) 1234 img/s";
-  EXPECT_EQ(fit_to_width(text, 0.5, 200), "[############............] " + text);
-  const std::string eighty = fit_to_width(text, 0.5, 80);
+  EXPECT_EQ(fit_to_width(fields, 0.5, 200), "[############............] " + text);
+  const std::string eighty = fit_to_width(fields, 0.5, 80);
   EXPECT_EQ(eighty.size(), 79u);  // the last column stays free
   EXPECT_EQ(eighty.rfind("[", 0), 0u);
-  EXPECT_EQ(fit_to_width(text, 0.5, 70), text.substr(0, 69));  // no room for a bar at all
+  // No room for a bar at all: the speed goes whole, never cut mid-number (70 columns).
+  EXPECT_EQ(fit_to_width(fields, 0.5, 70),
+            "epoch 1/10 5/391 loss 2.3026 acc 10.0% eta 1:02 (run 12:03)");
+  EXPECT_EQ(fit_to_width(fields, 0.5, 59), "epoch 1/10 5/391 loss 2.3026 acc 10.0% eta 1:02");
+  EXPECT_EQ(fit_to_width({"a-first-field-wider-than-the-terminal"}, 0.5, 11),
+            "a-first-f"
+            "i");
 }
 
 std::string text_of(std::FILE* file) {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 #include "tests/apps/train_cifar_runs.h"
 #include "tests/support/mpirun_ranks.h"
 #include "tests/support/temp_dir.h"

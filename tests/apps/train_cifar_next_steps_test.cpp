@@ -34,7 +34,11 @@ TEST(TrainCifarNextSteps, ContinueAndEvaluateLinesRunAsPrinted) {
   const std::string evaluate = line_after(first.output, "evaluate: ");
   ASSERT_FALSE(again.empty()) << first.output;
   EXPECT_NE(evaluate.find(" --synthetic --subset 256"), std::string::npos) << evaluate;
-  EXPECT_NE(line_after(first.output, "plot:     ").find("'"), std::string::npos) << first.output;
+  const std::string plot = line_after(first.output, "plot:     ");
+  EXPECT_NE(plot.find("'"), std::string::npos) << first.output;
+  // The script by its absolute path (a build folder of the checkout), so it runs from anywhere.
+  EXPECT_EQ(plot.rfind("/", 0), 0u) << plot;
+  EXPECT_NE(plot.find("/scripts/plot_training.py "), std::string::npos) << plot;
   const ProgramRun continued = testing::run_program("/bin/sh", {"-c", again});
   ASSERT_EQ(continued.exit_code, 0) << again << "\n" << continued.output;
   EXPECT_EQ(epochs_of(read_log(log)).size(), 2u);

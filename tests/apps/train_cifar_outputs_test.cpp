@@ -23,11 +23,6 @@ namespace fs = std::filesystem;
 using testing::ProgramRun;
 using testing::TempDir;
 
-std::string contents(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 TEST(TrainCifarRefusals, OutputsThatAreNotRegularFilesOrOneFileAreRefused) {
   TempDir dir;
   const std::string save = dir.file("run.ckpt");
@@ -84,10 +79,13 @@ TEST(TrainCifarRefusals, ANewRunOverAnEarlierCheckpointNeedsOverwrite) {
   const std::vector<std::string> run = quick_run(log, {"--epochs", "1", "--save", save});
   ASSERT_EQ(train_cifar(run).exit_code, 0);
   const std::string first_log = contents(log);
-  expect_one_error_line(train_cifar(run),
-                        "--save " + save +
-                            " holds the checkpoint of an earlier run, which this run "
-                            "would replace: add --resume auto to continue it, or --overwrite");
+  // Another log, so that the checkpoint is what is refused (a log of an earlier run is too:
+  // ALogOfAnEarlierRunOrNotAFileIsRefused).
+  expect_one_error_line(
+      train_cifar(quick_run(dir.file("other.jsonl"), {"--epochs", "1", "--save", save})),
+      "--save " + save +
+          " holds the checkpoint of an earlier run, which this run "
+          "would replace: add --resume auto to continue it, or --overwrite");
   EXPECT_EQ(contents(log), first_log);  // the earlier run's log too is as it was
   std::vector<std::string> continued = run;
   continued.insert(continued.end(), {"--epochs", "2", "--resume", "auto"});
@@ -99,6 +97,32 @@ TEST(TrainCifarRefusals, ANewRunOverAnEarlierCheckpointNeedsOverwrite) {
   const ProgramRun overwritten = train_cifar(afresh);
   EXPECT_EQ(overwritten.exit_code, 0) << overwritten.output;
   EXPECT_EQ(epochs_of(read_log(log)).size(), 1u);
+}
+
+// Note [Logs are outputs too]: a log holding another run's records needs --overwrite (or
+// --resume); a FIFO, which would block the run at its first record, and a device are refused by
+// what they are, at once.
+TEST(TrainCifarRefusals, ALogOfAnEarlierRunOrNotAFileIsRefused) {
+  TempDir dir;
+  const std::string log = dir.file("log.jsonl");
+  const std::vector<std::string> run = quick_run(log, {"--epochs", "1"});
+  ASSERT_EQ(train_cifar(run).exit_code, 0);
+  const std::string first_log = contents(log);
+  expect_one_error_line(train_cifar(run), "--log-json " + log +
+                                              " holds the log of an earlier run, which this "
+                                              "run would replace");
+  EXPECT_EQ(contents(log), first_log);
+  std::vector<std::string> afresh = run;
+  afresh.push_back("--overwrite");
+  const ProgramRun replaced = train_cifar(afresh);
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.output;
+  EXPECT_EQ(epochs_of(read_log(log)).size(), 1u);
+
+  ASSERT_EQ(::mkfifo(dir.file("fifo").c_str(), 0600), 0);
+  expect_one_error_line(train_cifar(quick_run(dir.file("fifo"))),
+                        "--log-json " + dir.file("fifo") + " is a FIFO (named pipe)");
+  expect_one_error_line(train_cifar(quick_run("/dev/null")),
+                        "--log-json /dev/null is a character device");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 
 #include "tests/apps/train_cifar_runs.h"
 #include "tests/support/small_disk.h"
@@ -67,6 +68,30 @@ TEST(TrainCifarRefusals, OutputsThatCannotBeWrittenFailAtOnce) {
                         "--log-json " + dir.file("a_folder") + ": is a folder");
   expect_one_error_line(train_cifar(quick_run(dir.file("log.jsonl"), {"--run-epochs", "1"})),
                         "--run-epochs stops early to continue later, which needs a checkpoint");
+}
+
+// Note [CIFAR-10 md5 check]: files that are not what their names say are refused before training,
+// unless --no-verify-data says they are one's own. A subset folder, so the files can be small.
+TEST(TrainCifarRefusals, DataFilesThatFailTheirMd5SumsNeedNoVerifyData) {
+  TempDir dir;
+  for (const char* name : {"data_batch_1.bin", "test_batch.bin"}) {
+    std::ofstream file(dir.file(name), std::ios::binary);
+    for (int i = 0; i < 64; ++i) file << static_cast<char>(i % 10) << std::string(3072, 'x');
+  }
+  std::ofstream(dir.file("subset.txt")) << "a test's subset\n";
+  std::ofstream(dir.file("subset.md5")) << "d41d8cd98f00b204e9800998ecf8427e  data_batch_1.bin\n"
+                                        << "d41d8cd98f00b204e9800998ecf8427e  test_batch.bin\n";
+  const std::vector<std::string> run{
+      "--data-dir",   dir.path().string(), "--subset", "32",        "--batch-size",
+      "16",           "--epochs",          "1",        "--workers", "1",
+      "--no-progress"};
+  expect_one_error_line(train_cifar(run), "[cifar10] " + dir.file("data_batch_1.bin") +
+                                              " does not match its md5 sum");
+  expect_one_error_line(train_cifar(run), "is read with --no-verify-data");
+  std::vector<std::string> own = run;
+  own.push_back("--no-verify-data");
+  const ProgramRun trained = train_cifar(own);
+  EXPECT_EQ(trained.exit_code, 0) << trained.output;
 }
 
 // Ranks started by hand (--init-method, --rank, --world-size): what cannot meet is refused in one

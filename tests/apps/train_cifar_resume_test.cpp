@@ -171,6 +171,50 @@ TEST(TrainCifar, ResumeAutoStartsAfreshWithoutACheckpointAndContinuesWithOne) {
   EXPECT_EQ(epochs[1]["epoch"], 2);
 }
 
+// Note [Resume auto never starts over]: a finished epoch saved with no earlier pair beside it,
+// then damaged (truncated weights; a sidecar of another run): --resume auto refuses in one line
+// naming the file and why, and leaves every file as it was; with --overwrite it is a
+// contradiction; a sidecar alone (an interrupted first save) still starts afresh.
+TEST(TrainCifar, ResumeAutoRefusesACheckpointItCannotLoadAndChangesNothing) {
+  TempDir dir;
+  const std::string log = dir.file("log.jsonl"), checkpoint = dir.file("run.ckpt");
+  const std::string sidecar = nn::sidecar_path(checkpoint);
+  const std::vector<std::string> first =
+      quick_run(log, {"--epochs", "1", "--save", checkpoint, "--resume", "auto"});
+  ASSERT_EQ(train_cifar(first).exit_code, 0);
+  ASSERT_FALSE(fs::exists(nn::previous_path(checkpoint)));  // one save: no fallback
+  std::vector<std::string> again = first;
+  again.insert(again.end(), {"--epochs", "2"});
+
+  fs::resize_file(checkpoint, fs::file_size(checkpoint) / 2);
+  const std::string weights = contents(checkpoint), state = contents(sidecar),
+                    logged = contents(log);
+  expect_one_error_line(train_cifar(again), "--resume auto: the checkpoint at " + checkpoint +
+                                                " cannot be loaded and there is no usable "
+                                                "earlier one");
+  EXPECT_EQ(contents(checkpoint), weights);
+  EXPECT_EQ(contents(sidecar), state);
+  EXPECT_EQ(contents(log), logged);
+  EXPECT_FALSE(fs::exists(nn::previous_path(checkpoint)));
+
+  // A whole pair of another run: each file loads, the two do not belong together.
+  const std::string other = dir.file("other.ckpt");
+  ASSERT_EQ(
+      train_cifar(quick_run(dir.file("other.jsonl"), {"--epochs", "1", "--save", other})).exit_code,
+      0);
+  fs::copy_file(other, checkpoint, fs::copy_options::overwrite_existing);
+  expect_one_error_line(train_cifar(again), "come from different saves");
+
+  std::vector<std::string> contradiction = again;
+  contradiction.push_back("--overwrite");
+  expect_one_error_line(train_cifar(contradiction), "--resume excludes --overwrite");
+
+  fs::remove(checkpoint);  // the sidecar alone: a first save that never finished
+  const ProgramRun afresh = train_cifar(again);
+  EXPECT_EQ(afresh.exit_code, 0) << afresh.output;
+  EXPECT_EQ(afresh.output.find("resuming"), std::string::npos) << afresh.output;
+}
+
 // The checkpoint before the last of a finished run is a mid-epoch one (step 15: epoch 2,
 // batch 7); resuming it with another seed would replay other batches (at an epoch boundary a
 // new seed is only a warning: Note [A resume knows its run]).

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,12 @@ inline std::vector<nlohmann::json> records_of(const std::vector<nlohmann::json>&
 
 inline std::vector<nlohmann::json> epochs_of(const std::vector<nlohmann::json>& log) {
   return records_of(log, "epoch");
+}
+
+/// The whole of a file, as bytes ("" when it is missing).
+inline std::string contents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 /// A short run on learnable synthetic data: 256 images, 8 steps an epoch.

@@ -118,6 +118,21 @@ TEST(TrainCifar, MoreThreadsThanCoresAreWarnedOf) {
                             std::to_string(cores) + " core"),
             std::string::npos)
       << run.output;
+  EXPECT_EQ(run.output.find("images on one device"), std::string::npos) << run.output;
+}
+
+// The README's promise holds in every mode: one device's whole batch of a few images too.
+TEST(TrainCifar, AFewImagesInSingleModeAreWarnedOfOnce) {
+  TempDir dir;
+  const ProgramRun run =
+      train_cifar(quick_run(dir.file("log.jsonl"), {"--epochs", "1", "--batch-size", "4"}));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const std::string warning =
+      "train_cifar: warning: --batch-size 4 is 4 images on one device: batch-norm statistics of "
+      "so few are noisy (raise --batch-size)";
+  const size_t first = run.output.find(warning);
+  EXPECT_NE(first, std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find(warning, first + 1), std::string::npos) << run.output;
 }
 
 TEST(TrainCifarMultiprocess, AFewImagesPerRankAreWarnedOfOnce) {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "data/cifar10.h"
+#include "engine/tandem.h"
 #include "tests/support/error_message.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/test_paths.h"
@@ -71,8 +72,10 @@ TEST(Cifar10, CorruptOrMissingFilesAreClearErrors) {
       << above;
 }
 
-// Note [CIFAR-10 subsets]: the marker alone lets a folder hold fewer files and records.
+// Note [CIFAR-10 subsets]: the marker alone lets a folder hold fewer files and records. (Their
+// md5 sums: ASubsetIsCheckedAgainstItsOwnMd5List.)
 TEST(Cifar10, ASubsetFolderHoldsFewerTrainingFilesAndRecords) {
+  const CifarReadOptions unchecked{.verify = false};
   testing::TempDir dir;
   const std::string folder = dir.file("subset");
   std::filesystem::create_directories(folder);
@@ -85,20 +88,62 @@ TEST(Cifar10, ASubsetFolderHoldsFewerTrainingFilesAndRecords) {
   EXPECT_NE(partial.find("scripts/cifar_subset.sh"), std::string::npos) << partial;
 
   std::ofstream(folder + "/" + kCifarSubsetMarker) << "a test's subset\n";
-  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train).size(), 3);
-  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, 2).size(), 2);
-  EXPECT_EQ(read_cifar10(folder, CifarSplit::Test).labels.to_vector<int64_t>(),
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, unchecked).size(), 3);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, {.limit = 2, .verify = false}).size(), 2);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Test, unchecked).labels.to_vector<int64_t>(),
             (std::vector<int64_t>{5, 6}));
   write_records(folder + "/data_batch_2.bin", 1, 9);
-  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train).labels.to_vector<int64_t>(),
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, unchecked).labels.to_vector<int64_t>(),
             (std::vector<int64_t>{0, 1, 2, 9}));
 
   std::filesystem::resize_file(folder + "/test_batch.bin", kCifarRecordBytes + 7);
-  const std::string truncated = error_message([&] { read_cifar10(folder, CifarSplit::Test); });
+  const std::string truncated =
+      error_message([&] { read_cifar10(folder, CifarSplit::Test, unchecked); });
   EXPECT_NE(truncated.find("not a positive multiple of 3073"), std::string::npos) << truncated;
   std::filesystem::remove(folder + "/data_batch_1.bin");
-  const std::string no_first = error_message([&] { read_cifar10(folder, CifarSplit::Train); });
+  const std::string no_first =
+      error_message([&] { read_cifar10(folder, CifarSplit::Train, unchecked); });
   EXPECT_NE(no_first.find("data_batch_1.bin"), std::string::npos) << no_first;
+}
+
+// Note [CIFAR-10 md5 check]: files under the official names are the official files, unless the
+// caller says they are its own (--no-verify-data).
+TEST(Cifar10, OfficialNamesAreCheckedAgainstTheShippedMd5List) {
+  EXPECT_EQ(cifar10_md5_sums().size(), 7u);  // scripts/cifar-10-batches-bin.md5, compiled in
+  EXPECT_EQ(cifar10_md5_sums().at("test_batch.bin"), "803d5f7f4d78ea53de84dbe85f74fb6d");
+  testing::TempDir dir;
+  write_records(dir.file("test_batch.bin"), kCifarRecordsPerFile);
+  const std::string own = error_message([&] { read_cifar10(dir.path(), CifarSplit::Test); });
+  EXPECT_TRUE(testing::contains(
+      own, "[cifar10] " + dir.file("test_batch.bin") + " does not match its md5 sum"))
+      << own;
+  EXPECT_TRUE(testing::contains(own, "803d5f7f4d78ea53de84dbe85f74fb6d")) << own;
+  EXPECT_TRUE(testing::contains(own, "--no-verify-data")) << own;
+  EXPECT_EQ(own.find('\n'), std::string::npos) << own;
+  EXPECT_EQ(read_cifar10(dir.path(), CifarSplit::Test, {.verify = false}).size(),
+            kCifarRecordsPerFile);
+  EXPECT_FALSE(std::filesystem::exists(dir.file(kMd5StampName)));  // nothing vouched for
+}
+
+// A subset's test_batch.bin is cut short, so the subset carries its own list (cifar_subset.sh).
+TEST(Cifar10, ASubsetIsCheckedAgainstItsOwnMd5List) {
+  testing::TempDir dir;
+  write_records(dir.file("data_batch_1.bin"), 3, 0);
+  write_records(dir.file("test_batch.bin"), 2, 5);
+  std::ofstream(dir.file(kCifarSubsetMarker)) << "a test's subset\n";
+  const std::string unlisted = error_message([&] { read_cifar10(dir.path(), CifarSplit::Test); });
+  EXPECT_TRUE(testing::contains(unlisted, "has no subset.md5")) << unlisted;
+  EXPECT_TRUE(testing::contains(unlisted, "scripts/cifar_subset.sh")) << unlisted;
+  std::ofstream(dir.file(kCifarSubsetMd5))
+      << file_md5(dir.file("data_batch_1.bin")) << "  data_batch_1.bin\n"
+      << file_md5(dir.file("test_batch.bin")) << "  test_batch.bin\n";
+  EXPECT_EQ(read_cifar10(dir.path(), CifarSplit::Train).size(), 3);
+  EXPECT_EQ(read_cifar10(dir.path(), CifarSplit::Test).size(), 2);
+  EXPECT_TRUE(std::filesystem::exists(dir.file(kMd5StampName)));
+  write_records(dir.file("test_batch.bin"), 2, 6);  // new labels, same size
+  const std::string damaged = error_message([&] { read_cifar10(dir.path(), CifarSplit::Test); });
+  EXPECT_TRUE(testing::contains(damaged, dir.file("test_batch.bin") + " does not match"))
+      << damaged;
 }
 
 TEST(Cifar10, RealDataSetWhenPresent) {
@@ -117,7 +162,53 @@ TEST(Cifar10, RealDataSetWhenPresent) {
     for (int64_t label : data->labels.to_vector<int64_t>()) ++counts[static_cast<size_t>(label)];
     EXPECT_EQ(counts, std::vector<int>(10, per_class));
   }
-  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, 100).size(), 100);
+  EXPECT_EQ(read_cifar10(folder, CifarSplit::Train, {.limit = 100}).size(), 100);
+}
+
+// The case the size checks cannot see: two official files swapped (links, so nothing is copied).
+TEST(Cifar10, SwappedRealFilesAreRefusedWhenPresent) {
+  const std::string folder = testing::kCifar10Dir;
+  if (!std::filesystem::exists(folder + "/test_batch.bin")) {
+    GTEST_SKIP() << "no CIFAR-10 at " << folder << " (scripts/get_cifar10.sh)";
+  }
+  testing::TempDir dir;
+  for (int i = 1; i <= 5; ++i) {
+    const int source = i == 1 ? 2 : i == 2 ? 1 : i;
+    std::filesystem::create_symlink(folder + "/data_batch_" + std::to_string(source) + ".bin",
+                                    dir.file("data_batch_" + std::to_string(i) + ".bin"));
+  }
+  const std::string swapped = error_message([&] { read_cifar10(dir.path(), CifarSplit::Train); });
+  EXPECT_TRUE(testing::contains(
+      swapped, dir.file("data_batch_1.bin") + " does not match its md5 sum (" +
+                   cifar10_md5_sums().at("data_batch_2.bin") + ", which is data_batch_2.bin's"))
+      << swapped;
+  EXPECT_EQ(read_cifar10(dir.path(), CifarSplit::Train, {.verify = false}).size(), 50000);
+}
+
+// CIFAR-10 as a data set (dataset.h): the images through the transforms.
+TEST(CifarImages, MakeBatchGathersImagesAndLabels) {
+  CifarDataset data{zeros({3, 3, 32, 32}, {.dtype = DType::UInt8}),
+                    from_vector<int64_t>({4, 5, 6}, {3})};
+  data.images.slice(2, 3).fill_(255);
+  const Batch batch = make_batch(data, {2, 0}, eval_transform(), /*augmentation_seed=*/0);
+  EXPECT_EQ(batch.images.shape(), (Shape{2, 3, 32, 32}));
+  EXPECT_EQ(batch.labels.to_vector<int64_t>(), (std::vector<int64_t>{6, 4}));
+  EXPECT_NEAR(batch.images.to_vector<float>()[0], (1.0f - kCifarMean[0]) / kCifarStd[0], 1e-5f);
+  EXPECT_THROW(make_batch(data, {3}, eval_transform(), 0), Error);
+}
+
+TEST(CifarImages, GetIsOneRowOfItsBatch) {
+  const auto data = std::make_shared<const CifarDataset>(synthetic_cifar10(6, 3));
+  const CifarImages images(data, TransformOptions{});
+  const Batch batch = make_batch(images, {4, 1}, /*augmentation_seed=*/9);
+  Generator generator = image_generator(9, 1);
+  const Example second = images.get(1, generator);
+  EXPECT_EQ(second.input.shape(), (Shape{3, 32, 32}));
+  EXPECT_EQ(second.target.shape(), Shape{});
+  const auto rows = batch.images.to_vector<float>();
+  const auto expected = second.input.to_vector<float>();
+  EXPECT_EQ(std::vector<float>(rows.begin() + 3 * 32 * 32, rows.end()), expected);
+  EXPECT_EQ(batch.labels.to_vector<int64_t>()[1], static_cast<int64_t>(second.target.item()));
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "data/cifar10.h"
 #include "data/data_loader.h"
 #include "tests/support/cuda_skip.h"
 
@@ -21,11 +22,12 @@ TEST(DataLoaderGpu, DeliversTheHostLoadersBatchesToTheDevice) {
 #if TANDEM_WITH_CUDA
   const auto data = std::make_shared<const CifarDataset>(synthetic_cifar10(300, 4));
   const auto sampler = std::make_shared<RandomSampler>(300, 8);
-  DataLoader on_host(data, sampler, {.batch_size = 32, .workers = 0, .seed = 6});
+  DataLoader on_host(std::make_shared<CifarImages>(data), sampler,
+                     {.batch_size = 32, .workers = 0, .seed = 6});
   on_host.start_epoch(0);
   const int64_t pinned_before = cuda::pinned_host_allocator().stats().allocation_count;
   for (int workers : {0, 3}) {
-    DataLoader loader(data, sampler,
+    DataLoader loader(std::make_shared<CifarImages>(data), sampler,
                       {.batch_size = 32,
                        .workers = workers,
                        .prefetch = 4,
@@ -56,7 +58,7 @@ TEST(DataLoaderGpu, StopsCleanlyWithUploadsInFlight) {
   TANDEM_SKIP_WITHOUT_CUDA();
   const auto data = std::make_shared<const CifarDataset>(synthetic_cifar10(400, 1));
   auto loader = std::make_unique<DataLoader>(
-      data, std::make_shared<SequentialSampler>(400),
+      std::make_shared<CifarImages>(data), std::make_shared<SequentialSampler>(400),
       DataLoaderConfig{.batch_size = 50, .workers = 2, .prefetch = 4, .device = Device::cuda(0)});
   loader->start_epoch(0);
   ASSERT_TRUE(loader->next().has_value());

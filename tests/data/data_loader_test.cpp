@@ -2,11 +2,19 @@
 
 #include "data/data_loader.h"
 
+#include "data/cifar10.h"
+
 namespace tandem::data {
 namespace {
 
 std::shared_ptr<const CifarDataset> synthetic(int64_t n) {
   return std::make_shared<const CifarDataset>(synthetic_cifar10(n, 1));
+}
+
+// The images as the loader sees them: through the transforms (by default the training ones).
+std::shared_ptr<const Dataset> images(std::shared_ptr<const CifarDataset> data,
+                                      TransformOptions transform = {}) {
+  return std::make_shared<const CifarImages>(std::move(data), transform);
 }
 
 std::vector<Batch> whole_epoch(DataLoader& loader, int64_t epoch) {
@@ -26,7 +34,7 @@ class BrokenSampler final : public Sampler {
 TEST(DataLoader, DeliversTheSamplersOrderInBatches) {
   const auto data = synthetic(10);
   const auto sampler = std::make_shared<RandomSampler>(10, 4);
-  DataLoader loader(data, sampler, {.batch_size = 4, .workers = 2, .transform = eval_transform()});
+  DataLoader loader(images(data, eval_transform()), sampler, {.batch_size = 4, .workers = 2});
   EXPECT_EQ(loader.batches_per_epoch(), 3);
   const auto batches = whole_epoch(loader, 2);
   ASSERT_EQ(batches.size(), 3u);
@@ -48,12 +56,12 @@ TEST(DataLoader, DeliversTheSamplersOrderInBatches) {
 TEST(DataLoader, DdpRanksTogetherSeeTheSingleProcessBatchAugmentedAlike) {
   const auto data = synthetic(40);
   const DataLoaderConfig single_config{.batch_size = 8, .workers = 2, .seed = 5};
-  DataLoader single(data, std::make_shared<RandomSampler>(40, 9), single_config);
+  DataLoader single(images(data), std::make_shared<RandomSampler>(40, 9), single_config);
   const auto global = whole_epoch(single, 3);
   for (int64_t rank : {0, 1}) {
     DataLoaderConfig config = single_config;
     config.batch_size = 4;
-    DataLoader shard(data,
+    DataLoader shard(images(data),
                      std::make_shared<DistributedSampler>(
                          40, DistributedSamplerConfig{.num_replicas = 2, .rank = rank, .seed = 9}),
                      config);
@@ -69,7 +77,7 @@ TEST(DataLoader, DdpRanksTogetherSeeTheSingleProcessBatchAugmentedAlike) {
     }
   }
   // And the augmentation does vary from epoch to epoch, for the same images in the same order.
-  DataLoader in_order(data, std::make_shared<SequentialSampler>(40), single_config);
+  DataLoader in_order(images(data), std::make_shared<SequentialSampler>(40), single_config);
   const auto epoch3 = whole_epoch(in_order, 3);
   const auto epoch4 = whole_epoch(in_order, 4);
   bool differs = false;
@@ -80,7 +88,7 @@ TEST(DataLoader, DdpRanksTogetherSeeTheSingleProcessBatchAugmentedAlike) {
 }
 
 TEST(DataLoader, DropLastDropsTheShortBatch) {
-  DataLoader loader(synthetic(10), std::make_shared<SequentialSampler>(10),
+  DataLoader loader(images(synthetic(10)), std::make_shared<SequentialSampler>(10),
                     {.batch_size = 4, .workers = 1, .drop_last = true});
   EXPECT_EQ(whole_epoch(loader, 0).size(), 2u);
 }
@@ -91,7 +99,7 @@ TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
   const auto sampler = std::make_shared<RandomSampler>(40, 9);
   std::vector<std::vector<float>> reference;
   for (int workers : {0, 1, 3}) {
-    DataLoader loader(data, sampler,
+    DataLoader loader(images(data), sampler,
                       {.batch_size = 8, .workers = workers, .prefetch = 2, .seed = 5});
     std::vector<std::vector<float>> images;
     for (const Batch& batch : whole_epoch(loader, 1))
@@ -102,7 +110,7 @@ TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
       EXPECT_EQ(images, reference) << workers << " workers";
     }
   }
-  DataLoader other_epoch(data, sampler, {.batch_size = 8, .workers = 2, .seed = 5});
+  DataLoader other_epoch(images(data), sampler, {.batch_size = 8, .workers = 2, .seed = 5});
   EXPECT_NE(whole_epoch(other_epoch, 2)[0].images.to_vector<float>(), reference[0]);
 }
 
@@ -111,11 +119,11 @@ TEST(DataLoader, SameBatchesForAnyNumberOfWorkers) {
 TEST(DataLoader, StartingAtABatchGivesTheRestOfTheWholeEpoch) {
   const auto data = synthetic(40);
   const auto sampler = std::make_shared<RandomSampler>(40, 9);
-  DataLoader whole(data, sampler, {.batch_size = 6, .workers = 2, .seed = 5});
+  DataLoader whole(images(data), sampler, {.batch_size = 6, .workers = 2, .seed = 5});
   const auto reference = whole_epoch(whole, 3);
   ASSERT_EQ(reference.size(), 7u);
   for (int workers : {0, 2}) {
-    DataLoader resumed(data, sampler, {.batch_size = 6, .workers = workers, .seed = 5});
+    DataLoader resumed(images(data), sampler, {.batch_size = 6, .workers = workers, .seed = 5});
     resumed.start_epoch(3, 4);
     for (size_t k = 4; k < reference.size(); ++k) {
       const std::optional<Batch> batch = resumed.next();
@@ -134,7 +142,7 @@ TEST(DataLoader, StartingAtABatchGivesTheRestOfTheWholeEpoch) {
 TEST(DataLoader, StopsCleanlyMidEpochAndRestarts) {
   const auto data = synthetic(200);
   auto loader =
-      std::make_unique<DataLoader>(data, std::make_shared<SequentialSampler>(200),
+      std::make_unique<DataLoader>(images(data), std::make_shared<SequentialSampler>(200),
                                    DataLoaderConfig{.batch_size = 10, .workers = 2, .prefetch = 3});
   loader->start_epoch(0);
   ASSERT_TRUE(loader->next().has_value());
@@ -146,7 +154,7 @@ TEST(DataLoader, StopsCleanlyMidEpochAndRestarts) {
 }
 
 TEST(DataLoader, WorkerErrorsReachTheConsumer) {
-  DataLoader loader(synthetic(10), std::make_shared<BrokenSampler>(),
+  DataLoader loader(images(synthetic(10)), std::make_shared<BrokenSampler>(),
                     {.batch_size = 2, .workers = 2});
   loader.start_epoch(0);
   ASSERT_TRUE(loader.next().has_value());
@@ -157,18 +165,19 @@ TEST(DataLoader, WorkerErrorsReachTheConsumer) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[make_batch] index 999"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(DataLoader(synthetic(4), std::make_shared<SequentialSampler>(4), {.batch_size = 0}),
-               Error);
+  EXPECT_THROW(
+      DataLoader(images(synthetic(4)), std::make_shared<SequentialSampler>(4), {.batch_size = 0}),
+      Error);
 }
 
 TEST(DataLoader, DeliversToTheRequestedDeviceTheSameBatches) {
   // Another CPU device goes through an UploadStream (Note [Uploads]), as a CUDA device does.
   const auto data = synthetic(20);
   const auto sampler = std::make_shared<RandomSampler>(20, 3);
-  DataLoader on_host(data, sampler, {.batch_size = 8, .workers = 0, .seed = 2});
+  DataLoader on_host(images(data), sampler, {.batch_size = 8, .workers = 0, .seed = 2});
   const auto reference = whole_epoch(on_host, 1);
   for (int workers : {0, 2}) {
-    DataLoader loader(data, sampler,
+    DataLoader loader(images(data), sampler,
                       {.batch_size = 8, .workers = workers, .seed = 2, .device = Device::cpu(1)});
     const auto batches = whole_epoch(loader, 1);
     ASSERT_EQ(batches.size(), reference.size());

@@ -38,31 +38,6 @@ std::vector<Batch> whole_epoch(DataLoader& loader, int64_t epoch) {
   return batches;
 }
 
-TEST(Dataset, MakeBatchGathersCifarImagesAndLabels) {
-  CifarDataset data{zeros({3, 3, 32, 32}, {.dtype = DType::UInt8}),
-                    from_vector<int64_t>({4, 5, 6}, {3})};
-  data.images.slice(2, 3).fill_(255);
-  const Batch batch = make_batch(data, {2, 0}, eval_transform(), /*augmentation_seed=*/0);
-  EXPECT_EQ(batch.images.shape(), (Shape{2, 3, 32, 32}));
-  EXPECT_EQ(batch.labels.to_vector<int64_t>(), (std::vector<int64_t>{6, 4}));
-  EXPECT_NEAR(batch.images.to_vector<float>()[0], (1.0f - kCifarMean[0]) / kCifarStd[0], 1e-5f);
-  EXPECT_THROW(make_batch(data, {3}, eval_transform(), 0), Error);
-}
-
-TEST(Dataset, CifarImagesGetIsOneRowOfItsBatch) {
-  const auto data = std::make_shared<const CifarDataset>(synthetic_cifar10(6, 3));
-  const CifarImages images(data, TransformOptions{});
-  const Batch batch = make_batch(images, {4, 1}, /*augmentation_seed=*/9);
-  Generator generator = image_generator(9, 1);
-  const Example second = images.get(1, generator);
-  EXPECT_EQ(second.input.shape(), (Shape{3, 32, 32}));
-  EXPECT_EQ(second.target.shape(), Shape{});
-  const auto rows = batch.images.to_vector<float>();
-  const auto expected = second.input.to_vector<float>();
-  EXPECT_EQ(std::vector<float>(rows.begin() + 3 * 32 * 32, rows.end()), expected);
-  EXPECT_EQ(batch.labels.to_vector<int64_t>()[1], static_cast<int64_t>(second.target.item()));
-}
-
 TEST(Dataset, LoaderStacksADataSetOfOnesOwnInTheSamplersOrder) {
   const auto pairs = std::make_shared<Pairs>(10);
   const auto sampler = std::make_shared<RandomSampler>(10, 5);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "data/cifar10.h"
 #include "data/transforms.h"
 #include "engine/tandem.h"
 

@@ -4,11 +4,13 @@
 
 #include <mutex>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "engine/cpu/parallel.h"
 #include "engine/tandem.h"
 #include "tests/support/error_message.h"
+#include "tests/support/scoped_env.h"
 
 namespace tandem {
 namespace {
@@ -41,23 +43,41 @@ TEST(Errors, NameTheDevices) {
       << message;
 }
 
-TEST(Errors, CarryFileAndLine) {
-  const std::string message = error_message([] { zeros({2}).item(); });
-  EXPECT_NE(message.find("[item]"), std::string::npos);
-  EXPECT_NE(message.find("tensor.cpp:"), std::string::npos) << message;
-}
+// TANDEM_DEBUG for one test.
+class DebugVariable : public testing::ScopedEnvironmentVariable {
+ public:
+  explicit DebugVariable(const char* value) : ScopedEnvironmentVariable("TANDEM_DEBUG", value) {}
+};
 
-TEST(Errors, MessageForUsersLeavesOutTheLocation) {
+Error item_error() {
   try {
     zeros({2}).item();
-    FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_EQ(e.message().rfind("[item]", 0), 0u) << e.message();
-    EXPECT_EQ(e.message().find("tensor.cpp"), std::string::npos) << e.message();
-    EXPECT_EQ(message_of(e), e.message());
-    const std::string what = e.what();
-    EXPECT_EQ(what.rfind(e.message(), 0), 0u) << what;
-    EXPECT_NE(what.find("tensor.cpp:", e.message().size()), std::string::npos) << what;
+    return e;
+  }
+  ADD_FAILURE() << "expected an error";
+  return Error("");
+}
+
+TEST(Errors, CarryFileAndLineUnderTandemDebug) {
+  const DebugVariable on("1");
+  const Error error = item_error();
+  const std::string what = error.what();
+  EXPECT_EQ(what.rfind(error.message(), 0), 0u) << what;
+  EXPECT_EQ(error.message().rfind("[item]", 0), 0u) << error.message();
+  EXPECT_NE(what.find("` failed) at ", error.message().size()), std::string::npos) << what;
+  EXPECT_NE(what.find("tensor.cpp:", error.message().size()), std::string::npos) << what;
+  EXPECT_EQ(message_of(error), what);  // what programs show, the location included
+}
+
+// Note [Error locations]: users see the message alone, also through what().
+TEST(Errors, WhatLeavesOutTheLocationUnlessTandemDebug) {
+  for (const char* value : {static_cast<const char*>(nullptr), "", "0"}) {
+    const DebugVariable off(value);
+    const Error error = item_error();
+    EXPECT_EQ(error.message().rfind("[item]", 0), 0u) << error.message();
+    EXPECT_EQ(std::string(error.what()), error.message()) << (value ? value : "unset");
+    EXPECT_EQ(message_of(error), error.message());
   }
   EXPECT_EQ(message_of(std::runtime_error("plain")), "plain");
 }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,53 @@ TEST(SgdMulti, RejectsBadArgumentsNamingTheTensor) {
       message({good, {zeros({2}, on_cpu1), zeros({2}, on_cpu1), Tensor()}}, {});
   EXPECT_NE(two_devices.find("different devices"), std::string::npos) << two_devices;
   EXPECT_EQ(values(good.param), std::vector<float>(2, 1.0f));
+}
+
+// What a gradient scaler's unscale runs (Note [Finding inf and NaN] in engine/ops/optim.cpp).
+float found_in(const std::vector<Tensor>& grads, float inv_scale = 0.5f) {
+  Tensor found_inf = zeros({1});
+  non_finite_check_and_unscale_(grads, found_inf, inv_scale);
+  return static_cast<float>(found_inf.item());
+}
+
+TEST(NonFiniteCheckAndUnscale, FindsInfAndNanInAnyGradientAndUnscalesInPlace) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+  constexpr float kMax = std::numeric_limits<float>::max();
+  Tensor finite = from_vector<float>({3.0f, -kMax, 0.0f, 1e-30f}, {4});
+  EXPECT_EQ(found_in({finite}), 0.0f);  // the largest float is finite, and its sum is not taken
+  EXPECT_EQ(finite.to_vector<float>(), (std::vector<float>{1.5f, -kMax / 2, 0.0f, 0.5e-30f}));
+  for (const float bad : {kInf, -kInf, kNan}) {
+    Tensor clean = from_vector<float>({2.0f}, {1});
+    Tensor poisoned = from_vector<float>({1.0f, bad, 4.0f}, {3});
+    EXPECT_EQ(found_in({clean, poisoned}), 1.0f) << bad;
+    EXPECT_EQ(clean.to_vector<float>()[0], 1.0f) << "every gradient is unscaled all the same";
+    EXPECT_EQ(poisoned.to_vector<float>()[2], 2.0f);
+  }
+  // A channels-last gradient is walked in its own memory, in place.
+  Tensor image = full({2, 3, 2, 2}, 4.0f).contiguous(MemoryFormat::ChannelsLast);
+  EXPECT_EQ(found_in({image}), 0.0f);
+  EXPECT_EQ(image.to_vector<float>(), std::vector<float>(24, 2.0f));
+  EXPECT_EQ(image.memory_format(), MemoryFormat::ChannelsLast);
+}
+
+TEST(NonFiniteCheckAndUnscale, AddsToTheFlagAndReadsNothingOnTheHost) {
+  Tensor found_inf = zeros({1});
+  Tensor grad = from_vector<float>({std::numeric_limits<float>::infinity(), 8.0f}, {2});
+  const int64_t reads = host_read_count();
+  non_finite_check_and_unscale_({grad}, found_inf, 1.0f);  // 1: left as it is
+  non_finite_check_and_unscale_({}, found_inf, 0.5f);      // nothing to check
+  EXPECT_EQ(host_read_count(), reads);
+  EXPECT_EQ(found_inf.item(), 1.0f);
+  EXPECT_EQ(grad.to_vector<float>()[1], 8.0f);
+}
+
+TEST(NonFiniteCheckAndUnscale, RejectsBadArguments) {
+  Tensor found_inf = zeros({1});
+  Tensor wide = zeros({2});
+  Tensor half = zeros({2}, {.dtype = DType::BFloat16});
+  EXPECT_THROW(non_finite_check_and_unscale_({half}, found_inf, 0.5f), Error);
+  EXPECT_THROW(non_finite_check_and_unscale_({}, wide, 0.5f), Error);
 }
 
 }  // namespace

@@ -42,8 +42,14 @@ TEST(FuzzCorpus, Cifar10) {
 TEST(FuzzCorpus, StoreRequest) {
   replay("store_request", store_request);
 }
+TEST(FuzzCorpus, StoreSession) {
+  replay("store_session", store_session);
+}
 TEST(FuzzCorpus, LaunchEnv) {
   replay("launch_env", launch_env);
+}
+TEST(FuzzCorpus, FileStoreRecords) {
+  replay("file_store_records", file_store_records);
 }
 
 }  // namespace

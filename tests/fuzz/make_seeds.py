@@ -72,6 +72,20 @@ def main():
     write("store_request", "session", b"".join(
         frame(r) for r in (set_request, get_request, add_request, wait_request, check_request)))
     write("store_request", "truncated_frame", frame(set_request)[:-3])
+    # store_session: byte 0 picks the server (even: no job token, odd: a token), then frames.
+    hello = frame(b"\x06" + blob(b"n" * 32) + b"\x00")
+    requests = b"".join(frame(r) for r in (set_request, get_request, add_request, wait_request,
+                                           check_request))
+    write("store_session", "open_session", b"\x00" + hello + requests)
+    write("store_session", "token_hello_then_forged_proof",
+          b"\x01" + frame(b"\x06" + blob(b"n" * 32) + b"\x01") + frame(b"\x07" + blob(b"p" * 32))
+          + requests)
+    write("store_session", "request_before_hello", b"\x01" + requests)
+    write("store_session", "add_overflow", b"\x00" + hello
+          + frame(b"\x03" + blob(b"n") + struct.pack(">q", 2**63 - 1))
+          + frame(b"\x03" + blob(b"n") + struct.pack(">q", 1)))
+    write("store_session", "too_many_keys", b"\x00" + hello
+          + frame(b"\x05" + struct.pack(">q", 100) + blob(b"k") * 100))
 
     write("launch_env", "torchrun", b"RANK=1\nWORLD_SIZE=4\nLOCAL_RANK=1\nLOCAL_WORLD_SIZE=2\n"
                                     b"MASTER_ADDR=10.0.0.1\nMASTER_PORT=29500\n")
@@ -80,6 +94,25 @@ def main():
                                   b"MASTER_ADDR=127.0.0.1\nMASTER_PORT=29400\n")
     write("launch_env", "srun", b"SLURM_PROCID=3\nSLURM_NTASKS=4\nSLURM_LOCALID=1\n"
                                 b"SLURM_NTASKS_PER_NODE=2\nSLURM_LAUNCH_NODE_IPADDR=10.1.1.1\n")
+
+    # FileStore's log (Note [FileStore format]): records of a big-endian length + key and length +
+    # value, the first one the store's header.
+    def field(data):
+        return struct.pack(">I", len(data)) + data
+
+    def record(key, value):
+        return field(key) + field(value)
+
+    store = (record(b"tandem/file_store", b"rank 0 (pid 1) on host h at 2026-12-07 18:00:00 UTC, for 2 ranks")
+             + record(b"tandem/joined/0", b"") + record(b"tandem/joined/1", b"")
+             + record(b"/rank0/address", b"10.0.0.1:4242") + record(b"/counter", b"3")
+             + record(b"/counter", b"4") + record(b"tandem/left", b"1"))
+    write("file_store_records", "store", store)
+    write("file_store_records", "partial_record", store[:-5])
+    write("file_store_records", "foreign", b"my notes\n")
+    write("file_store_records", "huge_value", record(b"tandem/file_store", b"")
+          + field(b"/k") + struct.pack(">I", 0xFFFFFFF0))
+
 
 
 if __name__ == "__main__":

@@ -14,6 +14,8 @@ int safetensors(const uint8_t* data, size_t size);
 int checkpoint(const uint8_t* data, size_t size);
 int cifar10(const uint8_t* data, size_t size);
 int store_request(const uint8_t* data, size_t size);
+int store_session(const uint8_t* data, size_t size);
 int launch_env(const uint8_t* data, size_t size);
+int file_store_records(const uint8_t* data, size_t size);
 
 }  // namespace tandem::fuzz

@@ -1,4 +1,4 @@
-"""PyTorch's side of tests/parallel/comm/torch_store_test.cpp: hosts a TCPStore (in this PyTorch's
+"""PyTorch's side of tests/parallel/comm/rendezvous/torch_store_test.cpp: hosts a TCPStore (in this PyTorch's
 protocol version), prints its port and PyTorch's version, then trades keys with Tandem's TorchStore client:
 
   sets  counter += 5, then from_python = b"\\x00\\xffbytes", then python_done = b"1" (after from_tandem)

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -155,6 +157,54 @@ TEST_F(Safetensors, CorruptFilesAreClearErrors) {
   EXPECT_NE(
       error_message([&] { load_safetensors(path("missing.safetensors")); }).find("cannot open"),
       std::string::npos);
+}
+
+// Review S9: a zero dimension makes a tensor empty, but its strides still multiply the others.
+TEST_F(Safetensors, AZeroDimensionBesideHugeOnesIsRefused) {
+  write_bytes(path("zero.safetensors"),
+              spec_file(R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,)"
+                        R"(4611686018427387904],"data_offsets":[0,0]}})",
+                        ""));
+  const std::string message = error_message([&] { load_safetensors(path("zero.safetensors")); });
+  EXPECT_NE(message.find("[safetensors] shape [0, 4611686018427387904, 4611686018427387904] is "
+                         "too large: its dimensions multiply past 2^63"),
+            std::string::npos)
+      << message;
+  write_bytes(path("empty.safetensors"),
+              spec_file(R"({"a":{"dtype":"F32","shape":[0,1024],"data_offsets":[0,0]}})", ""));
+  EXPECT_EQ(load_safetensors(path("empty.safetensors")).tensors.at(0).second.numel(), 0);
+}
+
+// Note [Header limits]: a 200 MB header is refused before it is read (a sparse file: no disk),
+// and a deeply nested one while it is parsed, each in one line.
+TEST_F(Safetensors, AHugeOrDeeplyNestedHeaderIsRefusedInOneLine) {
+  const uint64_t header_size = 200000000;
+  {
+    std::ofstream out(path("huge.safetensors"), std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&header_size), 8);
+  }
+  fs::resize_file(path("huge.safetensors"), 8 + header_size);
+  const std::string huge = error_message([&] { load_safetensors(path("huge.safetensors")); });
+  EXPECT_NE(huge.find(": header of 200000000 bytes is over the 100 MB limit"), std::string::npos)
+      << huge;
+  write_bytes(path("deep.safetensors"), spec_file(std::string(100000, '[') + "]", ""));
+  const std::string deep = error_message([&] { load_safetensors(path("deep.safetensors")); });
+  EXPECT_NE(deep.find(": the header nests deeper than 3 levels; not a checkpoint"),
+            std::string::npos)
+      << deep;
+  for (const std::string& message : {huge, deep}) {
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+// Review S8: the temporary's name is predictable; a symlink planted there is replaced, never
+// followed, so its target keeps its bytes.
+TEST_F(Safetensors, ASymlinkAtTheTemporaryNameIsNotFollowed) {
+  write_bytes(path("victim.txt"), "precious data");
+  fs::create_symlink(path("victim.txt"), path("w.safetensors.tmp." + std::to_string(::getpid())));
+  save_safetensors(path("w.safetensors"), {{"w", ones({2})}});
+  EXPECT_EQ(read_bytes(path("victim.txt")), "precious data");
+  EXPECT_EQ(load_safetensors(path("w.safetensors")).tensors.at(0).second.numel(), 2);
 }
 
 // Note [Payload checksum]: one flipped bit in the data is an error, not a different weight.

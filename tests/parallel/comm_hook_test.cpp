@@ -105,7 +105,7 @@ void expect_compression_within_bound(GradCompression compression, double unit_ro
     numel += parameters[i].numel();
   }
   EXPECT_GT(inexact, numel / 10) << "compression left the gradients exact: did it run?";
-  EXPECT_EQ(model.reducer().last_step().payload_bytes, static_cast<size_t>(numel) * 2);
+  EXPECT_EQ(model.reducer().timer().last_step().payload_bytes, static_cast<size_t>(numel) * 2);
 }
 
 TEST(CommHookMultiprocess, CompressedGradientsStayWithinTheirErrorBound) {

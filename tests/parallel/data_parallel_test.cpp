@@ -1,12 +1,17 @@
 // DataParallel on CPU devices against a single device on the same global batch.
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "engine/ops/concat.h"
+#include "nn/grad_scaler.h"
 #include "nn/linear.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 #include "parallel/data_parallel.h"
 #include "parallel/scatter_gather.h"
 #include "tests/support/cuda_skip.h"
+#include "tests/support/ddp_fixtures.h"
 #include "tests/support/error_message.h"
 #include "tests/support/host_reads.h"
 #include "tests/support/image_batch.h"
@@ -146,6 +151,30 @@ TEST(DataParallel, TrainingStepsReadNothingOnTheHost) {
     EXPECT_EQ(testing::host_reads_during([&] { testing::train_steps(model, batch, 2); }), 0)
         << (persistent ? "persistent replicas" : "replicas rebuilt every step");
   }
+}
+
+// DataParallel is one process: a GradScaler over the master's optimizer checks the master's
+// gradients, into which every replica's are reduced, so an overflow in one replica skips the step.
+TEST(DataParallel, AGradScalerSkipsTheStepWhenOneReplicaOverflows) {
+  auto master = testing::small_net(7);
+  DataParallel model(master, {Device::cpu(0), Device::cpu(1)});
+  nn::Sgd sgd(model.parameters(), {.lr = 0.1f, .momentum = 0.9f});
+  nn::GradScaler scaler;
+  const Tensor labels = from_vector<int64_t>({0, 1, 2, 0, 1, 2, 0, 1}, {8});
+  Tensor images = cat({testing::small_net_batch(0, 0), testing::small_net_batch(1, 0)});
+  const auto run_step = [&] {
+    sgd.zero_grad();
+    scaler.scale(cross_entropy(model.forward(images), labels)).backward();
+    const bool stepped = scaler.step(sgd);
+    scaler.update();
+    return stepped;
+  };
+  EXPECT_TRUE(run_step());
+  const std::vector<float> weights = master->parameters()[0].to_vector<float>();
+  images.slice(6, 7).fill_(std::numeric_limits<float>::infinity());  // the second replica's rows
+  EXPECT_FALSE(run_step());
+  EXPECT_EQ(master->parameters()[0].to_vector<float>(), weights);
+  EXPECT_EQ(scaler.get_scale(), 32768.0f);
 }
 
 TEST(DataParallel, BatchSmallerThanDeviceCountUsesFewerReplicas) {

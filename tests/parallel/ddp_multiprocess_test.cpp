@@ -135,7 +135,7 @@ ReducerStepStats overlapped_step(const std::shared_ptr<ProcessGroup>& group) {
     model.zero_grad();
     cross_entropy(model.forward(batch.images), batch.labels).backward();
   }
-  return model.reducer().last_step();
+  return model.reducer().timer().last_step();
 }
 
 TEST(DdpMultiprocess, AllReducesStartWhileBackwardRuns) {

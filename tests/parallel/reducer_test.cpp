@@ -7,7 +7,7 @@
 #include "engine/tandem.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
-#include "parallel/comm/gloo_process_group.h"
+#include "parallel/comm/gloo/gloo_process_group.h"
 #include "parallel/distributed_data_parallel.h"
 #include "tests/support/error_message.h"
 
@@ -164,7 +164,7 @@ TEST(Reducer, GradientsMatchThePlainModelBeforeAndAfterTheRebuild) {
       expect_same_values(params[i].grad(), expected[i],
                          "step " + std::to_string(step) + " param " + std::to_string(i));
     }
-    EXPECT_EQ(model.reducer().last_step().buckets.size(), 6u);
+    EXPECT_EQ(model.reducer().timer().last_step().buckets.size(), 6u);
   }
 }
 
@@ -216,7 +216,7 @@ TEST(Reducer, WithoutOverlapEveryAllReduceStartsAfterBackward) {
   options.reducer.overlap = false;
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(), options);
   sum(model.forward(input_rows(4, 1))).backward();
-  const ReducerStepStats stats = model.reducer().last_step();
+  const ReducerStepStats stats = model.reducer().timer().last_step();
   ASSERT_EQ(stats.buckets.size(), 6u);
   for (const BucketTiming& bucket : stats.buckets) {
     EXPECT_GE(bucket.started_ms, 0.0);
@@ -231,22 +231,22 @@ TEST(Reducer, WithoutOverlapEveryAllReduceStartsAfterBackward) {
 TEST(Reducer, AStepRecordIsTakenOnceAndReadLater) {
   DistributedDataParallel model(std::make_shared<OutOfOrder>(), solo_group(),
                                 one_parameter_per_bucket());
-  EXPECT_FALSE(model.reducer().take_step_record().has_value()) << "no step yet";
+  EXPECT_FALSE(model.reducer().timer().take_step_record().has_value()) << "no step yet";
   sum(model.forward(input_rows(4, 1))).backward();
-  const std::optional<ReducerStepRecord> record = model.reducer().take_step_record();
+  const std::optional<ReducerStepRecord> record = model.reducer().timer().take_step_record();
   ASSERT_TRUE(record.has_value());
-  EXPECT_FALSE(model.reducer().take_step_record().has_value()) << "taken once";
+  EXPECT_FALSE(model.reducer().timer().take_step_record().has_value()) << "taken once";
   EXPECT_TRUE(record->collectives_done()) << "Gloo's all-reduces end before backward returns";
-  const ReducerStepStats stats = Reducer::stats_of(*record);
+  const ReducerStepStats stats = ReducerTimer::stats_of(*record);
   ASSERT_EQ(stats.buckets.size(), 6u);
   EXPECT_GT(stats.payload_bytes, 0u);
   for (const BucketTiming& bucket : stats.buckets) EXPECT_GE(bucket.ended_ms, bucket.started_ms);
   // The next step's record goes to whoever reads first; last_step() after a take keeps the
   // stats it read before (none here).
-  EXPECT_TRUE(model.reducer().last_step().buckets.empty());
+  EXPECT_TRUE(model.reducer().timer().last_step().buckets.empty());
   sum(model.forward(input_rows(4, 1))).backward();
-  EXPECT_EQ(model.reducer().last_step().buckets.size(), 6u);
-  EXPECT_FALSE(model.reducer().take_step_record().has_value());
+  EXPECT_EQ(model.reducer().timer().last_step().buckets.size(), 6u);
+  EXPECT_FALSE(model.reducer().timer().take_step_record().has_value());
 }
 
 TEST(Reducer, SecondBackwardWithoutForwardOnlyAccumulatesLocally) {

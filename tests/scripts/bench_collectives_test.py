@@ -125,7 +125,17 @@ def case_flags(build, scratch):
     line = ("] bench_collectives: error: all_gather of 4 bytes at 2 ranks: less than one float32 "
             "per rank")
     assert line in text, text
-    print("flags: one line and exit status 1 for each bad flag and size, without a hang")
+    # --json is checked by rank 0 before the rendezvous, not written to after the benchmark: the
+    # reason is check_output_path's, which writing the report would not give.
+    for path, reason in (("/nonexistent/out.json", "the folder /nonexistent does not exist"),
+                         (scratch, "is a folder")):
+        code, text = run([f"{build}/apps/tandem-run", "--nproc-per-node", "2", "--master-port",
+                          "0", "--", bench, "--collectives", "all_reduce", "--sizes", "4K",
+                          "--json", path], timeout=60)
+        line = f"[rank 0] bench_collectives: error: --json {path}: {reason}"
+        assert code != 0 and line in text, (path, code, text)
+    print("flags: one line and exit status 1 for each bad flag, size and --json path, without a "
+          "hang")
 
 
 def case_compare(source, build, scratch, netns):

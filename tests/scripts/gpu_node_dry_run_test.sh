@@ -5,9 +5,14 @@
 # test) and a fake slow step where one is needed. It checks what the device tool needs (≤ 8
 # files in OUT, expected 3, named in letters, digits, '.', '_' and '-' no more than 2 folders
 # down; report.json parses, report.md has a row per step) after:
+#   plan      --plan: at the upper estimates, no training step is cut or left to the second call
+#             (review H3); the build's configure turns MPI off (H8);
 #   full      the default steps: environment runs for real, the GPU steps skip with "no GPU";
+#   refused   a forgotten carry path still brings back a report, a failed `setup` row (H9); a
+#             failed build's note is its first error, not ninja's last line (H9);
 #   budget    a slow step cut where the budget, counted from the script's start, ends, and the
-#             steps after it skipped; then a slow build, cut the same way;
+#             steps after it skipped; then a slow build, cut the same way; then the second call's
+#             --steps rest plans exactly what the first left undone (H3);
 #   sigterm   --test (no --bundle: K8) killed with TERM mid-step: the step interrupted, the rest
 #             not reached, the logs packed, exit 143, all within seconds;
 #   sigkill   the script killed with KILL at several moments: the report written as it goes is
@@ -69,6 +74,25 @@ for s in json.load(open(sys.argv[1] + "/report.json"))["steps"]:
 }
 json_field() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1] + "/report.json"))[sys.argv[2]])' "$1" "$2"; }
 
+echo "== plan: the trainings fit the first call at the upper estimates; MPI off"
+"$kit" --plan >"$work/plan.txt" || fail "--plan failed"
+cat "$work/plan.txt"
+for step in train-single train-ddp-syncbn train-dp train-ddp-bf16 train-bf16; do
+  line="$(grep "^$step " "$work/plan.txt")" || fail "--plan lacks $step"
+  [[ "$line" != *"second call"* ]] || fail "the lease plan leaves $step to the second call: $line"
+done
+# The last training ends before the first call's budget (570 s less the 10 s reserve).
+python3 - "$work/plan.txt" <<'EOF' || fail "the trainings end past the budget"
+import sys
+rows = [line.split() for line in open(sys.argv[1]).read().splitlines()[1:]]
+ends = [int(r[4]) for r in rows if r[0].startswith("train-")]
+assert len(ends) == 5 and max(ends) <= 560, rows
+EOF
+flags="$(root="$source_dir" build_dir="$work/b" caller_ld_library_path="" nvcc=nvcc bash -c \
+  'source "$root/scripts/gpu_node/setup.sh"; source "$kit/build.sh"; configure_flags 90 ""')"
+grep -qx -- -DTANDEM_MPI=OFF <<<"$flags" || fail "the node's configure leaves MPI on: $flags"
+grep -qx -- -DTANDEM_CUDA=ON <<<"$flags" || fail "the node's configure leaves CUDA to AUTO: $flags"
+
 echo "== full: the one call, the build faked"
 out="$work/full"
 start=$SECONDS
@@ -87,6 +111,23 @@ done
 tar -tzf "$out/logs.tgz" >"$work/logs.list"  # a file: grep -q would cut tar's pipe
 grep -qx './environment.log' "$work/logs.list" || fail "logs.tgz lacks environment.log"
 echo "   ok in $((SECONDS - start)) s"
+
+echo "== refused: a forgotten carry path and a failed build still bring back their reason"
+out="$work/refused"
+status=0
+"$kit" --bundle "$work/no-such-bundle" --cifar "$work/cifar" --out "$out" --all \
+  --build-dir "$work/build-refused" >"$work/refused.log" 2>&1 || status=$?
+[ "$status" -eq 2 ] || fail "a missing bundle: exit status $status, expected 2"
+check_out "$out"
+[ "$(json_field "$out" state)" = stopped ] || fail "refused: state $(json_field "$out" state)"
+[[ "$(status "$out" setup)" == "failed	no bundle at '$work/no-such-bundle'"* ]] || fail "setup: $(status "$out" setup)"
+out="$work/failed-build"
+TANDEM_GPU_NODE_FAKE_STEPS="build=0:1" "$kit" --bundle "$work/bundle" --out "$out" --all --steps train-single \
+  --build-dir "$work/build-failed" >"$work/failed-build.log" 2>&1 && fail "a failed build passed"
+check_out "$out"
+[ "$(status "$out" build)" = "failed	exit status 1: fake.cpp:1:2: error: a fake compiler error" ] ||
+  fail "a failed build's note: $(status "$out" build)"
+echo "   ok"
 
 echo "== budget: a slow step, and a slow build, each cut where the budget ends"
 # timed BUDGET NAME FAKES: the one call under that budget, in a build folder of its own (the two
@@ -120,6 +161,18 @@ EOF
 }
 check_cut budget 40 ctest-gpu train-single
 check_cut slow-build 33 build environment
+[[ "$(status "$work/budget" ctest-gpu | cut -f2)" == "cut by the time budget: "* ]] ||
+  fail "a step cut by the budget does not say so: $(status "$work/budget" ctest-gpu)"
+# The second call: --steps rest plans what the first left undone, in order: ctest-gpu (cut by
+# the budget) and train-single (skipped for time), not environment (it ran) nor the steps
+# skipped for want of a GPU (they would be again).
+: >"$work/build-budget/CMakeCache.txt"
+"$kit" --out "$work/rest" --test --steps rest --build-dir "$work/build-budget" --budget 60 \
+  >"$work/rest.log" 2>&1 || { cat "$work/rest.log"; fail "the second call failed"; }
+check_out "$work/rest"
+rows="$(python3 -c 'import json, sys; print(" ".join(s["name"] for s in json.load(open(sys.argv[1]))["steps"]))' "$work/rest/report.json")"
+[ "$rows" = "ctest-gpu train-single" ] ||
+  fail "--steps rest planned: $rows"
 echo "   ok in $((SECONDS - start)) s"
 
 # launch OUT FAKES ARGS…: the script in a session of its own (to clean up after a KILL), its pid

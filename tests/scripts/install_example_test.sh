@@ -26,6 +26,9 @@ if [ "$launcher" = ccache ] || [ "$(basename "$launcher")" = ccache ]; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1
 fi
 
+not_in() {  # $1: a text that must not occur in the file $2
+  ! grep -q -- "$1" "$2"
+}
 check() {  # $1: what, then a command that must succeed
   local what="$1"; shift
   if "$@"; then echo "ok: $what"; else echo "FAILED: $what" >&2; exit 1; fi
@@ -66,6 +69,8 @@ configure=(-G "$generator" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Releas
 [ -n "$launcher" ] && configure+=(-DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
 cmake -S "$source" -B "$example" "${configure[@]}" >"$work/configure.log" 2>&1 ||
   show_and_fail "$work/configure.log" "find_package(Tandem) against $prefix"
+# oneDNN's OpenCL lookup (Debian builds it with the OpenCL GPU runtime) is no business of the user's.
+check "find_package(Tandem) says nothing of OpenCL" not_in "OpenCL" "$work/configure.log"
 found_at="$(sed -n 's/^Tandem_DIR:PATH=//p' "$example/CMakeCache.txt")"
 check "find_package took the installed Tandem ($found_at)" test "$found_at" = "$config_dir"
 cmake --build "$example" >"$work/build.log" 2>&1 || show_and_fail "$work/build.log" "building the example"

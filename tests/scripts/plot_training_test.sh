@@ -2,7 +2,8 @@
 # Tests of scripts/plot_training.py, run by CTest (tests/CMakeLists.txt): a resumed run's log
 # (an epoch logged twice, two summaries) draws a PNG and reports the best accuracy of the last
 # records; a one-epoch run is drawn as a visible point; the target line appears only with
-# --target; a log that is not JSON, or holds no epochs, is a one-line error, and so is a python
+# --target; a log that is missing, binary, not JSON, without the drawn fields or without epochs is
+# a one-line error, and so is a python
 # without matplotlib (naming it). Exit 77 (skip) when Debian's Python has no matplotlib.
 set -euo pipefail
 
@@ -38,6 +39,11 @@ expect_error "bad.jsonl:1: not JSON" "$work/bad.jsonl"
 echo '{"type":"summary"}' >"$work/empty.jsonl"
 expect_error "holds no epoch records" "$work/empty.jsonl"
 expect_error "2 labels for 1 logs" "$work/run.jsonl" --labels a,b
+expect_error "cannot read $work/missing.jsonl: No such file or directory" "$work/missing.jsonl"
+printf '\x89PNG\r\n\x1a\n\xff\xfe' >"$work/binary.jsonl"
+expect_error "binary.jsonl is not text" "$work/binary.jsonl"
+echo '{"type":"epoch","epoch":1,"train_loss":1.5}' >"$work/fields.jsonl"
+expect_error "fields.jsonl:1: an epoch record without a number in test_accuracy" "$work/fields.jsonl"
 
 # The figure itself (plot_training.draw): the one-epoch run "b" is a point with a marker, the
 # 3-epoch run too; no target line unless asked for.

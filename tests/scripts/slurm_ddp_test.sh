@@ -2,7 +2,7 @@
 # DDP launched by Slurm's srun on a one-node cluster (scripts/slurm_cluster.sh): the job trains,
 # its per-epoch losses and accuracies equal those of the same job started as `--nproc 2` (same
 # seed, same world size, same numbers), and each srun rank took cores ÷ 2 threads, as
-# parallel/comm/launch_env.cpp derives from SLURM_TASKS_PER_NODE when nothing else sets them.
+# parallel/comm/rendezvous/launch_env.cpp derives from SLURM_TASKS_PER_NODE when nothing else sets them.
 # Needs root (it installs and starts Slurm); skips with exit 77 and the reason when it cannot have
 # a cluster. Stops the cluster at the end only when it was not already up before the test.
 # Then the restart pattern of docs/reliability.md: `srun` in a loop with --save-every-steps and

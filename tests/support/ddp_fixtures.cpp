@@ -1,11 +1,12 @@
 #include "tests/support/ddp_fixtures.h"
+#include "parallel/comm/init_process_group.h"
 
 #include "engine/ops/factory.h"
 #include "nn/batch_norm2d.h"
 #include "nn/conv2d.h"
 #include "nn/linear.h"
-#include "parallel/comm/launch_env.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
+#include "parallel/comm/rendezvous/launch_env.h"
 
 namespace tandem::testing {
 

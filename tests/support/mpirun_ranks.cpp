@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,7 +14,7 @@
 #include <thread>
 
 #include "engine/error.h"
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 
 namespace tandem::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "engine/error.h"
-#include "parallel/comm/launcher.h"
+#include "parallel/launch/launcher.h"
 
 namespace tandem::testing {
 namespace {

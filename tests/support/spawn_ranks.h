@@ -1,6 +1,6 @@
 #pragma once
 /// Multi-process tests: run N copies of the current test binary as the ranks of a job on
-/// loopback, through the same launcher as tandem-run (parallel/comm/launcher.h).
+/// loopback, through the same launcher as tandem-run (parallel/launch/launcher.h).
 ///
 /// The usual pattern is one test that is both the parent and the ranks:
 ///

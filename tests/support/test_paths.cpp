@@ -10,5 +10,6 @@ const char* const kCifar10Dir = TANDEM_CIFAR10_DIR;
 const char* const kFuzzCorpusDir = TANDEM_FUZZ_CORPUS;
 const char* const kTorchStorePeerScript = TANDEM_TORCH_STORE_PEER;
 const char* const kTorchCollectivesScript = TANDEM_TORCH_COLLECTIVES;
+const char* const kTorchGradScalerScript = TANDEM_TORCH_GRAD_SCALER;
 
 }  // namespace tandem::testing

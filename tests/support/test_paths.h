@@ -12,5 +12,6 @@ extern const char* const kCifar10Dir;              ///< the real CIFAR-10 (scrip
 extern const char* const kFuzzCorpusDir;           ///< tests/fuzz/corpus
 extern const char* const kTorchStorePeerScript;    ///< tests/interop/torch_store_peer.py
 extern const char* const kTorchCollectivesScript;  ///< tests/interop/torch_collectives.py
+extern const char* const kTorchGradScalerScript;   ///< tests/interop/torch_grad_scaler.py
 
 }  // namespace tandem::testing

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "engine/cuda/kernels/norm_plan.h"
+#include "engine/cuda/kernels/ordered_keys.h"
 #include "engine/cuda/kernels/sum_plan.h"
 #include "engine/cuda/kernels/types.h"
 
@@ -31,6 +32,15 @@ void copy_strided(const void* in, const StridedLayout& src, void* out, int eleme
                   cudaStream_t stream);
 /// Keeps `stream` busy for `nanoseconds` (one thread spinning on the global timer).
 void spin(long long nanoseconds, cudaStream_t stream);
+
+// --- ordered_keys.cu: float32, bfloat16 or float16 values and their uint32 keys (Note [Ordered
+// keys] in kernels/ordered_keys.h)
+
+/// keys: (n) uint32 ← the ordered keys of in: (n) of `type`, for `reduction`.
+void to_ordered_keys(const void* in, DType type, KeyReduction reduction, uint32_t* keys, int64_t n,
+                     cudaStream_t stream);
+/// out: (n) of `type` ← the values whose keys are keys: (n); every NaN as a quiet NaN.
+void from_ordered_keys(const uint32_t* keys, DType type, void* out, int64_t n, cudaStream_t stream);
 
 // --- elementwise.cu
 

@@ -483,18 +483,4 @@ void record_stream(const Tensor& tensor, cudaStream_t stream) {
   caching_allocator(tensor.device().index).record_stream(tensor.storage()->data(), stream);
 }
 
-DeviceBuffer::DeviceBuffer(int device, size_t nbytes)
-    : allocator_(&caching_allocator(device)),
-      data_(allocator_->allocate(nbytes)),
-      nbytes_(nbytes) {}
-
-DeviceBuffer::DeviceBuffer(int device, size_t nbytes, std::nothrow_t)
-    : allocator_(&caching_allocator(device)),
-      data_(allocator_->try_allocate(nbytes)),
-      nbytes_(nbytes) {}
-
-DeviceBuffer::~DeviceBuffer() {
-  allocator_->deallocate(data_, nbytes_);
-}
-
 }  // namespace tandem::cuda

@@ -122,6 +122,10 @@ class DeviceBuffer {
   DeviceBuffer(int device, size_t nbytes);
   /// With CachingAllocator::try_allocate: data() is null when the memory is not there now.
   DeviceBuffer(int device, size_t nbytes, std::nothrow_t);
+  /// On `stream` of `device` rather than the current one, for work queued on that stream only:
+  /// the buffer may go as soon as that work is queued (stream order keeps the block from reuse
+  /// before it has run).
+  DeviceBuffer(int device, size_t nbytes, cudaStream_t stream);
   ~DeviceBuffer();
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;

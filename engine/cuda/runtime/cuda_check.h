@@ -9,7 +9,7 @@
 /// CUDNN_CHECK and CUBLAS_CHECK live kernel-side (engine/cuda/cudnn_check.h, cublas_check.h):
 /// the runtime names libcudart alone, and only the engine's own cuDNN code compiles against
 /// cuDNN (a private dependency). NCCL's errors are the communication
-/// layer's (parallel/comm/nccl_api.h), so the engine need not link NCCL.
+/// layer's (parallel/comm/nccl/nccl_api.h), so the engine need not link NCCL.
 /// The checks are usable from .cu files too (they only need engine/error.h).
 
 #include <cuda_runtime_api.h>

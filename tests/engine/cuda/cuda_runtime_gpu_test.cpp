@@ -25,6 +25,7 @@
 #include "tests/support/allocator_scenarios.h"
 #include "tests/support/cuda_busy_wait.h"
 #include "tests/support/error_message.h"
+#include "tests/support/scoped_env.h"
 
 namespace tandem::cuda {
 namespace {
@@ -35,6 +36,8 @@ using testing::error_message;
 // --- the checks (no GPU needed: the libraries' message tables work without a driver)
 
 TEST(CudaCheck, CudaErrorCarriesTheLibraryMessageTheCallAndTheLine) {
+  // The call and the line, for whoever debugs (Note [Error locations] in engine/error.cpp).
+  const testing::ScopedEnvironmentVariable debug("TANDEM_DEBUG", "1");
   const std::string message = error_message([] { CUDA_CHECK(cudaErrorMemoryAllocation); });
   EXPECT_NE(message.find("[cuda] CUDA error cudaErrorMemoryAllocation: out of memory"),
             std::string::npos)

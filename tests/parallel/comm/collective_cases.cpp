@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <numeric>
@@ -246,6 +247,60 @@ void check_alltoall(ProcessGroup& group) {
   }
 }
 
+// --- NaN in min and max (Note [NaN in min and max] in host_reduce.h)
+
+// The first element of `got` that differs from `want`, NaN matching NaN; "" when none does.
+// One line, not thousands of elements, when it fails.
+std::string first_difference(const Tensor& got, const std::vector<double>& want) {
+  const std::vector<double> values = values_of(got);
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool both_nan = std::isnan(values[i]) && std::isnan(want[i]);
+    if (!both_nan && values[i] != want[i]) {
+      return "element " + std::to_string(i) + " is " + std::to_string(values[i]) + ", expected " +
+             std::to_string(want[i]);
+    }
+  }
+  return "";
+}
+
+// One NaN on one rank, in the middle of a buffer past Open MPI's switch from recursive doubling
+// to the ring (10 KiB), comes out of min and max on every rank, whichever rank held it; the
+// other elements are as without it.
+void check_nan_in_min_and_max(ProcessGroup& group) {
+  const int rank = group.rank(), size = group.size();
+  constexpr int64_t n = 4099, mid = n / 2;
+  for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    for (const ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
+      for (int holder = 0; holder < size; ++holder) {
+        // `parts` buffers of n, one after another, each with its NaN on the holder.
+        const auto input = [&](int64_t parts) {
+          std::vector<double> values = inputs(op, dtype, rank, n * parts);
+          for (int64_t p = 0; rank == holder && p < parts; ++p) values[p * n + mid] = NAN;
+          return make(values, dtype);
+        };
+        const auto want = [&](int64_t first) {
+          std::vector<double> values = values_of(expected(op, dtype, size, n, first));
+          values[mid] = NAN;
+          return values;
+        };
+        const std::string what = label(op, dtype, n) + ", NaN on rank " + std::to_string(holder);
+        Tensor all = input(1);
+        group.allreduce({all}, op)->wait();
+        EXPECT_EQ(first_difference(all, want(0)), "") << "allreduce " << what;
+        const int root = (holder + static_cast<int>(op)) % size;
+        Tensor reduced = input(1);
+        group.reduce({reduced}, root, op)->wait();
+        if (rank == root) {
+          EXPECT_EQ(first_difference(reduced, want(0)), "") << "reduce to " << root << " " << what;
+        }
+        Tensor chunk = make(std::vector<double>(static_cast<size_t>(n), 0.0), dtype);
+        group.reduce_scatter_tensor(chunk, input(size), op)->wait();
+        EXPECT_EQ(first_difference(chunk, want(rank * n)), "") << "reduce_scatter " << what;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void check_every_collective(ProcessGroup& group) {
@@ -253,6 +308,7 @@ void check_every_collective(ProcessGroup& group) {
   check_reduce_scatter(group);
   check_gathers(group);
   check_alltoall(group);
+  check_nan_in_min_and_max(group);
   group.barrier()->wait();
 }
 
@@ -394,6 +450,16 @@ void check_tags_and_any_source(ProcessGroup& group) {
   out_of_range += group.backend_name();
   out_of_range += "] irecv: src 3 is out of range for 3 ranks (kAnySource is -1)";
   EXPECT_TRUE(contains(error_message([&] { group.irecv(got_first, 3); }), out_of_range));
+  // batch_isend_irecv(): both directions of the ring at once, by tag, one Work per op.
+  Tensor to_left = full({5}, rank + 100), to_right = full({5}, rank + 200);
+  Tensor from_left = zeros({5}), from_right = zeros({5});
+  const std::vector<std::shared_ptr<Work>> batch =
+      group.batch_isend_irecv({P2POp::send(to_left, left, 4), P2POp::send(to_right, right, 4),
+                               P2POp::recv(from_right, right, 4), P2POp::recv(from_left, left, 4)});
+  ASSERT_EQ(batch.size(), 4u);
+  for (const auto& work : batch) work->wait();
+  EXPECT_EQ(from_left.data<float>()[4], static_cast<float>(left + 200));
+  EXPECT_EQ(from_right.data<float>()[4], static_cast<float>(right + 100));
   // Rank 0 receives from whoever sends first, twice; a barrier queued before does not hold the
   // messages back (point-to-point does not wait in the collectives' queue).
   if (rank == 0) {

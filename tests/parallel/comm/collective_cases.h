@@ -16,7 +16,8 @@ namespace tandem::parallel::testing {
 
 /// Every collective with every reduce op and dtype, odd lengths and empty tensors, on any world
 /// size. Inputs are chosen so that every sum, product and average is exact or rounds the same
-/// whatever order the backend combines them in, so the comparisons are exact.
+/// whatever order the backend combines them in, so the comparisons are exact. A NaN on any one
+/// rank comes out of min and max on every rank (Note [NaN in min and max]).
 void check_every_collective(ProcessGroup& group);
 
 /// Note [Collective consistency], on 3 ranks: a rank that passes another size, or calls another
@@ -30,7 +31,8 @@ void check_consistency_refusals(ProcessGroup& group);
 void check_subgroups(ProcessGroup& world);
 
 /// Point-to-point on 3 ranks: sends and receives match by (peer, tag), start beside pending
-/// collectives, and a receive from any rank says who sent.
+/// collectives, a batch exchanges both ways round the ring, and a receive from any rank says
+/// who sent.
 void check_tags_and_any_source(ProcessGroup& group);
 
 }  // namespace tandem::parallel::testing

@@ -2,6 +2,7 @@
 // any process group.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -110,6 +111,34 @@ TEST(HostReduce, Int64WrapsAroundAndComparesSigned) {
   EXPECT_EQ(combine(ReduceOp::Product, DType::Int64, a, b), (std::vector<int64_t>{kMax, -15, 0}));
   EXPECT_TRUE(contains(error_message([] { host_reduce_function(ReduceOp::Avg, DType::Int64); }),
                        "avg does not reduce int64"));
+}
+
+// Note [NaN in min and max]: NaN on either side, in every float type, as torch.maximum; -inf and
+// +inf stay ordinary values.
+TEST(HostReduce, MinAndMaxReturnANaNOnEitherSide) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> a = {nan, 1, nan, -inf, inf}, b = {2, nan, nan, 1, nan};
+  for (const DType dtype : {DType::Float32, DType::BFloat16, DType::Float16}) {
+    for (const ReduceOp op : {ReduceOp::Min, ReduceOp::Max}) {
+      for (const bool swapped : {false, true}) {
+        const Tensor x = from_vector<float>(swapped ? b : a, {5}).to(dtype);
+        const Tensor y = from_vector<float>(swapped ? a : b, {5}).to(dtype);
+        Tensor out = zeros({5}, {.dtype = dtype});
+        host_reduce_function(op, dtype)(out.data_ptr(), x.data_ptr(), y.data_ptr(), 5);
+        const std::vector<float> got = out.to(DType::Float32).to_vector<float>();
+        for (size_t i : {0, 1, 2, 4}) {
+          EXPECT_TRUE(std::isnan(got[i])) << dtype_name(dtype) << " " << reduce_op_name(op)
+                                          << " element " << i << (swapped ? " swapped" : "");
+        }
+        EXPECT_EQ(got[3], op == ReduceOp::Min ? -inf : 1.0f) << dtype_name(dtype);
+      }
+    }
+  }
+  // Otherwise std::min and std::max, as PyTorch's Gloo: a tie keeps the first operand.
+  const std::vector<float> zeros = {-0.0f}, plus_zeros = {0.0f};
+  EXPECT_TRUE(std::signbit(combine(ReduceOp::Max, DType::Float32, zeros, plus_zeros)[0]));
+  EXPECT_FALSE(std::signbit(combine(ReduceOp::Min, DType::Float32, plus_zeros, zeros)[0]));
 }
 
 // Note [Half all-reduce]: each step computes in float and rounds once to the 16-bit type.

@@ -3,7 +3,8 @@
 // one job per test.
 #include <gtest/gtest.h>
 
-#include "parallel/comm/mpi_process_group.h"
+#include "parallel/comm/init_process_group.h"
+#include "parallel/comm/mpi/mpi_process_group.h"
 #include "parallel/comm/process_group.h"
 #include "tests/parallel/comm/collective_cases.h"
 #include "tests/support/mpirun_ranks.h"
