@@ -38,6 +38,11 @@ std::string cpu_kernel_isa() {
     case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
     case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+#if DNNL_VERSION_MAJOR >= 3  // ISAs oneDNN 2.6 does not name (Note [oneDNN 2 and 3])
+    case dnnl_cpu_isa_avx2_vnni_2: return "avx2_vnni_2";
+    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
+    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+#endif
     default: return "other";
   }
 }
@@ -79,9 +84,11 @@ const char* cpu_vendor_name(CpuVendor vendor) {
 // A CPU of another vendor with AVX512-BF16 is given the benefit of the doubt (faster): the rule
 // names only what was measured slow. ISA and vendor decide, not a timing at start-up: the answer
 // is the same on every run, on a loaded machine too, and testable for every kind of CPU here.
+// oneDNN 3's larger ISAs contain the smaller: avx512_core_amx_fp16 has AMX, avx512_core_fp16 (what
+// ONEDNN_MAX_CPU_ISA can cap an AMX CPU at) has AVX512-BF16.
 Bf16Verdict bf16_verdict(CpuVendor vendor, const std::string& isa) {
-  if (isa == "avx512_core_amx") return {Bf16Speed::Faster, "AMX"};
-  if (isa != "avx512_core_bf16") {
+  if (isa.starts_with("avx512_core_amx")) return {Bf16Speed::Faster, "AMX"};
+  if (isa != "avx512_core_bf16" && isa != "avx512_core_fp16") {
     return {Bf16Speed::Emulated, "no AVX512-BF16 or AMX: this CPU has only " + isa};
   }
   if (vendor == CpuVendor::Intel) {

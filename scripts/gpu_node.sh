@@ -8,7 +8,7 @@
 # and --out is written.
 #
 # Here (Debian 12, package access), once; the check fails when what travels passes 64 MiB:
-#   scripts/offline_bundle.sh                # ./offline-bundle: 19 .debs, 8.7 MiB
+#   scripts/offline_bundle.sh                # ./offline-bundle: 14 .debs (one packs oneDNN 3.2), 8.8 MiB
 #   scripts/cifar_subset.sh                  # ./cifar-subset: 10,000 + 2,000 CIFAR-10 images, 35 MiB
 #   scripts/gpu_node.sh --check-carry --bundle offline-bundle --cifar cifar-subset
 # There, the device tool's run, with carry ["offline-bundle", "cifar-subset"] and timeout_s 600:
@@ -70,7 +70,7 @@
 # Note [Offline prefix]: the bundle's .debs are unpacked with dpkg-deb -x into DIR/deps, so
 # CMAKE_PREFIX_PATH=DIR/deps/usr finds their CMake configs. All of them compute their prefix from
 # where they lie except Gloo's, which names /usr/lib/libgloo.so.0.5.0: it is rewritten to its
-# own prefix variable. libgloo and libdnnl pull in libibverbs, libnl and libOpenCL, which the
+# own prefix variable. libgloo pulls in libibverbs and libnl, which the
 # linker finds through -rpath-link and the programs through LD_LIBRARY_PATH, as they do cuDNN's
 # sub-libraries and cuBLAS(Lt), which are loaded with dlopen. The prefix lies in the build folder
 # so that ccache (scripts/build_env.sh) sees the same relative paths in every checkout.

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Installs the Debian packages Tandem builds against, only those missing.
-# Idempotent and non-interactive; needs root (or sudo) only when something is missing.
+# Installs the Debian packages Tandem builds against, only those missing, then oneDNN 3.2 from
+# PyPI into a prefix outside the tree (scripts/install_onednn.sh; Note [oneDNN from PyPI]).
+# Idempotent and non-interactive; needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 case "${1:-}" in -h | --help) sed -n '2,/^set -/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;; esac
 
 packages=(
   cmake g++ make
   ninja-build ccache   # scripts/build_env.sh: how CI fits its budget (Note [Compiler cache])
-  libdnnl-dev          # oneDNN: CPU conv, batch-norm, pooling, GEMM
+  libdnnl-dev          # oneDNN 2.6 (Debian's), for -DTANDEM_ONEDNN=2; the default 3.2 comes from PyPI below
+  python3-pip          # fetches oneDNN 3.2 (scripts/install_onednn.sh)
   ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake config asks for OpenCL (its GPU runtime)
   libgloo-dev          # Gloo: the CPU process group (DDP over TCP)
   libopenmpi-dev openmpi-bin  # Open MPI: the mpi process group (--backend mpi) and mpirun
@@ -30,15 +32,15 @@ for package in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "== dependencies: all present"
-  exit 0
+else
+  echo "== dependencies: installing ${missing[*]}"
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "error: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-
-echo "== dependencies: installing ${missing[*]}"
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-  command -v sudo >/dev/null || { echo "error: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-  sudo="sudo"
-fi
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+"$(dirname "${BASH_SOURCE[0]}")/install_onednn.sh"

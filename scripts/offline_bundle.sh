@@ -11,16 +11,20 @@
 #
 # DIR/manifest.tsv: one line per package: package, version, sha256, size in bytes, file.
 #
-# Note [Bundle contents]: the roots are what CMakeLists.txt finds with find_package (oneDNN,
-# Gloo, CLI11, nlohmann-json, GoogleTest/GMock, Google Benchmark) and the OpenCL headers and ICD
-# loader Debian's oneDNN config asks for; the rest is their Depends closure (apt-cache depends
-# --recurse) minus what a machine with a compiler and CMake has (the closure of build-essential
-# and cmake), less what linking and running Tandem do not need: the system packages libibverbs1's
-# maintainer scripts pull in (adduser, passwd, PAM, debconf), ibverbs-providers (RDMA drivers,
-# loaded only on RDMA hardware), the -dev packages of Gloo's own dependencies (no Gloo header
-# Tandem includes includes them) and the opencl-headers metapackage. The offline test
-# (tests/scripts/offline_build_test.sh) checks the list is enough: it builds and tests Tandem with
-# these packages' files hidden from the system, supplied by the bundle alone.
+# Note [Bundle contents]: the roots are what CMakeLists.txt finds with find_package (Gloo, CLI11,
+# nlohmann-json, OpenSSL's libcrypto, GoogleTest/GMock, Google Benchmark); the rest is their Depends
+# closure (apt-cache depends --recurse) minus what a machine with a compiler and CMake has (the
+# closure of build-essential and cmake), less what linking and running Tandem do not need: the
+# system packages libibverbs1's maintainer scripts pull in (adduser, passwd, PAM, debconf),
+# ibverbs-providers (RDMA drivers, loaded only on RDMA hardware) and the -dev packages of Gloo's own
+# dependencies (no Gloo header Tandem includes includes them). oneDNN is the build's default, 3.2
+# from PyPI (Note [oneDNN from PyPI] in scripts/install_onednn.sh): no Debian package has it, so the
+# prefix install_onednn.sh fills is packed here into a .deb of its own (its files under usr/, xz: 7
+# MiB where the wheel is 37), listed in the manifest with its own checksum, and travels and unpacks
+# as the others do; Debian's oneDNN 2.6 and the OpenCL packages its CMake config asks for are no
+# longer bundled. The offline test (tests/scripts/offline_build_test.sh) checks the list is enough:
+# it builds and tests Tandem with these packages' files (and the oneDNN 3.2 prefix) hidden from the
+# system, supplied by the bundle alone.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,12 +36,10 @@ esac
 dir="${1:-$root/offline-bundle}"
 
 packages=(
-  libdnnl-dev libdnnl2                                  # oneDNN
   libgloo-dev libgloo0 libhiredis0.14 libibverbs1 libnl-3-200 libnl-route-3-200  # Gloo
   libcli11-dev nlohmann-json3-dev                       # flags, checkpoint headers
   libssl-dev libssl3                                    # the store's job token (HMAC-SHA256)
   libgtest-dev libgmock-dev googletest                  # tests
-  ocl-icd-opencl-dev ocl-icd-libopencl1 opencl-c-headers opencl-clhpp-headers  # oneDNN's config
   libbenchmark-dev libbenchmark1debian                  # microbench/
 )
 
@@ -80,7 +82,32 @@ while IFS=$'\t' read -r package version sha256 _ file; do
     { echo "error: $file does not have the index's SHA256 $sha256" >&2; exit 1; }
   fetched=$((fetched + 1))
 done <"$manifest"
+
+# oneDNN 3.2 as a .deb (Note [Bundle contents]), packed again only when its version changes.
+"$root/scripts/install_onednn.sh" >/dev/null
+onednn_prefix="$("$root/scripts/install_onednn.sh" --prefix)"
+onednn_version=2023.2.0
+onednn_file="onednn-cpu-gomp_${onednn_version}_amd64.deb"
+for old in "$dir"/onednn-cpu-gomp_*.deb; do
+  [ -e "$old" ] && [ "${old##*/}" != "$onednn_file" ] && rm -f "$old"
+done
+if [ ! -f "$dir/$onednn_file" ]; then
+  command -v dpkg-deb >/dev/null || { echo "error: no dpkg-deb to pack oneDNN 3.2 with" >&2; exit 1; }
+  staging="$(mktemp -d)"
+  mkdir -p "$staging/DEBIAN" "$staging/usr"
+  cp -a "$onednn_prefix/lib" "$onednn_prefix/include" "$onednn_prefix/share" "$staging/usr/"
+  printf '%s\n' "Package: onednn-cpu-gomp" "Version: $onednn_version" "Architecture: amd64" \
+    "Maintainer: Tandem's scripts/offline_bundle.sh <nobody@localhost>" \
+    "Description: oneDNN 3.2, CPU only, GNU OpenMP (PyPI's onednn-cpu-gomp and onednn-devel-cpu-gomp)" \
+    >"$staging/DEBIAN/control"
+  dpkg-deb --root-owner-group -Zxz --build "$staging" "$dir/$onednn_file.new" >/dev/null
+  rm -rf "$staging"
+  mv "$dir/$onednn_file.new" "$dir/$onednn_file"
+  fetched=$((fetched + 1))
+fi
+printf 'onednn-cpu-gomp\t%s\t%s\t%s\t%s\n' "$onednn_version" \
+  "$(sha256sum "$dir/$onednn_file" | cut -d' ' -f1)" "$(stat -c %s "$dir/$onednn_file")" "$onednn_file" >>"$manifest"
 mv "$manifest" "$dir/manifest.tsv"
 
 total="$(awk -F'\t' '{ s += $4 } END { printf "%.1f", s / 1048576 }' "$dir/manifest.tsv")"
-echo "== offline bundle: ${#packages[@]} packages, $total MiB in $dir ($fetched fetched)"
+echo "== offline bundle: $(wc -l <"$dir/manifest.tsv") packages, $total MiB in $dir ($fetched fetched or packed)"

@@ -1,91 +1,67 @@
-// Batch normalisation through oneDNN (scale = gamma, shift = beta), primitives
-// cached per shape. Statistics are per channel over (N, H, W). Channels-last tensors go to
-// batch_norm_channels_last.cpp; bfloat16 NCHW ones run the float32 primitive on a widened copy
-// (engine/cpu/float_types.h), so their statistics are float32's on the same values. The running
-// statistics move after the batch's are known, on every path (update_running below).
+// Batch normalisation on the CPU: the channels-last kernels of batch_norm_channels_last.cpp
+// (Note [Channels-last batch norm]) for every layout, NCHW tensors on channels-last copies (Note
+// [Batch norm on NCHW]); the running statistics move after the batch's are known (update_running
+// below).
+//
+// Note [Batch norm on NCHW]: oneDNN's batch norm on plain layouts (ncsp_bnorm) loses its
+// statistics' accuracy when a channel's mean is large against its spread, and oneDNN 3.2's more
+// than 2.6's: one channel of a freshly initialised ResNet-20 (layer3.2.bn1) got a bias gradient
+// 2 % off the channels-last kernels' (ChannelsLast.ResNet20TrainingFollowsTheNchwModel failed),
+// and at mean 8 and spread 0.01 the two layouts' input gradients were 20 % apart with 3.2 (12 %
+// with 2.6; BatchNorm.NchwAndChannelsLastAgreeWhenTheMeanDwarfsTheSpread tests the case). The
+// channels-last kernels update their statistics with Chan et al.'s formula, which does not cancel,
+// so NCHW tensors go through them on channels-last copies: three copies forward and backward (x, y;
+// grad_y, x, grad_x) on a layout that is not the CPU's default (Note [Memory formats]), for one
+// numerics on both layouts and every oneDNN.
 
-#include <bit>
 #include <cstdint>
 
+#include "engine/autograd/grad_mode.h"
 #include "engine/cpu/batch_norm_channels_last.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/cpu/dnnl_context.h"
-#include "engine/cpu/float_types.h"
 #include "engine/ops/factory.h"
 #include "engine/running_statistics.h"
 
 namespace tandem::cpu {
 namespace {
 
-namespace ctx = dnnl_context;
-using dnnl::memory;
-using dnnl::normalization_flags;
+constexpr MemoryFormat kChannelsLast = MemoryFormat::ChannelsLast;
 
-struct BatchNormPrimitives {
-  dnnl::batch_normalization_forward::primitive_desc training_pd;
-  dnnl::batch_normalization_forward training;
-  dnnl::batch_normalization_forward::primitive_desc inference_pd;
-  dnnl::batch_normalization_forward inference;
-  dnnl::batch_normalization_backward::primitive_desc backward_pd;
-  dnnl::batch_normalization_backward backward;
-};
-
-// x: (N, C, H, W) in `format`. On plain NCHW oneDNN 2.6 takes its slow reference-like path
-// (ncsp_bnorm); on nhwc its vectorised one (shared/notes: 4-5x faster).
-BatchNormPrimitives create(const Shape& x, MemoryFormat format, float eps) {
-  const memory::desc x_md = ctx::format_desc(x, format);
-  const auto affine = normalization_flags::use_scale | normalization_flags::use_shift;
-  auto& engine = ctx::engine();
-  const auto& attr = ctx::attributes();
-  dnnl::batch_normalization_forward::primitive_desc training_pd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, x_md, eps, affine),
-      attr, engine);
-  dnnl::batch_normalization_forward::primitive_desc inference_pd(
-      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, x_md, eps,
-                                              affine | normalization_flags::use_global_stats),
-      attr, engine);
-  dnnl::batch_normalization_backward::primitive_desc backward_pd(
-      dnnl::batch_normalization_backward::desc(dnnl::prop_kind::backward, x_md, x_md, eps, affine),
-      attr, engine, training_pd);
-  return {training_pd,  dnnl::batch_normalization_forward(training_pd),
-          inference_pd, dnnl::batch_normalization_forward(inference_pd),
-          backward_pd,  dnnl::batch_normalization_backward(backward_pd)};
+bool is_channels_last(const Tensor& t) {
+  return t.memory_format() == kChannelsLast;
 }
 
-std::shared_ptr<const BatchNormPrimitives> primitives_for(const Tensor& x, float eps) {
-  static ctx::PrimitiveCache<BatchNormPrimitives> cache;
-  const MemoryFormat format = x.memory_format();
-  // eps by its bits: std::to_string prints 6 decimals, so 1e-7 and 1e-8 would share a primitive.
-  const std::string key = shape_str(x.shape()) + memory_format_name(format) + "eps" +
-                          std::to_string(std::bit_cast<uint32_t>(eps));
-  return cache.get(key, [&] { return create(x.shape(), format, eps); });
+// A channels-last copy of an NCHW tensor (Note [Batch norm on NCHW]), outside autograd.
+Tensor channels_last_copy(const Tensor& t) {
+  const autograd::NoGradGuard no_grad;
+  return t.contiguous(kChannelsLast);
+}
+
+Tensor channels_last_buffer(const Tensor& like) {
+  return empty(like.shape(), {.dtype = like.dtype(), .memory_format = kChannelsLast});
+}
+
+void copy_into(const Tensor& from, Tensor& to) {
+  const autograd::NoGradGuard no_grad;
+  to.copy_(from);
 }
 
 // Batch statistics into save_mean and save_var (biased), y normalised with them.
 void forward_training(const Tensor& x, const Tensor& gamma, const Tensor& beta, float eps,
                       Tensor& y, Tensor& save_mean, Tensor& save_var) {
-  if (x.memory_format() == MemoryFormat::ChannelsLast) {  // Note [Channels-last batch norm]
-    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, Tensor(), y,
+  const Tensor no_residual;
+  if (is_channels_last(x)) {  // Note [Channels-last batch norm]
+    return channels_last::batch_norm_forward_training(x, gamma, beta, eps, false, no_residual, y,
                                                       save_mean, save_var);
   }
-  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
-  if (x.dtype() == DType::BFloat16) {
-    Tensor y_float = float_like(y);
-    forward_training(widened(x), gamma, beta, eps, y_float, save_mean, save_var);
-    return narrow_into(y_float, y);
-  }
-  const auto p = primitives_for(x, eps);
-  ctx::execute(p->training, p->training_pd.scratchpad_desc(),
-               {{DNNL_ARG_SRC, ctx::wrap(x)},
-                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
-                {DNNL_ARG_SHIFT, ctx::wrap(beta)},
-                {DNNL_ARG_DST, ctx::wrap(y)},
-                {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
-                {DNNL_ARG_VARIANCE, ctx::wrap(save_var)}});
+  Tensor y_copy = channels_last_buffer(y);
+  channels_last::batch_norm_forward_training(channels_last_copy(x), gamma, beta, eps, false,
+                                             no_residual, y_copy, save_mean, save_var);
+  copy_into(y_copy, y);
 }
 
-// Note [Running statistics] (engine/running_statistics.h): oneDNN keeps none, so they move here,
-// one channel at a time, with the arithmetic the CUDA kernels share.
+// Note [Running statistics] (engine/running_statistics.h): the kernels keep none, so they move
+// here, one channel at a time, with the arithmetic the CUDA kernels share.
 void update_running(const BatchNormRunning& running, const Tensor& x, const Tensor& mean,
                     const Tensor& var) {
   if (!running.mean.defined()) return;
@@ -104,7 +80,7 @@ void update_running(const BatchNormRunning& running, const Tensor& x, const Tens
 }  // namespace
 
 // Note [Batch-norm statistics] (engine/backend/backend.h): the CPU's saved spread is the biased
-// variance, what oneDNN's backward takes.
+// variance, what the backward kernels take.
 void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamma,
                                              const Tensor& beta, const BatchNormRunning& running,
                                              float eps, Tensor& y, Tensor& save_mean,
@@ -116,60 +92,37 @@ void CpuBackend::batch_norm_forward_training(const Tensor& x, const Tensor& gamm
 void CpuBackend::batch_norm_forward_inference(const Tensor& x, const Tensor& gamma,
                                               const Tensor& beta, const Tensor& running_mean,
                                               const Tensor& running_var, float eps, Tensor& y) {
-  if (x.memory_format() == MemoryFormat::ChannelsLast) {
+  if (is_channels_last(x)) {
     return channels_last::batch_norm_forward_inference(x, gamma, beta, running_mean, running_var,
                                                        eps, y);
   }
-  check_kernel_dtypes("batch_norm", x.dtype(), {&y});
-  if (x.dtype() == DType::BFloat16) {
-    Tensor y_float = float_like(y);
-    batch_norm_forward_inference(widened(x), gamma, beta, running_mean, running_var, eps, y_float);
-    return narrow_into(y_float, y);
-  }
-  const auto p = primitives_for(x, eps);
-  ctx::execute(p->inference, p->inference_pd.scratchpad_desc(),
-               {{DNNL_ARG_SRC, ctx::wrap(x)},
-                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
-                {DNNL_ARG_SHIFT, ctx::wrap(beta)},
-                {DNNL_ARG_MEAN, ctx::wrap(running_mean)},
-                {DNNL_ARG_VARIANCE, ctx::wrap(running_var)},
-                {DNNL_ARG_DST, ctx::wrap(y)}});
+  Tensor y_copy = channels_last_buffer(y);
+  channels_last::batch_norm_forward_inference(channels_last_copy(x), gamma, beta, running_mean,
+                                              running_var, eps, y_copy);
+  copy_into(y_copy, y);
 }
 
 void CpuBackend::batch_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& gamma,
                                      const Tensor& save_mean, const Tensor& save_var, float eps,
                                      Tensor& grad_x, Tensor& grad_gamma, Tensor& grad_beta) {
-  if (x.memory_format() == MemoryFormat::ChannelsLast) {
-    Tensor no_residual;
+  Tensor no_residual;
+  if (is_channels_last(x)) {
     return channels_last::batch_norm_backward(grad_y, Tensor(), x, gamma, save_mean, save_var, eps,
                                               grad_x, grad_gamma, grad_beta, no_residual);
   }
-  check_kernel_dtypes("batch_norm_backward", x.dtype(), {&grad_y, &grad_x});
-  if (x.dtype() == DType::BFloat16) {
-    Tensor grad_x_float = float_like(grad_x);
-    batch_norm_backward(widened(grad_y), widened(x), gamma, save_mean, save_var, eps, grad_x_float,
-                        grad_gamma, grad_beta);
-    return narrow_into(grad_x_float, grad_x);
-  }
-  const auto p = primitives_for(x, eps);
-  // oneDNN 2.6 insists on a shift input to backward although gradients do not depend on it.
-  const Tensor unused_shift = zeros_like(gamma);
-  ctx::execute(p->backward, p->backward_pd.scratchpad_desc(),
-               {{DNNL_ARG_SRC, ctx::wrap(x)},
-                {DNNL_ARG_SHIFT, ctx::wrap(unused_shift)},
-                {DNNL_ARG_MEAN, ctx::wrap(save_mean)},
-                {DNNL_ARG_VARIANCE, ctx::wrap(save_var)},
-                {DNNL_ARG_DIFF_DST, ctx::wrap(grad_y)},
-                {DNNL_ARG_SCALE, ctx::wrap(gamma)},
-                {DNNL_ARG_DIFF_SRC, ctx::wrap(grad_x)},
-                {DNNL_ARG_DIFF_SCALE, ctx::wrap(grad_gamma)},
-                {DNNL_ARG_DIFF_SHIFT, ctx::wrap(grad_beta)}});
+  Tensor grad_x_copy = channels_last_buffer(grad_x);
+  channels_last::batch_norm_backward(channels_last_copy(grad_y), Tensor(), channels_last_copy(x),
+                                     gamma, save_mean, save_var, eps, grad_x_copy, grad_gamma,
+                                     grad_beta, no_residual);
+  copy_into(grad_x_copy, grad_x);
 }
 
 bool CpuBackend::fuses_batch_norm_relu(const Tensor& x) const {
   return x.memory_format() == MemoryFormat::ChannelsLast;
 }
 
+// Only channels-last tensors come here (fuses_batch_norm_relu): the ReLU, and a residual block's
+// shortcut when `residual` is defined, in the kernels' one pass.
 void CpuBackend::batch_norm_relu_forward_training(const Tensor& x, const Tensor& residual,
                                                   const Tensor& gamma, const Tensor& beta,
                                                   const BatchNormRunning& running, float eps,

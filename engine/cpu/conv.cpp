@@ -25,6 +25,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/dnnl_primitive_descs.h"
 #include "engine/cpu/float_types.h"
 #include "engine/cpu_features.h"
 
@@ -55,23 +56,14 @@ ConvPrimitives create(const Shape& x, const Shape& w, const Shape& y, bool has_b
   const memory::desc w_md = ctx::any_desc(w, dtype);
   const memory::desc y_md = nhwc ? ctx::format_desc(y, format, dtype) : ctx::any_desc(y, dtype);
   const memory::desc b_md = has_bias ? ctx::plain_desc({w[0]}) : memory::desc();
-  const memory::dims strides = {options.stride, options.stride};
-  const memory::dims padding = {options.padding, options.padding};
-  const auto algorithm = dnnl::algorithm::convolution_direct;
-  auto& engine = ctx::engine();
+  const ctx::ConvGeometry geometry{.strides = {options.stride, options.stride},
+                                   .padding = {options.padding, options.padding}};
   const auto& attr = ctx::attributes();
-
-  dnnl::convolution_forward::primitive_desc forward_pd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x_md, w_md,
-                                      b_md, y_md, strides, padding, padding),
-      attr, engine);
-  dnnl::convolution_backward_data::primitive_desc backward_data_pd(
-      dnnl::convolution_backward_data::desc(algorithm, x_md, w_md, y_md, strides, padding, padding),
-      attr, engine, forward_pd);
-  dnnl::convolution_backward_weights::primitive_desc backward_weights_pd(
-      dnnl::convolution_backward_weights::desc(algorithm, x_md, w_md, b_md, y_md, strides, padding,
-                                               padding),
-      attr, engine, forward_pd);
+  const auto forward_pd = ctx::conv_forward_pd(x_md, w_md, b_md, y_md, geometry, attr);
+  const auto backward_data_pd =
+      ctx::conv_backward_data_pd(x_md, w_md, y_md, geometry, attr, forward_pd);
+  const auto backward_weights_pd =
+      ctx::conv_backward_weights_pd(x_md, w_md, b_md, y_md, geometry, attr, forward_pd);
   return {forward_pd,          dnnl::convolution_forward(forward_pd),
           backward_data_pd,    dnnl::convolution_backward_data(backward_data_pd),
           backward_weights_pd, dnnl::convolution_backward_weights(backward_weights_pd)};

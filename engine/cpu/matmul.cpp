@@ -7,6 +7,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/dnnl_context.h"
+#include "engine/cpu/dnnl_primitive_descs.h"
 #include "engine/cpu/float_types.h"
 #include "engine/cpu/parallel.h"
 #include "engine/cpu_features.h"
@@ -36,16 +37,10 @@ MatmulPrimitive create_bf16_matmul(int64_t m, int64_t n, int64_t k, bool transpo
   // a copy would share (and alter) the one every other primitive is built with.
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.0f) {
-    dnnl::post_ops sum;
-    sum.append_sum(beta);
-    attr.set_post_ops(sum);
-  }
-  const dnnl::matmul::primitive_desc pd(
-      dnnl::matmul::desc(operand_desc(m, k, transpose_a, bf16),
-                         operand_desc(k, n, transpose_b, bf16), ctx::plain_desc({m, n})),
-      attr, ctx::engine());
+  ctx::set_gemm_scales(attr, alpha, beta);
+  const auto pd =
+      ctx::matmul_pd(operand_desc(m, k, transpose_a, bf16), operand_desc(k, n, transpose_b, bf16),
+                     ctx::plain_desc({m, n}), attr);
   return {pd, dnnl::matmul(pd)};
 }
 

@@ -85,7 +85,7 @@ choose_cudart() {
 # folders of the cuDNN and NCCL CMake found come first, then the wheels' (cuDNN's sub-libraries,
 # cuBLAS(Lt), the CUDA runtime, nvrtc) and the toolkit's lib64, the toolkit first when its runtime
 # is newer (choose_cudart). cuDNN loads its sub-libraries and cuBLASLt with dlopen; gtest's test
-# discovery runs the test programs at build time, and libdnnl finds libOpenCL only through this.
+# discovery runs the test programs at build time.
 runtime_library_path() {
   local path library wheels="$wheel_dirs" toolkit_lib="${toolkit:+$toolkit/lib64}"
   path="$(libdirs | paste -sd:)"

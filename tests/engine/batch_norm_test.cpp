@@ -68,6 +68,26 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormAgainstReference,
                                            BatchNormShape{4, 3, 5, 6},
                                            BatchNormShape{8, 2, 1, 1}));  // after global pooling
 
+// Note [Batch norm on NCHW]: a channel whose mean dwarfs its spread (8 against 0.01) is where
+// statistics that cancel go wrong; both layouts must give the same gradients there.
+TEST(BatchNorm, NchwAndChannelsLastAgreeWhenTheMeanDwarfsTheSpread) {
+  const Tensor x0 = add(mul(random({16, 64, 8, 8}, 1), full({1}, 0.01)), full({1}, 8.0));
+  const Tensor grad_y = random({16, 64, 8, 8}, 2);
+  std::vector<std::vector<float>> grad_x, grad_gamma;
+  for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    Tensor x = x0.contiguous(format).detach();
+    x.set_requires_grad(true);
+    Tensor gamma = ones({64}, {.requires_grad = true});
+    const Tensor beta = zeros({64}, {.requires_grad = true});
+    const Tensor y = batch_norm2d(x, gamma, beta, Tensor(), Tensor(), {.training = true});
+    sum(mul(y, grad_y.contiguous(format))).backward();
+    grad_x.push_back(x.grad().contiguous().to_vector<float>());
+    grad_gamma.push_back(gamma.grad().to_vector<float>());
+  }
+  expect_close_elementwise(grad_x[0], grad_x[1], 1e-3f, "grad input");
+  expect_close_elementwise(grad_gamma[0], grad_gamma[1], 1e-3f, "grad gamma");
+}
+
 TEST(BatchNorm, RunningStatisticsFollowPyTorch) {
   // Two steps with momentum 0.1; running_var keeps the unbiased variance.
   Tensor running_mean = zeros({2});

@@ -17,12 +17,15 @@ TEST(CpuFeatures, Bf16IsSlowerOnIntelWithAvx512Bf16ButNoAmx) {
 TEST(CpuFeatures, Bf16IsFasterOnZen4AndWithAmx) {
   EXPECT_EQ(bf16_verdict(CpuVendor::Amd, "avx512_core_bf16").speed, Bf16Speed::Faster);
   EXPECT_EQ(bf16_verdict(CpuVendor::Intel, "avx512_core_amx").speed, Bf16Speed::Faster);
+  // oneDNN 3's names: Granite Rapids' AMX-FP16, and an AMX CPU capped below AMX.
+  EXPECT_EQ(bf16_verdict(CpuVendor::Intel, "avx512_core_amx_fp16").speed, Bf16Speed::Faster);
+  EXPECT_EQ(bf16_verdict(CpuVendor::Intel, "avx512_core_fp16").speed, Bf16Speed::Slower);
   // Another vendor's AVX512-BF16 has not been measured slow: the benefit of the doubt.
   EXPECT_EQ(bf16_verdict(CpuVendor::Other, "avx512_core_bf16").speed, Bf16Speed::Faster);
 }
 
 TEST(CpuFeatures, Bf16IsEmulatedWithoutBf16Instructions) {
-  for (const char* isa : {"avx2", "avx2_vnni", "avx512_core", "avx512_core_vnni"}) {
+  for (const char* isa : {"avx2", "avx2_vnni", "avx2_vnni_2", "avx512_core", "avx512_core_vnni"}) {
     for (CpuVendor vendor : {CpuVendor::Intel, CpuVendor::Amd}) {
       const Bf16Verdict verdict = bf16_verdict(vendor, isa);
       EXPECT_EQ(verdict.speed, Bf16Speed::Emulated) << isa;

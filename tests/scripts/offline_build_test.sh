@@ -2,7 +2,8 @@
 # The GPU-node kit without a GPU node: builds Tandem with CUDA through the offline bundle alone
 # (scripts/offline_bundle.sh, scripts/gpu_node.sh --build) in a mount namespace where every file
 # of the bundled Debian packages (and of the -dev packages the bundle leaves out, Note [Bundle
-# contents]) is hidden behind an empty file, then runs, there, every unit test of that build and
+# contents]) is hidden behind an empty file, and the oneDNN 3.2 prefix of scripts/install_onednn.sh
+# behind an empty folder, then runs, there, every unit test of that build and
 # gpu_node.sh's test steps that need no GPU (environment, torch-store). A header, CMake config
 # or library the bundle lacks then breaks the configure, the compile, the link or the loading,
 # instead of being taken from the system.
@@ -38,7 +39,7 @@ fi
 
 # The files to hide: those of every bundled package installed here, and of the packages the bundle
 # leaves out on purpose, so that the build proves they are not needed.
-left_out="libhiredis-dev libibverbs-dev libnl-3-dev libnl-route-3-dev ibverbs-providers opencl-headers"
+left_out="libhiredis-dev libibverbs-dev libnl-3-dev libnl-route-3-dev ibverbs-providers"
 hidden="$(mktemp)"
 trap 'rm -f "$hidden"' EXIT
 # shellcheck disable=SC2046  # package names are words
@@ -48,16 +49,23 @@ done | grep -vE '^/usr/share/(doc|man|lintian)/' | while read -r file; do
   [ -d "$file" ] || [ ! -e "$file" ] || echo "$file"
 done | sort -u >"$hidden"
 echo "== hiding $(wc -l <"$hidden") files of the system's packages"
+# oneDNN 3.2 is no Debian package here: its prefix goes behind an empty folder (the bundle packs it).
+onednn_prefix="$("$source_dir/scripts/install_onednn.sh" --prefix)"
 
 out="$build_dir/report"
 prefix_libs="$build_dir/deps/usr/lib/x86_64-linux-gnu:$build_dir/deps/usr/lib:$build_dir/deps/lib/x86_64-linux-gnu"
 unshare --mount --propagation private bash -c '
   set -uo pipefail
   source_dir="$1" build_dir="$2" bundle="$3" hidden="$4" out="$5" prefix_libs="$6" tests="$7" skipped="$8"
+  onednn_prefix="$9"
   while read -r file; do
     mount --bind /dev/null "$file" || { echo "error: could not hide $file"; exit 1; }
   done <"$hidden"
-  for header in /usr/include/oneapi/dnnl/dnnl.hpp /usr/include/gloo/context.h /usr/include/CLI/CLI.hpp \
+  if [ -d "$onednn_prefix" ]; then
+    empty="$(mktemp -d)"
+    mount --bind "$empty" "$onednn_prefix" || { echo "error: could not hide $onednn_prefix"; exit 1; }
+  fi
+  for header in "$onednn_prefix/include/oneapi/dnnl/dnnl.hpp" /usr/include/gloo/context.h /usr/include/CLI/CLI.hpp \
                 /usr/include/nlohmann/json.hpp /usr/include/gtest/gtest.h; do
     [ ! -s "$header" ] || { echo "error: $header is still visible"; exit 1; }
   done
@@ -67,7 +75,8 @@ unshare --mount --propagation private bash -c '
     --arch 90 --jobs "$(nproc)" --targets all --budget 2300 ||
     { cat "$build_dir/gpu-node-logs/build.log"; echo "error: the build through the bundle failed"; exit 1; }
   echo "== offline build: $((SECONDS - start)) s"
-  # Debian'\''s PyTorch (the torch-store step) loads libdnnl and libgloo, hidden too: the bundle'\''s.
+  # Debian'\''s PyTorch (the torch-store step) loads libgloo, hidden too: the bundle'\''s (and
+  # Debian'\''s libdnnl 2.6, which the bundle no longer carries and so stays visible).
   start=$SECONDS
   status=0
   LD_LIBRARY_PATH="$prefix_libs" "$source_dir/scripts/gpu_node.sh" --test --bundle "$bundle" --out "$out" \
@@ -78,4 +87,5 @@ unshare --mount --propagation private bash -c '
     ${skipped:+-E "$skipped"} -j "$(nproc)" --no-tests=error --output-on-failure --timeout 300 || status=1
   echo "== offline tests: $((SECONDS - start)) s"
   exit $status
-' offline "$source_dir" "$build_dir" "$bundle" "$hidden" "$out" "$prefix_libs" "$tests" "$skipped"
+' offline "$source_dir" "$build_dir" "$bundle" "$hidden" "$out" "$prefix_libs" "$tests" "$skipped" \
+  "$onednn_prefix"

@@ -36,6 +36,14 @@ case "$case" in
     chmod 0777 "$scratch"
     setpriv --reuid=65534 --regid=65534 --clear-groups -- test -x "$run" \
       || skip "uid 65534 cannot run $run (a folder above it is closed to others)"
+    # The programs load oneDNN from where the build found it, by default scripts/install_onednn.sh's
+    # prefix in the builder's home, which root's is closed to others: uid 65534 gets a copy.
+    dnnl="$(ldd "$train" | awk '/libdnnl/ { print $3 }')"
+    if [ -n "$dnnl" ] && ! setpriv --reuid=65534 --regid=65534 --clear-groups -- test -r "$dnnl"; then
+      { mkdir -p "$scratch/lib" && cp -L "$dnnl" "$scratch/lib/" && chmod -R a+rX "$scratch/lib"; } \
+        || fail "cannot copy $dnnl for uid 65534"
+      limits=(env LD_LIBRARY_PATH="$scratch/lib" "${limits[@]}")
+    fi
     ;;
   *) echo "unknown case '$case'"; exit 2 ;;
 esac
