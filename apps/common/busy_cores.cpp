@@ -1,14 +1,22 @@
 #include "apps/common/busy_cores.h"
 
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <system_error>
 
 namespace tandem::apps {
 
+// The whole first token must be the number ("5.26x" is not 5.26), finite and not negative.
 std::optional<double> read_load_average(const std::string& loadavg_path) {
   std::ifstream file(loadavg_path);
+  std::string token;
+  if (!(file >> token) || token.size() > 32) return std::nullopt;
   double load = 0;
-  if (!(file >> load) || load < 0) return std::nullopt;
+  const auto [end, error] = std::from_chars(token.data(), token.data() + token.size(), load);
+  if (error != std::errc() || end != token.data() + token.size()) return std::nullopt;
+  if (!std::isfinite(load) || load < 0) return std::nullopt;
   return load;
 }
 

@@ -37,8 +37,10 @@ TEST(BusyCores, TheLoadIsTheFirstFieldOfLoadavgAndAnUnreadableFileGivesNone) {
   std::ofstream(path) << "5.26 4.69 4.57 2/130 1832\n";
   ASSERT_TRUE(read_load_average(path).has_value());
   EXPECT_DOUBLE_EQ(*read_load_average(path), 5.26);
-  std::ofstream(path) << "garbage\n";
-  EXPECT_FALSE(read_load_average(path).has_value());
+  for (const char* broken : {"garbage\n", "5.26x 4.69\n", "-1 0 0\n", "nan 0 0\n", ""}) {
+    std::ofstream(path) << broken;
+    EXPECT_FALSE(read_load_average(path).has_value()) << broken;
+  }
   EXPECT_FALSE(read_load_average(dir.file("missing")).has_value());
   EXPECT_TRUE(read_load_average().has_value()) << "/proc/loadavg on Linux";
 }
